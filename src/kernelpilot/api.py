@@ -1,0 +1,172 @@
+"""kernelpilot's Python API: one function per CLI command, typed, returning pydantic models.
+
+The CLI (:mod:`kernelpilot.cli`) only parses arguments and prints what these return.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+import kernelpilot
+from kernelpilot.errors import ToolMissingError
+from kernelpilot.hardware.roofline import Roofline
+from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
+from kernelpilot.kernels.workload import Workload
+from kernelpilot.loop import OptimizeResult, detect_device, optimize, roofline_for
+from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
+from kernelpilot.measure.env import EnvInfo, collect_env
+from kernelpilot.measure.timing import TimingResult
+from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
+from kernelpilot.profile.ncu_run import profile_kernel
+from kernelpilot.profile.verdict import Verdict, judge
+from kernelpilot.records.models import RunInfo, VersionOutcome
+from kernelpilot.records.workspace import Workspace, read_json, write_text
+from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
+from kernelpilot.report.final import render_final_report
+
+__all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
+           "BenchResult", "ProfileResult", "RooflineResult", "ReportResult"]
+
+
+def bundled_example(name: str = "softmax") -> Path:
+    """Path of a bundled example kernel (``softmax``, ``vector_add``, ``layer_norm``, ``matmul``)."""
+    return Path(kernelpilot.__file__).resolve().parent / "examples" / f"{name}.py"
+
+
+def _load(kernel: str | Path, ref: str | Path | None) -> tuple[KernelFile, str]:
+    device = detect_device()
+    return load_kernel(kernel, ref, interpreted=(device == "cpu")), device
+
+
+def env(*, probe_ncu: bool = True) -> EnvInfo:
+    """Provenance of this machine (see :func:`kernelpilot.measure.env.collect_env`)."""
+    return collect_env(probe_ncu=probe_ncu)
+
+
+def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
+          ref: str | Path | None = None, n_seeds: int = 3) -> CorrectnessResult:
+    """Correctness of one config on ``n_seeds`` fresh input sets (raises ContractError on a broken file)."""
+    kf, device = _load(kernel, ref)
+    return check_correctness(kf, resolve_shape(kf, shape), resolve_config(kf, config), device,
+                             seeds=tuple(range(n_seeds)))
+
+
+class BenchResult(BaseModel):
+    """``kernelpilot bench``: the kernel's timing, where it stands on the roofline, and optional baselines."""
+
+    kernel: str
+    shape: dict[str, Any]
+    config: dict[str, Any]
+    timing: TimingResult
+    floor_ns: float | None
+    pct_of_roofline: float | None
+    impossible: bool
+    baselines: BenchmarkResult | None = None
+
+
+def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
+          ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None) -> BenchResult:
+    """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU).
+
+    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs.
+    """
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.timing import time_callable
+
+    kf, device = _load(kernel, ref)
+    shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
+    case = make_case(kf, shp, 0, device)
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), device)
+    roof, _, _ = roofline_for(kf, shp, device, gpu)
+    measured = timing.is_measurement and roof is not None
+    return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
+                       floor_ns=roof.floor_ns if roof else None,
+                       pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
+                       impossible=bool(measured and roof.is_impossible(timing.median_ns)),
+                       baselines=run_benchmark(kf, shp, cfg, device) if baselines else None)
+
+
+class ProfileResult(BaseModel):
+    """``kernelpilot profile``: the report read, every kernel in it, the main kernel and its verdict."""
+
+    report: str
+    kernels: list[KernelMetrics]
+    main: KernelMetrics
+    verdict: Verdict
+
+
+def profile(kernel: str | Path | None = None, *, report: str | Path | None = None, out: str | Path | None = None,
+            shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
+            ref: str | Path | None = None) -> ProfileResult:
+    """Profile a kernel with ncu (GPU), or read an existing ``report`` (no GPU needed); then judge it.
+
+    Raises:
+        ToolMissingError: profiling requested without a GPU or without ncu.
+        ReportError / ProfileError: the report cannot be made or read.
+    """
+    if report is None:
+        if kernel is None:
+            raise ToolMissingError("nothing to profile", "give a KERNEL file or --report FILE.ncu-rep")
+        if detect_device() != "cuda":
+            raise ToolMissingError("profiling needs a CUDA GPU; none is visible",
+                                   "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
+        kf = load_kernel(kernel, ref)
+        path = Path(out) if out else Path(f"{kf.name}.ncu-rep")
+        report = profile_kernel(kf.path, resolve_shape(kf, shape), resolve_config(kf, config), path,
+                                ref=Path(ref) if ref else None)
+    kernels = read_report(report)
+    main = main_kernel(kernels)
+    return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=judge(main))
+
+
+class RooflineResult(BaseModel):
+    """``kernelpilot roofline``: the workload and, with a spec, the cited roofline."""
+
+    kernel: str
+    shape: dict[str, Any]
+    workload: Workload
+    roofline: Roofline | None
+    note: str = ""
+
+
+def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any] | None = None) -> RooflineResult:
+    """FLOPs, bytes, arithmetic intensity and (with ``gpu`` or a GPU present) floor and target. No GPU needed.
+
+    The shape is ``SHAPE`` (the GPU shape) unless overridden, also on a CPU machine: inputs are built on the CPU
+    only to count bytes.
+    """
+    device = detect_device()
+    kf = load_kernel(kernel, None, interpreted=(device == "cpu"))
+    shp = dict(kf.shape)
+    shp.update(resolve_shape(kf, shape) if shape else {})
+    roof, work, note = roofline_for(kf, shp, device, gpu)
+    return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
+
+
+class ReportResult(BaseModel):
+    """``kernelpilot report``: the run's records, re-read and validated, and the report file rebuilt."""
+
+    run: RunInfo
+    versions: list[VersionOutcome]
+    final_report: str
+
+
+def report(run_folder: str | Path) -> ReportResult:
+    """Re-read a run folder's records (validating each) and rebuild final_report.md.
+
+    Raises:
+        RunFolderError: not a run folder, or a record is missing or corrupt (the message names the file).
+    """
+    ws = Workspace.open(Path(run_folder))
+    info = read_json(ws.root / "run.json", RunInfo)
+    versions = [read_json(ws.root / f"v{i}" / "outcome.json", VersionOutcome) for i in ws.version_indices()]
+    roof = read_json(ws.root / "roofline.json", Roofline) if (ws.root / "roofline.json").is_file() else None
+    path = write_text(ws.root / "final_report.md", render_final_report(info, versions, roof))
+    return ReportResult(run=info, versions=versions, final_report=str(path))
+
+
+__all__.append("OptimizeResult")
+_ = optimize

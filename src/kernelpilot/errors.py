@@ -1,0 +1,56 @@
+"""Errors kernelpilot raises on bad input, missing tools and failed runs.
+
+Every error carries what went wrong (``message``) and what to do about it (``hint``), so the CLI can print
+both and exit non-zero, and agents reading ``--json`` output get the same two fields.
+"""
+
+from __future__ import annotations
+
+
+class KernelpilotError(Exception):
+    """Base class: a problem the user can act on.
+
+    Args:
+        message: what is wrong, naming the file, field or tool involved.
+        hint: what to do next (may be empty).
+    """
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_dict(self) -> dict[str, str]:
+        """The error as a JSON-ready dict: ``{"error": type name, "message": ..., "hint": ...}``."""
+        return {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+class ContractError(KernelpilotError):
+    """A kernel file (or reference file) breaks the kernel-file contract in docs/contract."""
+
+
+class ToolMissingError(KernelpilotError):
+    """An external tool (ncu, a GPU, git) that the command needs is not available."""
+
+
+class ProfileError(KernelpilotError):
+    """Nsight Compute ran but produced no usable report (permission, crash, no kernel matched)."""
+
+
+class ReportError(KernelpilotError):
+    """An Nsight Compute report or a kernelpilot record could not be read (missing, corrupt, wrong kind)."""
+
+
+class SpecError(KernelpilotError):
+    """A GPU spec file is malformed, a value lacks its source, or the GPU is unknown."""
+
+
+class KernelRunError(KernelpilotError):
+    """The kernel raised, crashed the GPU context, or timed out while being checked, timed or profiled."""
+
+
+class RunFolderError(KernelpilotError):
+    """The run folder cannot be used (exists and is not a kernelpilot run, or a record in it is corrupt)."""

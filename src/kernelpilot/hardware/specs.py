@@ -1,0 +1,598 @@
+"""GPU spec sheets: read, check and look up the Markdown files in ``hardware/specs/``.
+
+Every number kernelpilot uses as a hardware ceiling comes from one of these files, and every value in
+them carries its source, so a roofline or a verdict can cite where each ceiling came from in the form
+``<metric>: <value> <unit> <- <path>:<line>`` (the citation rule of docs/PRODUCT.md, "Roofline").
+
+File format (one value per line, each with its source)::
+
+    # NVIDIA H200 SXM                      <- title (first "# " heading)
+    aliases: NVIDIA H200, H200 SXM         <- names this GPU is found by (comma separated)
+    compute_capability: 9.0 [devq]         <- optional, with an optional source key
+    kind: datasheet                        <- "datasheet" (default) or "measured"
+    spec: H200                             <- measured files only: the GPU the values belong to
+
+    ## Sources
+    [dsh200]: NVIDIA H200 Tensor Core GPU product page — https://...
+
+    ## Values
+    - dram_bandwidth_gbps: 4800 GB/s [dsh200]
+    - peak_bf16_tensor_dense_tflops: 989.5 TFLOP/s [dsh200] derived: 1979 with sparsity; dense = half
+
+* A GPU's name is its file's stem (``H200.md`` -> ``H200``); a measured file names its GPU in ``spec:``
+  (default: its stem).
+* A value line is ``- <metric>: <number> <unit> [<source key>] <optional note>``. The key must be
+  defined under ``## Sources`` as ``[key]: <title> — <URL>`` (or, for measured values, their
+  provenance). A note starting with ``derived`` marks a value computed from the source (for example
+  the dense half of a sparse tensor rate) rather than read off it.
+* The unit must fit the metric's suffix (units in names): ``_gbps`` GB/s, ``_tflops`` TFLOP/s,
+  ``_tops`` TOP/s, ``_mb`` MB, ``_kb`` KB, ``_gb`` GB, ``_mhz`` MHz, ``_w`` W; other metrics are counts:
+  ``registers`` when the name says registers, ``warps`` for warps, ``blocks`` for blocks, else ``count``.
+* Datasheet files may not hold ``measured_*`` metrics and measured files hold only those.
+* Other sections and prose lines are ignored; ``README.md`` files are not spec files.
+
+Where files are read from:
+
+* datasheets: the package's ``hardware/specs/*.md``, then ``$KERNELPILOT_HOME/specs/*.md`` (default
+  ``~/.kernelpilot/specs``); a user file with a packaged file's name replaces it.
+* measured ceilings: the package's ``hardware/specs/measured/*.md``, then
+  ``$KERNELPILOT_HOME/specs/measured/*.md`` (see :func:`measured_dir`); files are applied in name order,
+  user files last, and a later file's value for a metric replaces an earlier one.
+
+Units: GB and GB/s are decimal (10^9 bytes) as in NVIDIA's datasheets; MB and KB for on-chip memory
+(L2, shared memory) are written as NVIDIA writes them (the device reports 2^20 and 2^10 multiples).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kernelpilot.errors import SpecError
+
+__all__ = [
+    "PACKAGE_ROOT",
+    "SPECS_DIR",
+    "PACKAGE_MEASURED_DIR",
+    "SpecValue",
+    "GpuSpec",
+    "expected_unit",
+    "format_number",
+    "display_path",
+    "kernelpilot_home",
+    "user_specs_dir",
+    "measured_dir",
+    "load_spec_file",
+    "list_specs",
+    "find_spec",
+    "match_device",
+]
+
+#: ``src/kernelpilot``: citations of packaged files are relative to this folder (``hardware/specs/H200.md``).
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+#: The packaged datasheet files.
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+#: The packaged measured-ceiling files.
+PACKAGE_MEASURED_DIR = SPECS_DIR / "measured"
+
+# (suffix, unit) in the order they are tested; the rule is this module's own (units in names).
+_UNIT_BY_SUFFIX: tuple[tuple[str, str], ...] = (
+    ("_gbps", "GB/s"),
+    ("_tflops", "TFLOP/s"),
+    ("_tops", "TOP/s"),
+    ("_mhz", "MHz"),
+    ("_mb", "MB"),
+    ("_kb", "KB"),
+    ("_gb", "GB"),
+    ("_w", "W"),
+)
+_METRIC_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]+$")
+_HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_SOURCE_RE = re.compile(r"^\[(?P<key>[^\]]*)\]:\s*(?P<text>.*?)\s*$")
+_VALUE_RE = re.compile(r"^[-*+]\s+(?P<metric>[^:\s]+)\s*:\s*(?P<rest>.*?)\s*$")
+_VALUE_REST_RE = re.compile(
+    r"^(?P<value>[^\s\[]+)(?:\s+(?P<unit>[^\s\[]+))?(?:\s*\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$"
+)
+_HEADER_RE = re.compile(r"^(?P<key>aliases|compute_capability|kind|spec)\s*:\s*(?P<value>.*?)\s*$")
+_CC_RE = re.compile(r"^(?P<cc>\d+\.\d+)\s*(?:\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$")
+_HOW_TO_ADD = (
+    "To add a GPU, copy hardware/specs/H200.md to {dir}/<NAME>.md, replace every value with one from a "
+    "cited source (one value per line: '- <metric>: <value> <unit> [<source key>]'), and put the name "
+    "the device reports (torch.cuda.get_device_name()) on its 'aliases:' line"
+)
+
+
+def expected_unit(metric: str) -> str:
+    """The unit a metric's name requires (units in names).
+
+    Args:
+        metric: a metric name such as ``dram_bandwidth_gbps`` or ``max_warps_per_sm``.
+
+    Returns:
+        ``GB/s`` for ``_gbps``, ``TFLOP/s`` for ``_tflops``, ``TOP/s`` for ``_tops``, ``MHz`` for ``_mhz``,
+        ``MB`` for ``_mb``, ``KB`` for ``_kb``, ``GB`` for ``_gb``, ``W`` for ``_w``; for other (count)
+        metrics ``registers``, ``warps`` or ``blocks`` when the name contains that word, else ``count``.
+        The rule is kernelpilot's own naming convention (see this module's docstring); nothing raised.
+    """
+    for suffix, unit in _UNIT_BY_SUFFIX:
+        if metric.endswith(suffix):
+            return unit
+    for word, unit in (("register", "registers"), ("warp", "warps"), ("block", "blocks")):
+        if word in metric:
+            return unit
+    return "count"
+
+
+def format_number(value: float) -> str:
+    """A number as spec files and citations write it: integers without a decimal point, else 6 significant digits.
+
+    Args:
+        value: any finite float (units are the caller's).
+
+    Returns:
+        ``"132"`` for 132.0, ``"989.5"`` for 989.5, ``"4221.35"`` for 4221.3456; never exponent notation for
+        magnitudes below 10^15. Raises nothing.
+    """
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    text = f"{value:.6g}"
+    if "e" in text and math.isfinite(value):
+        text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """How citations name a spec file.
+
+    Args:
+        path: the file's path.
+
+    Returns:
+        The path relative to the package folder ``src/kernelpilot`` for packaged files
+        (``hardware/specs/H200.md``), else the absolute path (user files). Raises nothing.
+    """
+    resolved = Path(path).expanduser().resolve()
+    try:
+        return resolved.relative_to(PACKAGE_ROOT).as_posix()
+    except ValueError:
+        return str(resolved)
+
+
+def kernelpilot_home() -> Path:
+    """The user's kernelpilot folder: ``$KERNELPILOT_HOME`` if set, else ``~/.kernelpilot`` (not created here)."""
+    env = os.environ.get("KERNELPILOT_HOME", "").strip()
+    return Path(env).expanduser() if env else Path.home() / ".kernelpilot"
+
+
+def user_specs_dir() -> Path:
+    """Folder of the user's own datasheet files: ``<kernelpilot_home()>/specs`` (not created here)."""
+    return kernelpilot_home() / "specs"
+
+
+def measured_dir() -> Path:
+    """Folder where measured ceilings are written and read: ``<kernelpilot_home()>/specs/measured``.
+
+    ``kernelpilot specs measure`` writes ``<GPU name>.md`` here (see
+    :func:`kernelpilot.hardware.ceilings.write_measured`); the folder is not created by this function.
+    """
+    return user_specs_dir() / "measured"
+
+
+class SpecValue(BaseModel):
+    """One sourced hardware value, read from one line of a spec file.
+
+    Attributes:
+        metric: metric name with its unit in the name (``dram_bandwidth_gbps``).
+        value: the number, in ``unit``.
+        unit: the unit as written (``GB/s``, ``TFLOP/s``, ``count`` ...; see :func:`expected_unit`).
+        source_key: the key in brackets on the value's line.
+        source: the text of that key's ``## Sources`` entry: ``title — URL`` for datasheet values, the
+            provenance (date, method, device, driver, torch, n samples, median, IQR) for measured ones.
+        path: the file as citations name it (:func:`display_path`).
+        line: 1-based line number of the value in that file.
+        note: free text after the source key (``derived: ...`` marks a value computed from the source).
+        value_text: the number exactly as written in the file (used by :meth:`cite`; may be empty).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    metric: str
+    value: float
+    unit: str
+    source_key: str
+    source: str
+    path: str
+    line: int
+    note: str = ""
+    value_text: str = ""
+
+    @property
+    def derived(self) -> bool:
+        """True when the value's note starts with ``derived`` (computed from the source, e.g. dense = sparse / 2)."""
+        return self.note.lower().startswith("derived")
+
+    @property
+    def is_measured(self) -> bool:
+        """True for measured ceilings (metric names starting with ``measured_``)."""
+        return self.metric.startswith("measured_")
+
+    def cite(self) -> str:
+        """The citation ``<metric>: <value> <unit> <- <path>:<line>`` (format from docs/PRODUCT.md, "Roofline")."""
+        number = self.value_text or format_number(self.value)
+        return f"{self.metric}: {number} {self.unit} <- {self.path}:{self.line}"
+
+
+class GpuSpec(BaseModel):
+    """A GPU's spec sheet: datasheet values plus any measured ceilings found for it.
+
+    Attributes:
+        name: the GPU's name in kernelpilot (the datasheet file's stem, e.g. ``H200``).
+        title: the file's ``#`` heading.
+        aliases: other names it is found by (:func:`find_spec`, :func:`match_device`).
+        compute_capability: e.g. ``"9.0"``, or None when the file gives none.
+        values: datasheet values by metric.
+        measured: measured ceilings by metric (``measured_*``), merged in by :func:`list_specs`.
+        path: the datasheet file as citations name it.
+        kind: ``datasheet`` or ``measured`` (what :func:`load_spec_file` read).
+    """
+
+    name: str
+    title: str = ""
+    aliases: list[str] = Field(default_factory=list)
+    compute_capability: str | None = None
+    values: dict[str, SpecValue] = Field(default_factory=dict)
+    measured: dict[str, SpecValue] = Field(default_factory=dict)
+    path: str = ""
+    kind: Literal["datasheet", "measured"] = "datasheet"
+
+    def get(self, metric: str) -> SpecValue:
+        """The value of ``metric`` (datasheet values first, then measured ones).
+
+        Raises:
+            SpecError: the spec has no such metric; the message names the metric and the file, the hint
+                lists the metrics it has and how to add one.
+        """
+        if metric in self.values:
+            return self.values[metric]
+        if metric in self.measured:
+            return self.measured[metric]
+        known = ", ".join(sorted(self.values) + sorted(self.measured)) or "none"
+        raise SpecError(
+            f"GPU spec '{self.name}' ({self.path or 'no file'}) has no value for '{metric}'",
+            hint=(
+                f"its metrics: {known}. Add a line '- {metric}: <value> {expected_unit(metric)} [<source key>]' "
+                f"under '## Values' in {self.path or 'its spec file'}, citing a source under '## Sources'"
+                + (" (or run 'kernelpilot specs measure' on that GPU)" if metric.startswith("measured_") else "")
+            ),
+        )
+
+    def ceiling(self, metric_datasheet: str, metric_measured: str | None = None) -> SpecValue:
+        """The ceiling to use: the measured value when present, else the datasheet value.
+
+        docs/PRODUCT.md ("Roofline"): use measured ceilings where available; datasheet values are leads.
+
+        Args:
+            metric_datasheet: datasheet metric, e.g. ``dram_bandwidth_gbps``.
+            metric_measured: measured metric, e.g. ``measured_copy_bandwidth_gbps``, or None.
+
+        Raises:
+            SpecError: neither value exists (names the datasheet metric and the file).
+        """
+        if metric_measured and metric_measured in self.measured:
+            return self.measured[metric_measured]
+        return self.get(metric_datasheet)
+
+
+# ----------------------------------------------------------------------------------------------------
+# parsing
+
+
+def _fail(shown: str, line: int | None, problem: str, hint: str) -> SpecError:
+    where = f"{shown}:{line}" if line else shown
+    return SpecError(f"{where}: {problem}", hint=hint)
+
+
+def _clean_note(text: str) -> str:
+    return text.strip().lstrip("—–-;:,").strip()
+
+
+def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
+    """Read and check one spec file (datasheet or measured; format in this module's docstring).
+
+    Args:
+        path: the Markdown file.
+
+    Returns:
+        A :class:`GpuSpec`. For a datasheet file its ``values`` hold the values; for a measured file
+        (``kind: measured``) its ``measured`` hold them and ``name`` is the GPU named by ``spec:``.
+        Nothing from other files is merged in (that is :func:`list_specs`).
+
+    Raises:
+        SpecError: the file cannot be read, or a line breaks the format; the message names
+            ``path:line`` and the problem (value without a source key, unknown source key, non-numeric or
+            non-positive value, unit not matching the metric's suffix, duplicate metric or key, bad
+            header), the hint says how to fix it.
+    """
+    file = Path(path)
+    shown = display_path(file)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _fail(shown, None, f"cannot read spec file ({exc})", "check the path and that the file is UTF-8 text")
+
+    title = ""
+    aliases: list[str] = []
+    compute_capability: str | None = None
+    cc_key: tuple[str, int] | None = None
+    kind = "datasheet"
+    spec_name = file.stem
+    section = ""  # "" before the first "##" heading
+    sources: dict[str, tuple[str, int]] = {}
+    raw_values: list[tuple[int, str, str]] = []  # (line, metric, rest)
+
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        heading = _HEADING_RE.match(line)
+        if heading:
+            level, heading_text = len(heading.group(1)), heading.group(2)
+            if level == 1 and not title:
+                title = heading_text
+            elif level == 2:
+                section = heading_text.strip().lower()
+            continue
+        if section == "":
+            header = _HEADER_RE.match(line)
+            if not header:
+                continue  # prose
+            key, value = header.group("key"), header.group("value")
+            if key == "aliases":
+                aliases.extend(a.strip() for a in value.split(",") if a.strip())
+            elif key == "compute_capability":
+                cc = _CC_RE.match(value)
+                if not cc:
+                    raise _fail(shown, number, f"compute_capability '{value}' is not of the form 9.0",
+                                "write it as major.minor, optionally followed by a source key in brackets")
+                compute_capability = cc.group("cc")
+                if cc.group("key") is not None:
+                    cc_key = (cc.group("key").strip(), number)
+            elif key == "kind":
+                if value not in ("datasheet", "measured"):
+                    raise _fail(shown, number, f"kind '{value}' is neither 'datasheet' nor 'measured'",
+                                "use 'kind: datasheet' (the default) or 'kind: measured'")
+                kind = value
+            elif key == "spec":
+                if not value:
+                    raise _fail(shown, number, "'spec:' names no GPU", "write e.g. 'spec: H200'")
+                spec_name = value
+        elif section == "sources":
+            if not line.startswith("["):
+                continue  # prose
+            src = _SOURCE_RE.match(line)
+            if not src:
+                raise _fail(shown, number, f"malformed source line '{line}'",
+                            "write sources as '[key]: <document title> — <URL>'")
+            key, body = src.group("key").strip(), src.group("text")
+            if not _KEY_RE.match(key):
+                raise _fail(shown, number, f"source key '[{key}]' has characters other than letters, digits, '_.:-'",
+                            "rename the key, e.g. [dsh200]")
+            if not body:
+                raise _fail(shown, number, f"source [{key}] has no text",
+                            "write the document's title and URL (or the measurement's provenance) after the colon")
+            if key in sources:
+                raise _fail(shown, number, f"source key [{key}] is defined twice (first on line {sources[key][1]})",
+                            "give each source its own key")
+            sources[key] = (body, number)
+        elif section == "values":
+            if line[0] not in "-*+":
+                continue  # prose
+            val = _VALUE_RE.match(line)
+            if not val:
+                raise _fail(shown, number, f"malformed value line '{line}'",
+                            "write values as '- <metric>: <value> <unit> [<source key>]'")
+            raw_values.append((number, val.group("metric"), val.group("rest")))
+
+    if cc_key is not None and cc_key[0] not in sources:
+        raise _fail(shown, cc_key[1], f"unknown source key [{cc_key[0]}] on compute_capability",
+                    f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
+
+    parsed: dict[str, SpecValue] = {}
+    for number, metric, rest in raw_values:
+        if not _METRIC_RE.match(metric):
+            raise _fail(shown, number, f"metric name '{metric}' is not lower_snake_case",
+                        "name metrics like 'dram_bandwidth_gbps' (unit as the suffix)")
+        if metric in parsed:
+            raise _fail(shown, number, f"'{metric}' is given twice (first on line {parsed[metric].line})",
+                        "keep one value per metric per file")
+        parts = _VALUE_REST_RE.match(rest)
+        if not parts:
+            raise _fail(shown, number, f"value of '{metric}' is missing",
+                        f"write '- {metric}: <value> {expected_unit(metric)} [<source key>]'")
+        value_text, unit, key, note = parts.group("value"), parts.group("unit"), parts.group("key"), parts.group("note")
+        try:
+            value = float(value_text)
+        except ValueError:
+            raise _fail(shown, number, f"value '{value_text}' of '{metric}' is not a number",
+                        "write a plain number (no thousands separators, no unit glued on), e.g. 1979 or 989.5")
+        if not math.isfinite(value) or value <= 0:
+            raise _fail(shown, number, f"value {value_text} of '{metric}' must be a positive finite number",
+                        "hardware ceilings are positive; leave a metric out rather than write 0")
+        want = expected_unit(metric)
+        if unit is None:
+            raise _fail(shown, number, f"'{metric}' has no unit (expected '{want}')",
+                        f"write '- {metric}: {value_text} {want} [<source key>]'")
+        if unit != want:
+            raise _fail(shown, number, f"unit '{unit}' does not match metric '{metric}' (expected '{want}')",
+                        "the unit must fit the name's suffix: _gbps GB/s, _tflops TFLOP/s, _tops TOP/s, _mb MB, "
+                        "_kb KB, _gb GB, _mhz MHz, _w W; counts: count/registers/warps/blocks")
+        if key is None or not key.strip():
+            raise _fail(shown, number, f"'{metric}' has no source",
+                        f"every value needs a source key in brackets: '- {metric}: {value_text} {unit} [<key>]', "
+                        "with '[<key>]: <title> — <URL>' under '## Sources'")
+        key = key.strip()
+        if key not in sources:
+            raise _fail(shown, number, f"unknown source key [{key}] for '{metric}'",
+                        f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
+        if kind == "datasheet" and metric.startswith("measured_"):
+            raise _fail(shown, number, f"measured metric '{metric}' in a datasheet file",
+                        "measured ceilings go in a 'kind: measured' file under specs/measured/")
+        if kind == "measured" and not metric.startswith("measured_"):
+            raise _fail(shown, number, f"datasheet metric '{metric}' in a measured file",
+                        "measured files hold only 'measured_*' metrics")
+        parsed[metric] = SpecValue(
+            metric=metric,
+            value=value,
+            unit=unit,
+            source_key=key,
+            source=sources[key][0],
+            path=shown,
+            line=number,
+            note=_clean_note(note),
+            value_text=value_text,
+        )
+
+    if not parsed and kind == "datasheet":
+        raise _fail(shown, None, "no values found",
+                    "put value lines '- <metric>: <value> <unit> [<source key>]' under a '## Values' heading")
+    return GpuSpec(
+        name=spec_name,
+        title=title,
+        aliases=aliases,
+        compute_capability=compute_capability,
+        values=parsed if kind == "datasheet" else {},
+        measured=parsed if kind == "measured" else {},
+        path=shown,
+        kind=kind,  # type: ignore[arg-type]
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# lookup
+
+
+def _spec_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.md") if p.is_file() and p.name.lower() != "readme.md")
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", name.strip().lower())
+
+
+def _name_index(specs: list[GpuSpec]) -> dict[str, GpuSpec]:
+    index: dict[str, GpuSpec] = {}
+    for spec in specs:
+        for label in [spec.name, *spec.aliases]:
+            key = _norm(label)
+            other = index.get(key)
+            if other is not None and other.name != spec.name:
+                raise SpecError(
+                    f"'{label}' names two GPUs: {other.name} ({other.path}) and {spec.name} ({spec.path})",
+                    hint="remove the name from the aliases of one of the two files",
+                )
+            index[key] = spec
+    return index
+
+
+def list_specs() -> list[GpuSpec]:
+    """Every known GPU spec, with its measured ceilings merged in, sorted by name.
+
+    Reads the packaged datasheets, the user's (``user_specs_dir()``; same name replaces), then the
+    packaged and the user's measured files (``measured_dir()``), later files replacing earlier values
+    metric by metric. Files are re-read on every call.
+
+    Raises:
+        SpecError: a file is malformed (``path:line``), a measured file sits in a datasheet folder or the
+            reverse, a measured file names an unknown GPU, or one name is an alias of two GPUs.
+    """
+    by_name: dict[str, GpuSpec] = {}
+    for folder in (SPECS_DIR, user_specs_dir()):
+        for file in _spec_files(folder):
+            spec = load_spec_file(file)
+            if spec.kind != "datasheet":
+                raise SpecError(
+                    f"{spec.path}: a measured file in the datasheet folder {display_path(folder)}",
+                    hint=f"move it to {display_path(folder / 'measured')}",
+                )
+            by_name[spec.name] = spec
+    specs = list(by_name.values())
+    index = _name_index(specs)
+    for folder in (PACKAGE_MEASURED_DIR, measured_dir()):
+        for file in _spec_files(folder):
+            found = load_spec_file(file)
+            if found.kind != "measured":
+                raise SpecError(
+                    f"{found.path}: a datasheet file in the measured folder {display_path(folder)}",
+                    hint="measured files start with 'kind: measured'; move datasheets up one folder",
+                )
+            target = index.get(_norm(found.name))
+            if target is None:
+                raise SpecError(
+                    f"{found.path}: measured ceilings for unknown GPU '{found.name}'",
+                    hint=f"known GPUs: {', '.join(sorted(by_name))}; fix its 'spec:' line or add a datasheet file",
+                )
+            target.measured.update(found.measured)
+    return sorted(specs, key=lambda s: s.name)
+
+
+def _closest(query: str, specs: list[GpuSpec]) -> list[str]:
+    labels: dict[str, str] = {}
+    for spec in specs:
+        for label in [spec.name, *spec.aliases]:
+            labels.setdefault(_norm(label), label)
+    close = difflib.get_close_matches(_norm(query), list(labels), n=4, cutoff=0.4)
+    return [labels[c] for c in close]
+
+
+def _unknown(query: str, specs: list[GpuSpec], what: str) -> SpecError:
+    close = _closest(query, specs)
+    names = ", ".join(s.name for s in specs) or "none"
+    closest = f"closest known: {', '.join(close)}. " if close else ""
+    return SpecError(
+        f"unknown GPU {what}'{query}': no spec file names it",
+        hint=f"{closest}Known GPUs: {names}. " + _HOW_TO_ADD.format(dir=user_specs_dir()),
+    )
+
+
+def find_spec(name_or_alias: str) -> GpuSpec:
+    """The spec whose name or an alias matches, ignoring case, spaces, dashes and underscores.
+
+    Args:
+        name_or_alias: e.g. ``H200``, ``h100-sxm``, ``NVIDIA H100 PCIe``.
+
+    Raises:
+        SpecError: no spec matches (the hint names the closest entries, by :mod:`difflib`, and how to add
+            a spec file), or a spec file is malformed (see :func:`list_specs`).
+    """
+    specs = list_specs()
+    spec = _name_index(specs).get(_norm(name_or_alias))
+    if spec is None:
+        raise _unknown(name_or_alias, specs, "")
+    return spec
+
+
+def match_device(device_name: str) -> GpuSpec:
+    """The spec for a device as it names itself (``torch.cuda.get_device_name()``, ``nvidia-smi``).
+
+    Exact match on name or alias after normalising case, spaces, dashes and underscores, so
+    ``NVIDIA H100 80GB HBM3`` (the SXM5 board; the PCIe card uses HBM2e and reports ``NVIDIA H100 PCIe``),
+    ``NVIDIA H100 PCIe`` and ``NVIDIA H200`` each find their file. No partial matching: a MIG slice or an
+    unlisted variant (``NVIDIA H200 NVL``) has other ceilings and must not borrow a neighbour's.
+
+    Raises:
+        SpecError: no spec lists the name (hint: closest entries and how to add the name or a file).
+    """
+    specs = list_specs()
+    spec = _name_index(specs).get(_norm(device_name))
+    if spec is None:
+        raise _unknown(device_name, specs, "device ")
+    return spec

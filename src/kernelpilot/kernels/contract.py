@@ -1,0 +1,340 @@
+"""The kernel-file contract: load a Triton kernel file, validate it, and build inputs from it.
+
+A kernel file is a Python module with (PRODUCT.md "Kernel file contract", compatible with the seed skills'
+Triton contract):
+
+- ``setup(**shape, seed, device) -> {"inputs": {name: tensor | scalar}, "outputs": [names]}``; output names are
+  keys of ``inputs`` naming the tensors ``run_kernel`` writes;
+- ``run_kernel(**inputs, **config)`` launches the kernel and writes the outputs in place;
+- ``reference(**inputs)`` in the same module or in ``--ref ref.py``: returns the outputs (a tensor, a tuple in
+  ``outputs`` order, or a dict) or writes them in place;
+- ``TUNABLES`` (name -> candidate values), ``SHAPE`` (default problem shape); optional ``CPU_SHAPE`` (shape
+  used under the Triton interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
+  ``bytes_moved(**shape)``, ``atol``/``rtol``.
+
+Every violation raises :class:`~kernelpilot.errors.ContractError` naming the missing or wrong piece.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import itertools
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+from kernelpilot.errors import ContractError
+
+COMPUTE_UNITS = ("fp32", "fp64", "tf32_tensor", "bf16_tensor", "fp16_tensor", "fp8_tensor", "int8_tensor")
+
+Config = dict[str, Any]
+Shape = dict[str, Any]
+
+_loaded_counter = itertools.count()
+
+
+@dataclass
+class KernelFile:
+    """A loaded, validated kernel file.
+
+    Attributes:
+        path: the kernel file.
+        module: the imported module (imported under the Triton interpreter when ``interpreted``).
+        reference_path: the file ``reference`` came from (the kernel file or ``--ref``).
+        tunables: name -> candidate values (kept in the file's order).
+        default_config: the starting config (``DEFAULT_CONFIG`` or each tunable's first candidate).
+        shape / cpu_shape: default problem shape, and the small shape for interpreted runs (may be None).
+        compute_unit: which peak the FLOPs run on (one of ``COMPUTE_UNITS``; default ``"fp32"``).
+        source_sha256: hash of the kernel file and the reference file, recorded with every version.
+        interpreted: True when loaded with ``TRITON_INTERPRET=1``.
+    """
+
+    path: Path
+    module: ModuleType
+    reference_path: Path
+    setup: Callable[..., dict]
+    run_kernel: Callable[..., Any]
+    reference: Callable[..., Any]
+    tunables: dict[str, list[Any]]
+    default_config: Config
+    shape: Shape
+    cpu_shape: Shape | None
+    compute_unit: str
+    source_sha256: str
+    interpreted: bool
+    flops_fn: Callable[..., float] | None = None
+    bytes_fn: Callable[..., float] | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The kernel's name: the file's stem (``softmax`` for ``examples/softmax.py``)."""
+        return self.path.stem
+
+
+@dataclass
+class Case:
+    """One problem instance: the inputs ``setup`` built and the names of the outputs among them."""
+
+    inputs: dict[str, Any]
+    outputs: list[str]
+    shape: Shape
+    seed: int
+
+
+def _import_file(path: Path, tag: str) -> ModuleType:
+    name = f"kernelpilot_user_{tag}_{path.stem}_{next(_loaded_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ContractError(f"{path}: cannot be imported as a Python module", "give a .py file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and triton.jit look the module up while it executes
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module failed at import time
+        sys.modules.pop(name, None)
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
+        raise ContractError(
+            f"{path}: importing the kernel file failed at {where}: {type(exc).__name__}: {exc}",
+            "fix the error above; the file must import without a GPU when run under TRITON_INTERPRET=1",
+        ) from exc
+    return module
+
+
+def use_interpreter(interpreted: bool) -> None:
+    """Set or clear ``TRITON_INTERPRET`` before a kernel module is imported (``@triton.jit`` reads it then)."""
+    if interpreted:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+
+
+def _require_callable(module: ModuleType, name: str, path: Path, what: str) -> Callable[..., Any]:
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise ContractError(f"{path}: no `{name}` defined", what)
+    if not callable(fn):
+        raise ContractError(f"{path}: `{name}` is a {type(fn).__name__}, not a function", what)
+    return fn
+
+
+def _check_tunables(tunables: Any, path: Path) -> dict[str, list[Any]]:
+    hint = 'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4, 8]} (name -> candidate values)'
+    if not isinstance(tunables, dict) or not tunables:
+        raise ContractError(f"{path}: TUNABLES must be a non-empty dict, got {type(tunables).__name__}", hint)
+    out: dict[str, list[Any]] = {}
+    for key, values in tunables.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ContractError(f"{path}: TUNABLES key {key!r} is not a valid keyword name", hint)
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ContractError(f"{path}: TUNABLES[{key!r}] must be a non-empty list of candidates", hint)
+        if len(set(map(repr, values))) != len(values):
+            raise ContractError(f"{path}: TUNABLES[{key!r}] has repeated candidates {list(values)}", hint)
+        out[key] = list(values)
+    return out
+
+
+def _check_shape(value: Any, path: Path, name: str) -> Shape:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise ContractError(f"{path}: {name} must be a dict of name -> value, got {type(value).__name__}",
+                            f'define {name} = {{"M": 4096, "N": 4096}}')
+    return dict(value)
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpreted: bool = False) -> KernelFile:
+    """Import and validate a kernel file.
+
+    Args:
+        path: the kernel ``.py`` file.
+        ref_path: optional file defining ``reference``; default: the kernel file itself.
+        interpreted: import under the Triton interpreter (``TRITON_INTERPRET=1``), for machines without a GPU.
+
+    Returns:
+        The validated :class:`KernelFile`.
+
+    Raises:
+        ContractError: the file is missing, does not import, or a required name is missing or malformed
+            (the message names the file and the piece).
+    """
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ContractError(f"kernel file not found: {path}", "pass the path of a .py kernel file")
+    if path.suffix != ".py":
+        raise ContractError(f"{path}: only Triton kernels in .py files are supported so far",
+                            "CUDA .cu files are planned; wrap the kernel in a .py file with setup/run_kernel")
+    use_interpreter(interpreted)
+    module = _import_file(path, "kernel")
+    setup = _require_callable(module, "setup", path,
+                              'define setup(**shape, seed=0, device="cuda") -> {"inputs": {...}, "outputs": [...]}')
+    run_kernel = _require_callable(module, "run_kernel", path,
+                                   "define run_kernel(**inputs, **config) that launches the kernel")
+    ref_file = Path(ref_path).resolve() if ref_path else path
+    if ref_path:
+        if not ref_file.is_file():
+            raise ContractError(f"reference file not found: {ref_file}", "pass --ref pointing to a .py file")
+        ref_module = _import_file(ref_file, "ref")
+    else:
+        ref_module = module
+    reference = _require_callable(ref_module, "reference", ref_file,
+                                  "define reference(**inputs) in the kernel file or pass --ref ref.py")
+    if not hasattr(module, "TUNABLES"):
+        raise ContractError(f"{path}: no TUNABLES defined",
+                            'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4, 8]}')
+    tunables = _check_tunables(module.TUNABLES, path)
+    if not hasattr(module, "SHAPE"):
+        raise ContractError(f"{path}: no SHAPE defined", 'define SHAPE = {"M": 4096, "N": 4096}, the default shape')
+    shape = _check_shape(module.SHAPE, path, "SHAPE")
+    cpu_shape = _check_shape(module.CPU_SHAPE, path, "CPU_SHAPE") if hasattr(module, "CPU_SHAPE") else None
+    for key in tunables:
+        if not _accepts(run_kernel, key):
+            raise ContractError(f"{path}: run_kernel does not accept the tunable `{key}`",
+                                f"add `{key}` as a keyword parameter of run_kernel (or **kwargs)")
+    if not _accepts(setup, "seed"):
+        raise ContractError(f"{path}: setup does not accept `seed`", "add seed=0 to setup's parameters")
+    default = {k: v[0] for k, v in tunables.items()}
+    if hasattr(module, "DEFAULT_CONFIG"):
+        given = module.DEFAULT_CONFIG
+        if not isinstance(given, dict):
+            raise ContractError(f"{path}: DEFAULT_CONFIG must be a dict", "e.g. DEFAULT_CONFIG = {'BLOCK_SIZE': 256}")
+        default.update(given)
+    validate_config(default, tunables, path, what="DEFAULT_CONFIG")
+    unit = getattr(module, "COMPUTE_UNIT", "fp32")
+    if unit not in COMPUTE_UNITS:
+        raise ContractError(f"{path}: COMPUTE_UNIT {unit!r} is not one of {', '.join(COMPUTE_UNITS)}",
+                            'e.g. COMPUTE_UNIT = "bf16_tensor" for a bf16 tl.dot kernel')
+    digest = hashlib.sha256(path.read_bytes())
+    if ref_file != path:
+        digest.update(ref_file.read_bytes())
+    tol_src = ref_module if ref_module is not module else module
+    return KernelFile(
+        path=path, module=module, reference_path=ref_file, setup=setup, run_kernel=run_kernel, reference=reference,
+        tunables=tunables, default_config=default, shape=shape, cpu_shape=cpu_shape, compute_unit=unit,
+        source_sha256=digest.hexdigest(), interpreted=interpreted,
+        flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
+        atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None),
+    )
+
+
+def validate_config(config: Config, tunables: dict[str, list[Any]], path: Path | str = "config", *,
+                    what: str = "config") -> None:
+    """Check that ``config`` sets every tunable to one of its candidates.
+
+    Raises:
+        ContractError: a key is not a tunable, a tunable is missing, or a value is not a candidate.
+    """
+    for key, value in config.items():
+        if key not in tunables:
+            raise ContractError(f"{path}: {what} sets `{key}`, which is not in TUNABLES ({', '.join(tunables)})",
+                                "use only names listed in TUNABLES")
+        if value not in tunables[key]:
+            raise ContractError(f"{path}: {what} sets {key}={value!r}, not one of TUNABLES[{key!r}] = {tunables[key]}",
+                                f"pick one of {tunables[key]}")
+    missing = [k for k in tunables if k not in config]
+    if missing:
+        raise ContractError(f"{path}: {what} does not set {', '.join(missing)}", "every tunable needs a value")
+
+
+def parse_assignments(items: list[str] | None, what: str = "--shape") -> dict[str, Any]:
+    """Parse ``["M=8192", "dtype=bfloat16"]`` into ``{"M": 8192, "dtype": "bfloat16"}`` (int, then float, else str).
+
+    Raises:
+        ContractError: an item is not of the form ``name=value``.
+    """
+    out: dict[str, Any] = {}
+    for item in items or []:
+        for part in item.split(","):
+            if not part:
+                continue
+            name, sep, raw = part.partition("=")
+            if not sep or not name.strip().isidentifier():
+                raise ContractError(f"{what} {part!r} is not of the form name=value", f"e.g. {what} M=8192")
+            out[name.strip()] = _parse_scalar(raw.strip())
+    return out
+
+
+def _parse_scalar(raw: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    if raw in ("True", "False", "true", "false"):
+        return raw.lower() == "true"
+    return raw
+
+
+def resolve_shape(kf: KernelFile, overrides: dict[str, Any] | None = None) -> Shape:
+    """The shape to run: ``CPU_SHAPE`` when interpreted (if the file has one), else ``SHAPE``, then overrides.
+
+    Raises:
+        ContractError: an override names a dimension the file's shapes do not have.
+    """
+    base = dict(kf.cpu_shape if kf.interpreted and kf.cpu_shape is not None else kf.shape)
+    known = set(kf.shape) | set(kf.cpu_shape or {})
+    for key, value in (overrides or {}).items():
+        if key not in known:
+            raise ContractError(f"{kf.path}: --shape sets `{key}`, which SHAPE does not have ({', '.join(sorted(known))})",
+                                "use the names in the kernel file's SHAPE")
+        base[key] = value
+    return base
+
+
+def resolve_config(kf: KernelFile, overrides: dict[str, Any] | None = None) -> Config:
+    """The default config with ``--config`` overrides applied and validated (raises ContractError)."""
+    config = {**kf.default_config, **(overrides or {})}
+    validate_config(config, kf.tunables, kf.path, what="--config")
+    return config
+
+
+def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
+    """Call ``setup(**shape, seed=seed, device=device)`` and validate what it returns.
+
+    ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
+
+    Raises:
+        ContractError: setup raised, or returned something other than ``{"inputs": dict, "outputs": [names]}``
+            with every output name a tensor in ``inputs``.
+    """
+    import torch
+
+    kwargs: dict[str, Any] = {**shape, "seed": seed}
+    if _accepts(kf.setup, "device"):
+        kwargs["device"] = device
+    try:
+        result = kf.setup(**kwargs)
+    except Exception as exc:
+        raise ContractError(f"{kf.path}: setup({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
+                            f"{type(exc).__name__}: {exc}", "setup must build inputs for any shape in SHAPE") from exc
+    hint = 'setup must return {"inputs": {name: tensor or scalar}, "outputs": [names of output tensors in inputs]}'
+    if not isinstance(result, dict) or "inputs" not in result or "outputs" not in result:
+        raise ContractError(f"{kf.path}: setup returned {type(result).__name__} without 'inputs' and 'outputs'", hint)
+    inputs, outputs = result["inputs"], result["outputs"]
+    if not isinstance(inputs, dict):
+        raise ContractError(f"{kf.path}: setup()['inputs'] is a {type(inputs).__name__}, not a dict", hint)
+    if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
+        raise ContractError(f"{kf.path}: setup()['outputs'] must be a non-empty list of names", hint)
+    for name in outputs:
+        if name not in inputs:
+            raise ContractError(f"{kf.path}: output {name!r} is not among the inputs ({', '.join(inputs)})", hint)
+        if not isinstance(inputs[name], torch.Tensor):
+            raise ContractError(f"{kf.path}: output {name!r} is a {type(inputs[name]).__name__}, not a tensor", hint)
+    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed)
+
+
+def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
+    """Launch the kernel: ``run_kernel(**inputs, **config)`` (exceptions propagate to the caller)."""
+    kf.run_kernel(**inputs, **config)

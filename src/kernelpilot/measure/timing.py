@@ -1,0 +1,179 @@
+"""Timing a kernel launch: CUDA events, L2 flushed between calls, warm-up until stable, raw samples kept.
+
+Rules (PRODUCT.md "Measuring / Timing"; METHOD.md): device work is asynchronous, so every sample is bracketed by
+CUDA events; before every sample a buffer at least twice the L2 size is written so the kernel starts with a cold
+L2 (the write is outside the events); warm-up runs until two consecutive batch medians agree within
+``stable_rel`` (or ``max_warmup_ms`` is spent); at least ``min_samples`` samples are taken; the median and the
+interquartile range are reported and every raw sample is kept.
+
+We do not call ``triton.testing.do_bench`` because its flush buffer is fixed at 256 MiB and not reported, its
+warm-up is a fixed time rather than "until stable", and it returns no clocks; the event-per-sample method and
+flush-outside-the-events idea are the same as do_bench's.
+
+Without a GPU (the Triton interpreter) the samples are wall-clock times of interpreted Python: recorded with
+``is_measurement = False`` and the timer labelled "interpreted — not a measurement".
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+from pydantic import BaseModel
+
+from kernelpilot.measure.gpu_state import gpu_state
+
+INTERPRETED_LABEL = "interpreted — not a measurement"
+MIN_FLUSH_BYTES = 256 * 1024 * 1024  # never smaller than do_bench's flush
+
+
+class TimingResult(BaseModel):
+    """Timing of one callable. All times in nanoseconds; quartiles by the 'inclusive' method."""
+
+    timer: str
+    is_measurement: bool
+    samples_ns: list[float]
+    n_samples: int
+    median_ns: float
+    q1_ns: float
+    q3_ns: float
+    iqr_ns: float
+    min_ns: float
+    mean_ns: float
+    n_warmup: int
+    warmup_ms: float
+    warmup_stable: bool
+    flush_bytes: int
+    l2_bytes: int | None
+    gpu_state_before: dict[str, Any] = {}
+    gpu_state_after: dict[str, Any] = {}
+    note: str = ""
+
+    @property
+    def rel_iqr(self) -> float:
+        """IQR over median (dimensionless): the run's spread."""
+        return self.iqr_ns / self.median_ns if self.median_ns else float("inf")
+
+
+def summarize(samples_ns: list[float]) -> dict[str, float]:
+    """Median, quartiles, IQR, min and mean of samples (ns). Raises ValueError on an empty list."""
+    if not samples_ns:
+        raise ValueError("no timing samples")
+    if len(samples_ns) == 1:
+        q1 = q3 = samples_ns[0]
+    else:
+        q1, _, q3 = statistics.quantiles(samples_ns, n=4, method="inclusive")
+    return dict(median_ns=statistics.median(samples_ns), q1_ns=q1, q3_ns=q3, iqr_ns=q3 - q1,
+                min_ns=min(samples_ns), mean_ns=statistics.fmean(samples_ns))
+
+
+def l2_bytes(device: int = 0) -> int | None:
+    """The device's L2 size in bytes from torch (None when torch does not expose it)."""
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "L2_cache_size", None)
+
+
+def flush_size_bytes(l2: int | None) -> int:
+    """Flush buffer size: max(2 × L2, 256 MiB) (PRODUCT.md: ≥ 2× the device's L2)."""
+    return max(2 * (l2 or 0), MIN_FLUSH_BYTES)
+
+
+def _time_cuda_batch(fn: Callable[[], Any], n: int, flush: torch.Tensor) -> list[float]:
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        flush.zero_()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]
+
+
+def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int = 500, rep_ms: float = 300.0,
+              max_warmup_ms: float = 2000.0, stable_rel: float = 0.02, batch: int = 5) -> TimingResult:
+    """Time ``fn`` on the current CUDA device.
+
+    Args:
+        fn: launches the work to time (no arguments); must not synchronize itself.
+        min_samples / max_samples: bounds on the number of timed samples (at least 20 by PRODUCT.md).
+        rep_ms: target total timed duration; the sample count is rep_ms / estimated time, clamped.
+        max_warmup_ms: give up waiting for stability after this long (``warmup_stable=False`` records it).
+        stable_rel: two consecutive warm-up batch medians within this relative difference count as stable.
+        batch: warm-up batch size.
+
+    Raises:
+        ToolMissingError: no CUDA device.
+        Exception: whatever ``fn`` raises.
+    """
+    from kernelpilot.errors import ToolMissingError
+
+    if not torch.cuda.is_available():
+        raise ToolMissingError("no CUDA device for timing", "run on a GPU machine, or time interpreted with time_interpreted")
+    l2 = l2_bytes()
+    flush_bytes = flush_size_bytes(l2)
+    flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
+    before = gpu_state()
+    fn()  # first call: compilation, module load
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    n_warmup, prev, stable = 1, None, False
+    while (time.perf_counter() - t0) * 1e3 < max_warmup_ms:
+        med = statistics.median(_time_cuda_batch(fn, batch, flush))
+        n_warmup += batch
+        if prev is not None and abs(med - prev) <= stable_rel * prev:
+            stable = True
+            break
+        prev = med
+    warmup_ms = (time.perf_counter() - t0) * 1e3
+    estimate_ns = prev if prev else 1e6
+    n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(estimate_ns, 1.0))))
+    samples = _time_cuda_batch(fn, n, flush)
+    after = gpu_state()
+    del flush
+    return TimingResult(timer="cuda_event", is_measurement=True, samples_ns=samples, n_samples=len(samples),
+                        **summarize(samples), n_warmup=n_warmup, warmup_ms=warmup_ms, warmup_stable=stable,
+                        flush_bytes=flush_bytes, l2_bytes=l2, gpu_state_before=before, gpu_state_after=after,
+                        note="L2 flushed before every sample by writing flush_bytes; flush outside the events")
+
+
+def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples: int = 20,
+                     rep_ms: float = 1000.0) -> TimingResult:
+    """Wall-clock samples of ``fn`` under the Triton interpreter: recorded, labelled, never a GPU measurement."""
+    fn()  # warm-up: imports and interpreter set-up
+    samples: list[float] = []
+    t_end = time.perf_counter() + rep_ms / 1e3
+    while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < t_end):
+        t = time.perf_counter_ns()
+        fn()
+        samples.append(float(time.perf_counter_ns() - t))
+    return TimingResult(timer=f"perf_counter ({INTERPRETED_LABEL})", is_measurement=False, samples_ns=samples,
+                        n_samples=len(samples), **summarize(samples), n_warmup=1, warmup_ms=0.0,
+                        warmup_stable=False, flush_bytes=0, l2_bytes=None,
+                        note="Triton interpreter on the CPU: relative order only, no GPU timing")
+
+
+def time_callable(fn: Callable[[], Any], device: str, **kwargs: Any) -> TimingResult:
+    """Time ``fn`` with CUDA events on ``"cuda"``, or as interpreted wall-clock on ``"cpu"``."""
+    return time_cuda(fn, **kwargs) if device.startswith("cuda") else time_interpreted(fn, **kwargs)
+
+
+def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tuple[bool, float, str]:
+    """Is ``candidate`` faster than ``incumbent`` by more than the measured spread?
+
+    Rule: the median improvement must exceed the larger of the two IQRs (a difference smaller than the spread is
+    noise, PRODUCT.md). Returns (faster, speedup = incumbent median / candidate median, the reason in words).
+    """
+    gain = incumbent.median_ns - candidate.median_ns
+    noise = max(candidate.iqr_ns, incumbent.iqr_ns)
+    speedup = incumbent.median_ns / candidate.median_ns if candidate.median_ns else float("inf")
+    if gain > noise:
+        return True, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
+                               f"{gain:.0f} ns faster, beyond the spread (IQR {noise:.0f} ns)")
+    if gain > 0:
+        return False, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
+                                f"{gain:.0f} ns faster but within the spread (IQR {noise:.0f} ns) — noise")
+    return False, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
+                            f"{-gain:.0f} ns slower")

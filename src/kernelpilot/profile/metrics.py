@@ -1,0 +1,371 @@
+"""Normalized Nsight Compute metrics: one :class:`KernelMetrics` per profiled kernel launch.
+
+Metric names are the ones PRODUCT.md ("Diagnosing") lists, read from real H200 ``--set full`` reports, plus
+the GPU Speed Of Light section's own header metrics for L1/L2 throughput and clocks. Values are converted to
+base units (ns, Hz, bytes, percent) from the unit ``ncu_report`` attaches to each metric. Every numeric field
+is ``None`` when the report lacks the metric, so reports made with fewer sections still load. ``sources``
+maps each filled field to the ncu metric it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel, Field
+
+from kernelpilot.errors import ReportError
+from kernelpilot.profile.report_reader import load_actions
+
+# --- metric names (PRODUCT.md "Diagnosing"; SpeedOfLight/Occupancy/LaunchStats section headers) -------------
+DURATION = "gpu__time_duration.sum"
+COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEMORY_SOL = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+MEMORY_SOL_BREAKDOWN = "breakdown:" + MEMORY_SOL
+DRAM_PCT = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
+#: "L1/TEX Cache Throughput" of the GPU Speed Of Light section (active), elapsed as fallback.
+L1_THROUGHPUT = ("l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed")
+#: "L2 Cache Throughput" of the GPU Speed Of Light section.
+L2_THROUGHPUT = ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)
+L1_HIT_RATE = "l1tex__t_sector_hit_rate.pct"
+L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
+ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
+OCCUPANCY_LIMIT_PREFIX = "launch__occupancy_limit_"
+#: Tie order when several occupancy limits are equal (the first listed wins): a hardware cap (warps, blocks)
+#: that ties with a resource limit is what binds, since using fewer resources would not raise occupancy.
+OCCUPANCY_LIMIT_KINDS = ("warps", "blocks", "registers", "shared_mem", "barriers")
+REGISTERS = "launch__registers_per_thread"
+SHARED_STATIC = "launch__shared_mem_per_block_static"
+SHARED_DYNAMIC = "launch__shared_mem_per_block_dynamic"
+SHARED_DRIVER = "launch__shared_mem_per_block_driver"
+SHARED_TOTAL = "launch__shared_mem_per_block"  # static + dynamic + driver-reserved
+SHARED_CONFIG = "launch__shared_mem_config_size"
+BLOCK_SIZE = "launch__block_size"
+GRID_SIZE = "launch__grid_size"
+WAVES = "launch__waves_per_multiprocessor"
+SM_COUNT = ("launch__sm_count", "device__attribute_multiprocessor_count")
+#: "SM Frequency" and "DRAM Frequency" of the GPU Speed Of Light section: the clocks seen during the launch.
+SM_FREQUENCY = ("gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second")
+DRAM_FREQUENCY = ("dram__cycles_elapsed.avg.per_second",)
+LOCAL_LOADS = "smsp__sass_inst_executed_op_local_ld.sum"
+LOCAL_STORES = "smsp__sass_inst_executed_op_local_st.sum"
+SPILL_INSTRUCTIONS = "sass__inst_executed_register_spilling"
+DEVICE_NAME = "device__attribute_display_name"
+CC_MAJOR = "device__attribute_compute_capability_major"
+CC_MINOR = "device__attribute_compute_capability_minor"
+STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
+STALL_TEMPLATE = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+#: Reasons that are not stalls: "selected" counts the cycle a warp issues (one per instruction).
+NOT_STALLS = frozenset({"selected"})
+TOP_STALLS = 5
+
+_MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}  # ncu_report.MsgType
+_SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType
+_TIME_TO_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "µs": 1e3, "ms": 1e6, "msecond": 1e6,
+               "s": 1e9, "second": 1e9}
+_FREQ_TO_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/msecond": 1e3,
+               "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
+_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024.0, "mibyte": 1024.0**2}
+_PCT = {"%": 1.0, "": 1.0}
+
+
+class StallReason(BaseModel):
+    """One warp stall reason: ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``.
+
+    Attributes:
+        reason: ncu's reason name (``long_scoreboard``, ``barrier``, ``mio_throttle`` ...).
+        ratio: average warps stalled for this reason per issued instruction (cycles between issues).
+        share_pct: ``ratio`` as a percent of the sum of all stall ratios ("selected" excluded).
+    """
+
+    reason: str
+    ratio: float
+    share_pct: float
+
+
+class RuleResult(BaseModel):
+    """One of Nsight Compute's own rule results (``IAction.rule_results_as_dicts()``).
+
+    Attributes:
+        identifier: rule id, e.g. ``SOLBottleneck``, ``CPIStall``.
+        section: section id the rule belongs to, e.g. ``SpeedOfLight``.
+        title: the rule message's title (may be empty), e.g. ``Balanced Throughput``.
+        message: the rule message text.
+        type: message type from ``ncu_report.MsgType``: none, ok, optimization, warning, error.
+        estimated_speedup_pct: ncu's estimated runtime improvement in percent, or None when not given.
+        speedup_type: ``local`` (of the part the rule looks at) or ``global`` (of the whole kernel) or None.
+    """
+
+    identifier: str
+    section: str
+    title: str
+    message: str
+    type: str
+    estimated_speedup_pct: Optional[float] = None
+    speedup_type: Optional[str] = None
+
+
+class KernelMetrics(BaseModel):
+    """Normalized metrics of one profiled kernel launch; every number in base units, None when not reported.
+
+    Throughputs and occupancies are percents of peak (0-100). ``memory_units_pct`` holds, per memory unit
+    (DRAM, L1, L2), the busiest sub-metric of ncu's memory-SOL breakdown: the basis ncu uses to name the unit
+    in its SOLBottleneck rule. ``occupancy_limits_blocks`` maps registers / shared_mem / warps / blocks
+    (/ barriers) to blocks per SM from ``launch__occupancy_limit_*``; ``occupancy_limiters`` lists every kind
+    at the minimum and ``occupancy_limiter`` is the first of them (order: warps, blocks, registers,
+    shared_mem, barriers: a hardware cap tied with a resource limit is the one that binds). ``shared_mem_per_block_bytes`` is
+    static + dynamic shared memory, without the driver-reserved part (``shared_mem_driver_bytes``).
+    ``sources`` maps each filled field (``dict.key`` for dict entries) to the ncu metric name it came from.
+    """
+
+    kernel_name: str
+    device_name: Optional[str] = None
+    compute_capability: Optional[tuple[int, int]] = None
+    duration_ns: Optional[float] = None
+    compute_sol_pct: Optional[float] = None
+    memory_sol_pct: Optional[float] = None
+    dram_pct: Optional[float] = None
+    l1_throughput_pct: Optional[float] = None
+    l2_throughput_pct: Optional[float] = None
+    memory_units_pct: dict[str, float] = Field(default_factory=dict)
+    l1_hit_rate_pct: Optional[float] = None
+    l2_hit_rate_pct: Optional[float] = None
+    achieved_occupancy_pct: Optional[float] = None
+    theoretical_occupancy_pct: Optional[float] = None
+    occupancy_limiter: Optional[str] = None
+    occupancy_limiters: list[str] = Field(default_factory=list)
+    occupancy_limits_blocks: dict[str, float] = Field(default_factory=dict)
+    registers_per_thread: Optional[int] = None
+    shared_mem_per_block_bytes: Optional[int] = None
+    shared_mem_driver_bytes: Optional[int] = None
+    shared_mem_config_bytes: Optional[int] = None
+    block_size: Optional[int] = None
+    grid_size: Optional[int] = None
+    waves_per_sm: Optional[float] = None
+    sm_count: Optional[int] = None
+    sm_frequency_hz: Optional[float] = None
+    dram_frequency_hz: Optional[float] = None
+    local_load_inst_count: Optional[float] = None
+    local_store_inst_count: Optional[float] = None
+    register_spill_inst_count: Optional[float] = None
+    top_stalls: list[StallReason] = Field(default_factory=list)
+    rules: list[RuleResult] = Field(default_factory=list)
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class _Reader:
+    """Reads metrics of one ``IAction`` with unit checks, recording which metric filled which field."""
+
+    def __init__(self, action: Any, label: str) -> None:
+        self.action = action
+        self.label = label
+        self.names = set(action.metric_names())
+        self.sources: dict[str, str] = {}
+
+    def raw(self, name: str) -> Any:
+        """The metric's value, or None when absent or valueless."""
+        if name not in self.names:
+            return None
+        return self.action[name].value()
+
+    def number(self, field: str, names: str | tuple[str, ...], scale: Optional[dict[str, float]] = None) -> Optional[float]:
+        """First present metric of ``names`` as float, scaled to base units by ``scale`` (unit -> factor)."""
+        for name in (names,) if isinstance(names, str) else names:
+            value = self.raw(name)
+            if value is None or isinstance(value, str):
+                continue
+            factor = 1.0
+            if scale is not None:
+                unit = (self.action[name].unit() or "").strip()
+                key = unit.split("/block")[0].lower() if scale is _BYTES else unit.lower()
+                if key not in scale:
+                    raise ReportError(
+                        f"{self.label}: metric {name} has unit {unit!r}, which kernelpilot cannot convert",
+                        "report this with the ncu version; re-profile with `ncu --print-units base` meanwhile",
+                    )
+                factor = scale[key]
+            self.sources[field] = name
+            return float(value) * factor
+        return None
+
+    def integer(self, field: str, names: str | tuple[str, ...], scale: Optional[dict[str, float]] = None) -> Optional[int]:
+        """Like :meth:`number`, rounded to int."""
+        value = self.number(field, names, scale)
+        return None if value is None else int(round(value))
+
+
+def _stalls(reader: _Reader) -> list[StallReason]:
+    """Top stall reasons by ratio, with shares of the sum of all stall ratios ("selected" excluded)."""
+    ratios: dict[str, float] = {}
+    for name in reader.names:
+        match = STALL_RE.match(name)
+        if match and match["reason"] not in NOT_STALLS:
+            value = reader.raw(name)
+            if isinstance(value, (int, float)):
+                ratios[match["reason"]] = float(value)
+    total = sum(ratios.values())
+    ranked = sorted(ratios.items(), key=lambda item: (-item[1], item[0]))[:TOP_STALLS]
+    if ranked:
+        reader.sources["top_stalls"] = STALL_TEMPLATE.format("<reason>")
+    return [StallReason(reason=r, ratio=v, share_pct=(v / total * 100.0) if total > 0 else 0.0) for r, v in ranked]
+
+
+def _rules(action: Any) -> list[RuleResult]:
+    """ncu's rule results; an empty list when the report (or ncu_report version) has none."""
+    getter: Optional[Callable[[], Any]] = getattr(action, "rule_results_as_dicts", None)
+    if getter is None:
+        return []
+    results = []
+    for item in getter() or []:
+        message = item.get("rule_message") or {}
+        speedup = item.get("speedup_estimation") or {}
+        value = speedup.get("speedup")
+        results.append(
+            RuleResult(
+                identifier=str(item.get("rule_identifier", "")),
+                section=str(item.get("section_identifier", "")),
+                title=str(message.get("title", "")),
+                message=str(message.get("message", "")),
+                type=_MSG_TYPES.get(int(message.get("type", 0)), str(message.get("type"))),
+                estimated_speedup_pct=None if value is None else float(value),
+                speedup_type=_SPEEDUP_TYPES.get(int(speedup["type"])) if "type" in speedup else None,
+            )
+        )
+    return results
+
+
+def _memory_units(reader: _Reader) -> dict[str, float]:
+    """Per memory unit (DRAM, L1, L2), the largest sub-metric of the memory-SOL breakdown, in percent."""
+    listing = reader.raw(MEMORY_SOL_BREAKDOWN)
+    if not isinstance(listing, str):
+        return {}
+    prefixes = {"dram__": "DRAM", "fbpa__": "DRAM", "lts__": "L2", "l1tex__": "L1"}
+    units: dict[str, float] = {}
+    for name in (part.strip() for part in listing.split(",")):
+        unit = next((u for p, u in prefixes.items() if name.startswith(p)), None)
+        value = reader.raw(name)
+        if unit is None or not isinstance(value, (int, float)):
+            continue
+        if unit not in units or float(value) > units[unit]:
+            units[unit] = float(value)
+            reader.sources[f"memory_units_pct.{unit}"] = name
+    return units
+
+
+def _occupancy_limits(reader: _Reader) -> tuple[dict[str, float], list[str]]:
+    """``launch__occupancy_limit_*`` in blocks per SM, and the kinds at the minimum in OCCUPANCY_LIMIT_KINDS order."""
+    limits: dict[str, float] = {}
+    for kind in OCCUPANCY_LIMIT_KINDS:
+        value = reader.number(f"occupancy_limits_blocks.{kind}", OCCUPANCY_LIMIT_PREFIX + kind)
+        if value is not None:
+            limits[kind] = value
+    smallest = min(limits.values(), default=None)
+    limiters = [kind for kind in OCCUPANCY_LIMIT_KINDS if kind in limits and limits[kind] == smallest]
+    if limiters:
+        reader.sources["occupancy_limiter"] = OCCUPANCY_LIMIT_PREFIX + limiters[0]
+        reader.sources["occupancy_limiters"] = ", ".join(OCCUPANCY_LIMIT_PREFIX + k for k in limiters)
+    return limits, limiters
+
+
+def metrics_from_action(action: Any, label: str = "report") -> KernelMetrics:
+    """Normalize one ``ncu_report`` action (kernel launch) into :class:`KernelMetrics`.
+
+    Args:
+        action: an ``ncu_report`` ``IAction`` (anything with ``name()``, ``metric_names()``, ``[name]``
+            giving objects with ``value()`` and ``unit()``, and optionally ``rule_results_as_dicts()``).
+        label: how errors name the source, e.g. ``"profile.ncu-rep, launch 0"``.
+
+    Returns:
+        The normalized metrics; fields the report lacks are None (empty for lists and dicts).
+
+    Raises:
+        ReportError: a metric carries a unit this module cannot convert to base units.
+    """
+    r = _Reader(action, label)
+    static = r.integer("shared_mem_per_block_bytes", SHARED_STATIC, _BYTES)
+    dynamic = r.integer("shared_mem_per_block_bytes", SHARED_DYNAMIC, _BYTES)
+    driver = r.integer("shared_mem_driver_bytes", SHARED_DRIVER, _BYTES)
+    if static is not None or dynamic is not None:
+        shared: Optional[int] = (static or 0) + (dynamic or 0)
+        r.sources["shared_mem_per_block_bytes"] = f"{SHARED_STATIC} + {SHARED_DYNAMIC}"
+    else:
+        total = r.integer("shared_mem_per_block_bytes", SHARED_TOTAL, _BYTES)
+        shared = None if total is None else total - (driver or 0)
+        if total is not None and driver is not None:
+            r.sources["shared_mem_per_block_bytes"] = f"{SHARED_TOTAL} - {SHARED_DRIVER}"
+    major, minor = r.raw(CC_MAJOR), r.raw(CC_MINOR)
+    cc = (int(major), int(minor)) if isinstance(major, int) and isinstance(minor, int) else None
+    if cc is not None:
+        r.sources["compute_capability"] = f"{CC_MAJOR}, {CC_MINOR}"
+    device = r.raw(DEVICE_NAME)
+    if isinstance(device, str):
+        r.sources["device_name"] = DEVICE_NAME
+    limits, limiters = _occupancy_limits(r)
+    r.sources["kernel_name"] = "IAction.name()"
+    values: dict[str, Any] = dict(
+        kernel_name=str(action.name()),
+        device_name=device if isinstance(device, str) else None,
+        compute_capability=cc,
+        duration_ns=r.number("duration_ns", DURATION, _TIME_TO_NS),
+        compute_sol_pct=r.number("compute_sol_pct", COMPUTE_SOL, _PCT),
+        memory_sol_pct=r.number("memory_sol_pct", MEMORY_SOL, _PCT),
+        dram_pct=r.number("dram_pct", DRAM_PCT, _PCT),
+        l1_throughput_pct=r.number("l1_throughput_pct", L1_THROUGHPUT, _PCT),
+        l2_throughput_pct=r.number("l2_throughput_pct", L2_THROUGHPUT, _PCT),
+        memory_units_pct=_memory_units(r),
+        l1_hit_rate_pct=r.number("l1_hit_rate_pct", L1_HIT_RATE, _PCT),
+        l2_hit_rate_pct=r.number("l2_hit_rate_pct", L2_HIT_RATE, _PCT),
+        achieved_occupancy_pct=r.number("achieved_occupancy_pct", ACHIEVED_OCCUPANCY, _PCT),
+        theoretical_occupancy_pct=r.number("theoretical_occupancy_pct", THEORETICAL_OCCUPANCY, _PCT),
+        occupancy_limiter=limiters[0] if limiters else None,
+        occupancy_limiters=limiters,
+        occupancy_limits_blocks=limits,
+        registers_per_thread=r.integer("registers_per_thread", REGISTERS),
+        shared_mem_per_block_bytes=shared,
+        shared_mem_driver_bytes=driver,
+        shared_mem_config_bytes=r.integer("shared_mem_config_bytes", SHARED_CONFIG, _BYTES),
+        block_size=r.integer("block_size", BLOCK_SIZE),
+        grid_size=r.integer("grid_size", GRID_SIZE),
+        waves_per_sm=r.number("waves_per_sm", WAVES),
+        sm_count=r.integer("sm_count", SM_COUNT),
+        sm_frequency_hz=r.number("sm_frequency_hz", SM_FREQUENCY, _FREQ_TO_HZ),
+        dram_frequency_hz=r.number("dram_frequency_hz", DRAM_FREQUENCY, _FREQ_TO_HZ),
+        local_load_inst_count=r.number("local_load_inst_count", LOCAL_LOADS),
+        local_store_inst_count=r.number("local_store_inst_count", LOCAL_STORES),
+        register_spill_inst_count=r.number("register_spill_inst_count", SPILL_INSTRUCTIONS),
+        top_stalls=_stalls(r),
+        rules=_rules(action),
+    )
+    if values["rules"]:
+        r.sources["rules"] = "IAction.rule_results_as_dicts()"
+    return KernelMetrics(**values, sources=r.sources)
+
+
+def read_report(path: str | os.PathLike[str]) -> list[KernelMetrics]:
+    """Read every profiled kernel launch of an Nsight Compute report, in report order.
+
+    Args:
+        path: the ``.ncu-rep`` file.
+
+    Returns:
+        One :class:`KernelMetrics` per launch.
+
+    Raises:
+        ReportError: the file is missing, not a report, has no kernels, or has a metric in an unknown unit.
+        ToolMissingError: ``ncu_report`` is not installed.
+    """
+    return [metrics_from_action(a, f"{path}, launch {i}") for i, a in enumerate(load_actions(path))]
+
+
+def main_kernel(metrics: list[KernelMetrics]) -> KernelMetrics:
+    """The launch that ran longest (``duration_ns``; launches without a duration count as 0).
+
+    Raises:
+        ReportError: ``metrics`` is empty.
+    """
+    if not metrics:
+        raise ReportError("no kernel metrics to choose the main kernel from",
+                          "profile at least one kernel launch (check the ncu -k filter)")
+    return max(metrics, key=lambda m: m.duration_ns if m.duration_ns is not None else 0.0)

@@ -1,0 +1,103 @@
+"""The run folder: one sub-folder per version, JSON records written atomically, read back with validation.
+
+Layout (PRODUCT.md "The loop"): ``run.json``, ``env.json``/``env.md``, ``roofline.md``, ``kernel.py`` (the source
+optimized), ``v0/ v1/ …`` each with ``config.json``, ``hypothesis.md``, ``correctness.json``, ``timing.json``,
+``profile.ncu-rep``, ``metrics.json``, ``verdict.json``, ``outcome.json``; ``final_report.md``, ``benchmark.md``.
+Nothing already recorded is overwritten: an existing non-empty folder is refused, and every write goes to a
+temporary file first and is renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from kernelpilot.errors import RunFolderError
+
+M = TypeVar("M", bound=BaseModel)
+RUN_FILE = "run.json"
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def write_json(path: Path, data: BaseModel | dict[str, Any] | list[Any]) -> Path:
+    """Write a pydantic model or plain data as indented JSON, atomically."""
+    text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2, default=str)
+    return write_text(path, text + "\n")
+
+
+def read_json(path: Path, model: type[M]) -> M:
+    """Read and validate a JSON record.
+
+    Raises:
+        RunFolderError: the file is missing, not JSON, or does not match ``model`` (the message names the file).
+    """
+    if not path.is_file():
+        raise RunFolderError(f"record missing: {path}", "the run folder is incomplete; re-run that version")
+    try:
+        return model.model_validate_json(path.read_text())
+    except (ValidationError, ValueError) as exc:
+        first = str(exc).splitlines()[0:3]
+        raise RunFolderError(f"record corrupt: {path}: {' '.join(first)}",
+                             "restore it from the run's git history (`git -C RUN checkout -- FILE`)") from exc
+
+
+class Workspace:
+    """A run folder on disk.
+
+    Args:
+        root: the folder (``--out``).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @classmethod
+    def create(cls, root: Path) -> "Workspace":
+        """Create a new run folder.
+
+        Raises:
+            RunFolderError: ``root`` exists and is not empty (nothing recorded there is touched).
+        """
+        root = Path(root)
+        if root.exists() and (not root.is_dir() or any(root.iterdir())):
+            raise RunFolderError(f"{root} already exists and is not empty; kernelpilot never overwrites a run",
+                                 "pass a new --out folder (or move the old run away)")
+        root.mkdir(parents=True, exist_ok=True)
+        return cls(root)
+
+    @classmethod
+    def open(cls, root: Path) -> "Workspace":
+        """Open an existing run folder (raises RunFolderError when ``run.json`` is absent)."""
+        root = Path(root)
+        if not (root / RUN_FILE).is_file():
+            raise RunFolderError(f"{root} is not a kernelpilot run folder (no {RUN_FILE})",
+                                 "pass the --out folder of a `kernelpilot optimize` run")
+        return cls(root)
+
+    def version_dir(self, index: int) -> Path:
+        """The folder of version ``index`` (``v{index}``), created if needed."""
+        d = self.root / f"v{index}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def version_indices(self) -> list[int]:
+        """Indices of the version folders present, ascending."""
+        out = []
+        for p in self.root.glob("v*"):
+            if p.is_dir() and p.name[1:].isdigit():
+                out.append(int(p.name[1:]))
+        return sorted(out)

@@ -1,0 +1,64 @@
+"""final_report.md: the versions table, what worked and what did not, and the best config."""
+
+from __future__ import annotations
+
+from kernelpilot.hardware.roofline import Roofline
+from kernelpilot.records.models import RunInfo, VersionOutcome
+
+
+def _us(ns: float | None) -> str:
+    return "—" if ns is None else f"{ns / 1e3:.2f}"
+
+
+def _change(v: VersionOutcome) -> str:
+    return "baseline" if v.move is None else f"{v.move.tunable} {v.move.old}→{v.move.new}"
+
+
+def versions_table(info: RunInfo, versions: list[VersionOutcome]) -> str:
+    """The Markdown versions table: time (µs, median ± IQR), % of roofline, verdict, status, speedup vs v0."""
+    rows = ["| version | change | status | median µs | IQR µs | % of roofline | verdict | speedup vs v0 |",
+            "|---|---|---|---|---|---|---|---|"]
+    for v in versions:
+        pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
+        sp = "—" if v.speedup_vs_v0 is None else f"{v.speedup_vs_v0:.3f}x"
+        rows.append(f"| v{v.index} | {_change(v)} | {v.status} | {_us(v.median_ns)} | {_us(v.iqr_ns)} | {pct} | "
+                    f"{v.bound or '—'} | {sp} |")
+    return "\n".join(rows)
+
+
+def render_final_report(info: RunInfo, versions: list[VersionOutcome], roofline: Roofline | None) -> str:
+    """The whole final_report.md for a run (also rebuilt by ``kernelpilot report RUN``)."""
+    best = next((v for v in versions if v.index == info.best_version), None)
+    timing_note = ("Times are CUDA-event medians with L2 flushed between samples."
+                   if info.mode == "cuda" else
+                   "**Interpreted — not a measurement.** No GPU: kernels ran under the Triton interpreter on the "
+                   "CPU; times only order configs under the interpreter and say nothing about GPU speed.")
+    out = [f"# {info.kernel_name}: final report", "",
+           f"Kernel `{info.kernel}` (sha256 {info.source_sha256[:12]}), shape `{info.shape}`, on "
+           f"{info.device_name} ({info.mode}). Started {info.started_utc}, finished {info.finished_utc or '—'}.", "",
+           timing_note, ""]
+    if roofline is not None:
+        out += [f"Roofline ({roofline.gpu}): floor {_us(roofline.floor_ns)} µs ({roofline.bound}-bound), target "
+                f"{_us(roofline.target_ns)} µs = {roofline.target_fraction * 100:.0f} % of the roofline; see "
+                "roofline.md for the cited specs.", ""]
+    out += ["## Versions", "", versions_table(info, versions), "", f"Stopped: {info.stop_reason}.", ""]
+    worked = [v for v in versions if v.status == "accepted"]
+    failed = [v for v in versions if v.status in ("rejected", "failed")]
+    out += ["## What worked", ""]
+    out += [f"- v{v.index}: {_change(v)} ({v.move.rule}) — {v.reason}" + (f"; observed {v.observed}" if v.observed else "")
+            for v in worked if v.move] or ["- nothing beat the baseline beyond the measured spread"]
+    out += ["", "## What did not", ""]
+    out += [f"- v{v.index}: {_change(v)}" + (f" ({v.move.rule})" if v.move else "") + f" — {v.status}: {v.reason}"
+            for v in failed] or ["- every change tried was accepted"]
+    out += ["", "## Best", ""]
+    if best is None:
+        out.append("No correct version.")
+    else:
+        sp = f"{best.speedup_vs_v0:.3f}x vs v0" if best.speedup_vs_v0 else ""
+        pct = f", {best.pct_of_roofline:.1f} % of the roofline" if best.pct_of_roofline is not None else ""
+        out += [f"v{best.index}: `{best.config}` — median {_us(best.median_ns)} µs ({sp}{pct}).", "",
+                "As `triton.Config`-style keyword arguments: " + ", ".join(f"{k}={v!r}" for k, v in best.config.items())]
+    notes = [v for v in versions if v.profile_error]
+    if notes:
+        out += ["", "## Profiling notes", ""] + sorted({f"- {v.profile_error}" for v in notes})
+    return "\n".join(out) + "\n"
