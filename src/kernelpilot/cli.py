@@ -23,8 +23,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Evidence-driven GPU kernel optimization: check, time, profile, judge, change, record.")
 specs_app = typer.Typer(no_args_is_help=True, help="GPU specs: cited datasheet values and measured ceilings.")
 app.add_typer(specs_app, name="specs")
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 ShapeOpt = typer.Option(None, "--shape", help="Override a shape value, e.g. --shape M=8192 (repeatable).")
