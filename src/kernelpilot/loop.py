@@ -325,8 +325,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int = 6, shape:
     write_text(ws.root / "final_report.md", render_final_report(info, versions, roof))
     if opt.history is not None:
         rejected = [f"v{v.index}" for v in versions if v.status in ("rejected", "failed")]
-        paths = [ws.root / n for n in ("run.json", "final_report.md", "benchmark.md", "benchmark.json")]
-        paths += [ws.root / f"v{v.index}" for v in versions if v.status in ("rejected", "failed")]
-        opt.history.commit(paths, "record: final report, benchmark" +
+        # everything left: reports, rejected/failed versions, and the commit ids written into accepted outcomes
+        opt.history.commit([ws.root], "record: final report, benchmark" +
                            (f"; rejected/failed versions {', '.join(rejected)} kept" if rejected else ""))
     return OptimizeResult(out=ws.root, run=info, versions=versions)

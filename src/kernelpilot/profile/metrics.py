@@ -251,6 +251,8 @@ def _memory_units(reader: _Reader) -> dict[str, float]:
         if unit not in units or float(value) > units[unit]:
             units[unit] = float(value)
             reader.sources[f"memory_units_pct.{unit}"] = name
+    if units:
+        reader.sources["memory_units_pct"] = MEMORY_SOL_BREAKDOWN
     return units
 
 
@@ -264,6 +266,7 @@ def _occupancy_limits(reader: _Reader) -> tuple[dict[str, float], list[str]]:
     smallest = min(limits.values(), default=None)
     limiters = [kind for kind in OCCUPANCY_LIMIT_KINDS if kind in limits and limits[kind] == smallest]
     if limiters:
+        reader.sources["occupancy_limits_blocks"] = OCCUPANCY_LIMIT_PREFIX + "<kind>"
         reader.sources["occupancy_limiter"] = OCCUPANCY_LIMIT_PREFIX + limiters[0]
         reader.sources["occupancy_limiters"] = ", ".join(OCCUPANCY_LIMIT_PREFIX + k for k in limiters)
     return limits, limiters

@@ -1,0 +1,116 @@
+"""The whole optimize loop under the Triton interpreter: versions, git history, reports, consistent records."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import git
+import pytest
+
+from conftest import EXAMPLES, ROOT, TORCH_KERNEL
+from kernelpilot import api
+from kernelpilot.errors import RunFolderError
+from kernelpilot.records.models import VersionOutcome
+
+VERSION_FILES = ("config.json", "hypothesis.md", "correctness.json", "outcome.json")
+
+
+def assert_consistent(out, result):
+    """Records, git history and the final report must tell the same story."""
+    versions = result.versions
+    assert [v.index for v in versions] == list(range(len(versions)))
+    for v in versions:
+        d = out / f"v{v.index}"
+        for f in VERSION_FILES:
+            assert (d / f).is_file(), f"v{v.index}/{f}"
+        assert VersionOutcome.model_validate_json((d / "outcome.json").read_text()) == v
+        # the hypothesis is written before the version runs
+        assert (d / "hypothesis.md").stat().st_mtime_ns <= (d / "correctness.json").stat().st_mtime_ns
+        if v.correct:
+            timing = json.loads((d / "timing.json").read_text())
+            assert timing["is_measurement"] is False and "not a measurement" in timing["timer"]
+            assert len(timing["samples_ns"]) == timing["n_samples"] >= 3
+        if v.move is not None:
+            assert sum(v.config[k] != versions[v.parent].config[k] for k in v.config) == 1  # one variable
+    repo = git.Repo(out)
+    subjects = [c.summary for c in repo.iter_commits()]
+    kept = [v for v in versions if v.status in ("baseline", "accepted")]
+    assert len(subjects) == len(kept) + 2  # run set-up + one per accepted version + final record
+    for v in kept:
+        assert sum(s.startswith(f"v{v.index}: {v.status}") for s in subjects) == 1
+        assert v.commit in {c.hexsha for c in repo.iter_commits()}
+    tracked = set(repo.git.ls_files().splitlines())
+    for v in versions:
+        assert f"v{v.index}/outcome.json" in tracked  # rejected versions are recorded, not lost
+    assert not repo.is_dirty(untracked_files=True)
+    best = result.run.best_version
+    accepted = [v.index for v in versions if v.status == "accepted"]
+    assert best == (accepted[-1] if accepted else 0)
+    report = (out / "final_report.md").read_text()
+    assert "Interpreted — not a measurement" in report
+    for v in versions:
+        assert f"| v{v.index} |" in report and v.status in report
+    assert (out / "benchmark.md").is_file() and "PyTorch eager" in (out / "benchmark.md").read_text()
+    for f in ("env.json", "env.md", "roofline.md", "kernel.py", "run.json"):
+        assert (out / f).is_file(), f
+
+
+@pytest.mark.parametrize("name", ["vector_add", "softmax"])
+def test_optimize_interpreted(name, tmp_path):
+    out = tmp_path / "run"
+    result = api.optimize(EXAMPLES / f"{name}.py", out=out, iterations=3)
+    assert len(result.versions) == 4
+    assert result.run.mode == "interpreter" and result.run.stop_reason.startswith("iterations done")
+    assert all(v.profile_error and "no GPU" in v.profile_error for v in result.versions)
+    assert_consistent(out, result)
+    # the report is rebuilt from the records alone, identically
+    before = (out / "final_report.md").read_text()
+    rebuilt = api.report(out)
+    assert (out / "final_report.md").read_text() == before and rebuilt.versions == result.versions
+
+
+def test_failing_config_is_recorded_and_the_loop_goes_on(write_kernel, tmp_path):
+    path = write_kernel("if BLOCK == 128: raise RuntimeError('illegal tile')\n    out.copy_(x + y)")
+    out = tmp_path / "run"
+    result = api.optimize(path, out=out, iterations=2, benchmark=False)
+    v1 = result.versions[1]
+    assert v1.status == "failed" and "illegal tile" in v1.reason and v1.config["BLOCK"] == 128
+    assert result.versions[2].config["BLOCK"] != 128  # the loop moved on to another neighbour
+    assert "v1" in (out / "final_report.md").read_text().split("## What did not")[1]
+
+
+def test_incorrect_baseline_stops_with_a_reason(write_kernel, tmp_path):
+    result = api.optimize(write_kernel("out.copy_(x - y)"), out=tmp_path / "run", iterations=3)
+    assert [v.status for v in result.versions] == ["failed"] and result.run.best_version is None
+    assert "v0 is not correct" in result.run.stop_reason
+
+
+def test_existing_run_folder_is_never_overwritten(write_kernel, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "precious.txt").write_text("keep me")
+    with pytest.raises(RunFolderError, match="never overwrites"):
+        api.optimize(write_kernel(), out=out, iterations=1)
+    assert (out / "precious.txt").read_text() == "keep me" and len(list(out.iterdir())) == 1
+
+
+def test_corrupt_record_is_named(write_kernel, tmp_path):
+    out = tmp_path / "run"
+    api.optimize(write_kernel(), out=out, iterations=1, benchmark=False)
+    (out / "v1" / "outcome.json").write_text("{not json")
+    with pytest.raises(RunFolderError) as info:
+        api.report(out)
+    assert "v1/outcome.json" in info.value.message and "git" in info.value.hint
+
+
+def test_cli_optimize_json_is_one_object(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "optimize", str(EXAMPLES / "vector_add.py"),
+                           "--iterations", "1", "--out", str(out), "--no-benchmark", "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["run"]["kernel_name"] == "vector_add" and len(data["versions"]) == 2
+    assert str(out) == data["out"]
