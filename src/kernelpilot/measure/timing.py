@@ -169,11 +169,18 @@ def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tup
     gain = incumbent.median_ns - candidate.median_ns
     noise = max(candidate.iqr_ns, incumbent.iqr_ns)
     speedup = incumbent.median_ns / candidate.median_ns if candidate.median_ns else float("inf")
+    head = f"median {format_ns(candidate.median_ns)} vs {format_ns(incumbent.median_ns)}"
     if gain > noise:
-        return True, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
-                               f"{gain:.0f} ns faster, beyond the spread (IQR {noise:.0f} ns)")
+        return True, speedup, f"{head}: {format_ns(gain)} faster ({speedup:.3f}x), beyond the spread (IQR {format_ns(noise)})"
     if gain > 0:
-        return False, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
-                                f"{gain:.0f} ns faster but within the spread (IQR {noise:.0f} ns) — noise")
-    return False, speedup, (f"median {candidate.median_ns:.0f} ns vs {incumbent.median_ns:.0f} ns: "
-                            f"{-gain:.0f} ns slower")
+        return False, speedup, f"{head}: {format_ns(gain)} faster but within the spread (IQR {format_ns(noise)}) — noise"
+    return False, speedup, f"{head}: {format_ns(-gain)} slower"
+
+
+def format_ns(ns: float) -> str:
+    """A duration for people: ns under 1 µs, µs under 1 ms, else ms (3 significant digits)."""
+    if ns < 1e3:
+        return f"{ns:.3g} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns / 1e6:.3g} ms"

@@ -1,0 +1,74 @@
+"""The CLI: --json prints one object, failures exit non-zero with the problem and a hint, no GPU needed."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from conftest import EXAMPLES, FIXTURES
+from kernelpilot.cli import app
+
+runner = CliRunner()
+
+
+def run_json(*args):
+    result = runner.invoke(app, [*args, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_profile_reads_a_saved_report_without_gpu():
+    code, data = run_json("profile", "--report", str(FIXTURES / "ncu" / "h200_add_fp32_memory_bound.ncu-rep"))
+    assert code == 0
+    assert data["verdict"]["bound"] == "memory" and data["main"]["kernel_name"] == "add_k"
+    assert abs(data["main"]["duration_ns"] - 46.1e3) < 0.1e3
+
+
+def test_profile_of_a_missing_report_fails_clearly(tmp_path):
+    code, data = run_json("profile", "--report", str(tmp_path / "none.ncu-rep"))
+    assert code == 1 and data["error"] == "ReportError" and "none.ncu-rep" in data["message"]
+
+
+def test_roofline_for_a_named_gpu_without_gpu():
+    code, data = run_json("roofline", str(EXAMPLES / "matmul.py"), "--gpu", "H100-SXM")
+    assert code == 0
+    r = data["roofline"]
+    assert r["flops"] == 2 * 4096**3 and r["bound"] == "compute"
+    assert data["shape"]["M"] == 4096  # the GPU shape, not CPU_SHAPE
+    assert all("<-" in c and ".md:" in c for c in r["citations"])
+
+
+def test_roofline_unknown_gpu_names_closest():
+    code, data = run_json("roofline", str(EXAMPLES / "matmul.py"), "--gpu", "H2000")
+    assert code == 0 and data["roofline"] is None and "H200" in data["note"]
+
+
+def test_check_exits_one_on_a_wrong_kernel(write_kernel):
+    code, data = run_json("check", str(write_kernel("out.copy_(x * y)")))
+    assert code == 1 and data["passed"] is False and "FAIL" in data["summary"]
+    code, data = run_json("check", str(write_kernel()))
+    assert code == 0 and data["passed"] is True
+
+
+def test_contract_error_exit_and_hint(write_kernel):
+    path = write_kernel(source="SHAPE = {}\n")
+    code, data = run_json("check", str(path))
+    assert code == 1 and data["error"] == "ContractError" and data["hint"]
+
+
+def test_bench_interpreted_is_labelled(write_kernel):
+    code, data = run_json("bench", str(write_kernel()), "--config", "BLOCK=128")
+    assert code == 0 and data["timing"]["is_measurement"] is False and data["config"]["BLOCK"] == 128
+    assert data["pct_of_roofline"] is None
+
+
+def test_specs_list_and_show():
+    code, data = run_json("specs", "list")
+    assert code == 0 and {"H100-SXM", "H100-PCIe", "H200"} <= {s["name"] for s in data["specs"]}
+    code, data = run_json("specs", "show", "NVIDIA H200")
+    assert code == 0 and data["values"]["sm_count"]["value"] == 132
+
+
+def test_report_on_a_non_run_folder(tmp_path):
+    code, data = run_json("report", str(tmp_path))
+    assert code == 1 and data["error"] == "RunFolderError"

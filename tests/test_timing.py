@@ -1,0 +1,43 @@
+"""Timing statistics and the accept rule: faster only beyond the measured spread."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelpilot.measure.timing import (INTERPRETED_LABEL, TimingResult, faster_beyond_noise, flush_size_bytes,
+                                        summarize, time_interpreted)
+
+
+def fake(samples):
+    return TimingResult(timer="test", is_measurement=True, samples_ns=samples, n_samples=len(samples),
+                        **summarize(samples), n_warmup=0, warmup_ms=0, warmup_stable=True, flush_bytes=0, l2_bytes=None)
+
+
+def test_summarize_quartiles():
+    s = summarize([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert (s["median_ns"], s["q1_ns"], s["q3_ns"], s["iqr_ns"], s["min_ns"]) == (3.0, 2.0, 4.0, 2.0, 1.0)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_flush_is_at_least_twice_l2_and_never_under_256_mib():
+    assert flush_size_bytes(60 * 2**20) == 256 * 2**20
+    assert flush_size_bytes(200 * 2**20) == 400 * 2**20
+    assert flush_size_bytes(None) == 256 * 2**20
+
+
+def test_accept_only_beyond_the_spread():
+    inc = fake([100.0, 101, 102, 103, 104])          # median 102, IQR 2
+    ok, sp, why = faster_beyond_noise(fake([90.0, 91, 92, 93, 94]), inc)
+    assert ok and sp == pytest.approx(102 / 92) and "beyond the spread" in why
+    ok, _, why = faster_beyond_noise(fake([99.0, 100, 101, 102, 103]), inc)  # 1 ns faster, IQR 2
+    assert not ok and "noise" in why
+    ok, sp, why = faster_beyond_noise(fake([110.0, 111, 112, 113, 114]), inc)
+    assert not ok and sp < 1 and "slower" in why
+    wide = fake([60.0, 80, 92, 120, 140])              # median faster by 10 but IQR 40
+    assert not faster_beyond_noise(wide, inc)[0]
+
+
+def test_interpreted_timing_is_labelled_not_a_measurement():
+    t = time_interpreted(lambda: sum(range(100)), max_samples=5, rep_ms=10)
+    assert not t.is_measurement and INTERPRETED_LABEL in t.timer and 3 <= t.n_samples <= 5
