@@ -65,17 +65,18 @@ def _matmul_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    # Clamp out-of-range rows/columns to valid ones for loads; the store masks them.
+    # Rows of A past M are clamped to a valid row (A's strided axis, so its loads stay contiguous along K);
+    # columns of B past N are masked (B's contiguous axis: a clamp there would break vectorized loads).
     rows_a = tl.minimum(offs_m, M - 1)
-    cols_b = tl.minimum(offs_n, N - 1)
+    col_ok = offs_n < N
     a_ptrs = a_ptr + rows_a[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + cols_b[None, :] * stride_bn
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         k_left = K - k * BLOCK_K
         a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & col_ok[None, :], other=0.0)
         if UPCAST_OPERANDS:
             # Interpreter only: its tl.dot multiplies bfloat16 bit patterns (stored as uint16).
             a = a.to(tl.float32)
@@ -85,7 +86,7 @@ def _matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+    c_mask = (offs_m[:, None] < M) & col_ok[None, :]
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 

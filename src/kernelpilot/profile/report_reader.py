@@ -107,6 +107,17 @@ def _describe_empty(path: Path) -> ReportError:
     )
 
 
+class ReportActions(list):
+    """The actions of a report, holding the report context and ranges alive.
+
+    Nsight Compute's own ``ncu_report`` (SWIG, in ``extras/python``) frees an action's data when its report context
+    is collected; reading such an action then crashes the interpreter (seen on an H200 with ncu 2025.3.1). Keep
+    this list alive while its actions are read.
+    """
+
+    keep_alive: Any = None
+
+
 def load_actions(path: str | os.PathLike[str]) -> list[Any]:
     """Load every profiled action (kernel launch) of an Nsight Compute report, in report order.
 
@@ -134,12 +145,10 @@ def load_actions(path: str | os.PathLike[str]) -> list[Any]:
     ncu_report = import_ncu_report()
     try:
         context = ncu_report.load_report(str(report_path))
-        actions = [
-            context.range_by_idx(r).action_by_idx(a)
-            for r in range(context.num_ranges())
-            for a in range(context.range_by_idx(r).num_actions())
-        ]
-    except (OSError, RuntimeError, ValueError) as exc:
+        ranges = [context.range_by_idx(r) for r in range(context.num_ranges())]
+        actions = ReportActions(a for rng in ranges for a in (rng.action_by_idx(i) for i in range(rng.num_actions())))
+        actions.keep_alive = (context, ranges)
+    except Exception as exc:  # ncu_report is a SWIG binding: any failure inside it means an unreadable report
         raise ReportError(
             f"ncu_report could not read {report_path}: {exc}",
             "the file may be corrupt or from a newer Nsight Compute; open it in the Nsight Compute GUI, "

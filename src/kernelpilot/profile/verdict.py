@@ -16,7 +16,7 @@ from typing import Optional
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.profile import metrics as names
+from kernelpilot.profile import metrics as ncu_names
 from kernelpilot.profile.metrics import KernelMetrics, RuleResult
 
 #: Nsight Compute SOL rule thresholds (PRODUCT.md "Diagnosing"), in percent of peak / waves.
@@ -120,9 +120,9 @@ def _memory_unit(m: KernelMetrics, evidence: list[Evidence]) -> Optional[str]:
         units = dict(m.memory_units_pct)
         sources = {u: m.sources.get(f"memory_units_pct.{u}", f"memory_units_pct.{u}") for u in units}
     else:
-        candidates = {"DRAM": ("dram_pct", m.dram_pct, names.DRAM_PCT),
-                      "L1": ("l1_throughput_pct", m.l1_throughput_pct, names.L1_THROUGHPUT[0]),
-                      "L2": ("l2_throughput_pct", m.l2_throughput_pct, names.L2_THROUGHPUT[0])}
+        candidates = {"DRAM": ("dram_pct", m.dram_pct, ncu_names.DRAM_PCT),
+                      "L1": ("l1_throughput_pct", m.l1_throughput_pct, ncu_names.L1_THROUGHPUT[0]),
+                      "L2": ("l2_throughput_pct", m.l2_throughput_pct, ncu_names.L2_THROUGHPUT[0])}
         units = {u: v for u, (_, v, _) in candidates.items() if v is not None}
         sources = {u: _metric(m, f, d) for u, (f, _, d) in candidates.items()}
     if not units:
@@ -137,14 +137,14 @@ def _memory_unit(m: KernelMetrics, evidence: list[Evidence]) -> Optional[str]:
 def _sol(m: KernelMetrics, evidence: list[Evidence]) -> tuple[str, str]:
     """Nsight Compute's SOL rule: returns (branch, bound)."""
     compute, memory = m.compute_sol_pct, m.memory_sol_pct
-    c_name = _metric(m, "compute_sol_pct", names.COMPUTE_SOL)
-    m_name = _metric(m, "memory_sol_pct", names.MEMORY_SOL)
+    c_name = _metric(m, "compute_sol_pct", ncu_names.COMPUTE_SOL)
+    m_name = _metric(m, "memory_sol_pct", ncu_names.MEMORY_SOL)
     if compute is None or memory is None:
         return "missing-metrics", "unknown"
     compute_low = _check(evidence, c_name, compute, "<", LATENCY_BELOW_PCT)
     memory_low = _check(evidence, m_name, memory, "<", LATENCY_BELOW_PCT)
     if compute_low and memory_low:
-        waves_name = _metric(m, "waves_per_sm", names.WAVES)
+        waves_name = _metric(m, "waves_per_sm", ncu_names.WAVES)
         if _check(evidence, waves_name, m.waves_per_sm, "<", SMALL_GRID_WAVES, unit="waves"):
             return "small-grid", "small-grid"
         return "latency", "latency"
@@ -163,8 +163,8 @@ def _sol(m: KernelMetrics, evidence: list[Evidence]) -> tuple[str, str]:
 
 def _occupancy(m: KernelMetrics, sol_bound: str, evidence: list[Evidence]) -> tuple[bool, Optional[str]]:
     """The two occupancy rules; returns (occupancy_bound, name of the rule that held first)."""
-    t_name = _metric(m, "theoretical_occupancy_pct", names.THEORETICAL_OCCUPANCY)
-    a_name = _metric(m, "achieved_occupancy_pct", names.ACHIEVED_OCCUPANCY)
+    t_name = _metric(m, "theoretical_occupancy_pct", ncu_names.THEORETICAL_OCCUPANCY)
+    a_name = _metric(m, "achieved_occupancy_pct", ncu_names.ACHIEVED_OCCUPANCY)
     theoretical, achieved = m.theoretical_occupancy_pct, m.achieved_occupancy_pct
     fired: Optional[str] = None
     if theoretical is not None and achieved is not None:
