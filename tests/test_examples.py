@@ -209,6 +209,21 @@ def test_bad_dtype_is_a_clear_error(examples):
         examples["matmul"].setup(M=16, N=16, K=16, dtype="float32", device="cpu")
 
 
+def test_matmul_rejects_configs_that_can_only_spill(examples):
+    module = examples["matmul"]
+    inputs = module.setup(**module.CPU_SHAPE, device="cpu")["inputs"]
+    rejected = []
+    for bm in module.TUNABLES["BLOCK_M"]:
+        for bn in module.TUNABLES["BLOCK_N"]:
+            for warps in module.TUNABLES["num_warps"]:
+                if bm * bn // (32 * warps) > module.MAX_ACC_REGS_PER_THREAD:
+                    config = {**module.DEFAULT_CONFIG, "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps}
+                    with pytest.raises(ValueError, match="accumulator registers"):
+                        module.run_kernel(**inputs, **config)
+                    rejected.append((bm, bn, warps))
+    assert sorted(rejected) == [(128, 256, 2), (256, 128, 2), (256, 256, 2), (256, 256, 4)]
+
+
 def test_flops_and_bytes(examples):
     ex = examples
     assert ex["vector_add"].flops(N=1000) == 1000

@@ -15,7 +15,7 @@ import pytest
 from kernelpilot.errors import ReportError, ToolMissingError
 from kernelpilot.profile import metrics as metrics_mod
 from kernelpilot.profile import report_reader
-from kernelpilot.profile.metrics import KernelMetrics, main_kernel, metrics_from_action, read_report
+from kernelpilot.profile.metrics import KernelMetrics, main_kernel, metrics_from_action, read_report, read_report_here
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 ADD = FIXTURES / "h200_add_fp32_memory_bound.ncu-rep"
@@ -308,7 +308,7 @@ def test_read_report_keeps_order_and_main_kernel_is_longest(monkeypatch: pytest.
         _Action("mid", {"gpu__time_duration.sum": (20.0, "ns")}),
     ]
     monkeypatch.setattr(metrics_mod, "load_actions", lambda path: actions)
-    launches = read_report("three.ncu-rep")
+    launches = read_report_here("three.ncu-rep")
     assert [m.kernel_name for m in launches] == ["short", "long", "mid"]
     assert main_kernel(launches).kernel_name == "long"
 
@@ -345,3 +345,11 @@ def test_import_missing_everywhere(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ToolMissingError) as info:
         report_reader.import_ncu_report()
     assert "pip install ncu-report" in info.value.hint
+
+
+def test_reader_crash_becomes_a_report_error(tmp_path: Path) -> None:
+    """A reader that dies (as ncu's SWIG build did beside torch) is an error, not a crash of the caller."""
+    bad = tmp_path / "garbage.ncu-rep"
+    bad.write_bytes(b"NVR\0" + os.urandom(4096))
+    with pytest.raises(ReportError):
+        read_report(bad)

@@ -269,7 +269,9 @@ def _measurement(metric: str, unit: str, samples: list[float]) -> Measurement:
     )
 
 
-def test_measured_round_trip_and_preferred_over_datasheet(tmp_path):
+def test_measured_round_trip_and_preferred_over_datasheet(tmp_path, monkeypatch):
+    # packaged measured files (if any) would set the GEMM ceiling; keep only the user folder in play
+    monkeypatch.setattr("kernelpilot.hardware.specs.PACKAGE_MEASURED_DIR", tmp_path / "no_package_measured")
     copy = _measurement("measured_copy_bandwidth_gbps", "GB/s", [4210.0, 4220.5, 4215.25, 4230.0, 4219.0])
     path = write_measured("NVIDIA H200", [copy], measured_dir())
     assert path == measured_dir() / "H200.md"
@@ -288,7 +290,7 @@ def test_measured_round_trip_and_preferred_over_datasheet(tmp_path):
     # no measured GEMM yet: the datasheet value stands
     assert spec.ceiling("peak_bf16_tensor_dense_tflops", "measured_bf16_gemm_tflops").value == 989.5
     # other GPUs are untouched
-    assert find_spec("H100-SXM").ceiling("dram_bandwidth_gbps", "measured_copy_bandwidth_gbps").value == 3350
+    assert "measured_copy_bandwidth_gbps" not in find_spec("H100-SXM").measured
 
     # a second write adds the GEMM and keeps the copy
     gemm = _measurement("measured_bf16_gemm_tflops", "TFLOP/s", [760.0, 770.0, 765.5])
@@ -309,6 +311,17 @@ def test_write_measured_refuses_bad_input(tmp_path):
         write_measured("H200", [good.model_copy(update={"metric": "copy_bandwidth_gbps"})], tmp_path)
     with pytest.raises(SpecError, match="no measurements"):
         write_measured("H200", [], tmp_path)
+
+
+def test_packaged_measured_values_are_merged():
+    for path in sorted(PACKAGE_MEASURED_DIR.glob("*.md")):
+        if path.name.lower() == "readme.md":
+            continue
+        found = load_spec_file(path)
+        spec = find_spec(found.name)
+        for metric, value in found.measured.items():
+            assert spec.measured[metric].value == value.value
+            assert spec.measured[metric].path == f"hardware/specs/measured/{path.name}"
 
 
 def test_measured_file_for_unknown_gpu_is_refused(tmp_path):

@@ -5,11 +5,13 @@ or float16. Products are accumulated in fp32 with tl.dot and C is rounded to the
 
 Each program computes one BLOCK_M x BLOCK_N tile of C, stepping over K in BLOCK_K slices. With
 GROUP_M > 1 the programs are ordered in groups of GROUP_M tile-rows (swizzled), so programs that run
-together share A and B tiles in L2. Rows/columns past M/N are clamped for loads and masked on store;
-the K tail is masked with zeros, so every config works at any shape (tl.dot needs tiles >= 16).
-On a GPU, configs whose stages of A and B tiles (num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2
-bytes, roughly) exceed the shared memory per block fail to compile with Triton's out-of-resources
-error; the interpreter does not model that limit.
+together share A and B tiles in L2. Rows of A past M are clamped for loads, columns of B past N are masked
+(clamping B's contiguous axis broke vectorized loads: 24 vs 314 TFLOP/s at the default config on an H200);
+the K tail is masked with zeros, so every config works at any shape (tl.dot needs tiles >= 16), except
+those whose accumulator cannot fit in registers (see MAX_ACC_REGS_PER_THREAD: run_kernel raises ValueError).
+On a GPU, configs whose pipelined A and B buffers ((BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes each, one per
+stage or so) exceed the shared memory per block fail to compile with Triton's OutOfResources error (e.g.
+256 x 256 x 128 with 5 stages asked for 393,216 bytes on an H200); the interpreter does not model that limit.
 """
 
 import torch
@@ -29,6 +31,12 @@ TUNABLES = {
 # Reasonable but improvable: small tiles, no swizzle, shallow pipeline.
 DEFAULT_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
 COMPUTE_UNIT = "bf16_tensor"
+
+# The fp32 accumulator tile alone takes BLOCK_M * BLOCK_N / (32 * num_warps) registers per thread. Past 256
+# (a thread has at most 255) the config can only spill; such configs also compiled for minutes (148 s for
+# 256x256 with 2 warps on an H200, Triton 3.6) and ran ~15x slower, so run_kernel rejects them with a
+# ValueError: (128, 256), (256, 128), (256, 256) with 2 warps and (256, 256) with 4 warps.
+MAX_ACC_REGS_PER_THREAD = 256
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -109,6 +117,13 @@ def run_kernel(a, b, c, M, N, K, *, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warp
         )
     if min(BLOCK_M, BLOCK_N, BLOCK_K) < 16:
         raise ValueError(f"matmul: tl.dot needs tiles of at least 16; got {BLOCK_M}x{BLOCK_N}x{BLOCK_K}")
+    acc_regs = BLOCK_M * BLOCK_N // (32 * num_warps)
+    if acc_regs > MAX_ACC_REGS_PER_THREAD:
+        raise ValueError(
+            f"matmul: BLOCK_M={BLOCK_M} x BLOCK_N={BLOCK_N} with num_warps={num_warps} needs {acc_regs} fp32 "
+            f"accumulator registers per thread (> {MAX_ACC_REGS_PER_THREAD}; a thread has at most 255): it can only "
+            f"spill. Use more warps or a smaller tile."
+        )
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     interpreted = type(_matmul_kernel).__name__ == "InterpretedFunction"
     _matmul_kernel[grid](

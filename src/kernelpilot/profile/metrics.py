@@ -10,6 +10,7 @@ maps each filled field to the ncu metric it came from.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import re
 from typing import Any, Callable, Optional
 
@@ -346,8 +347,17 @@ def metrics_from_action(action: Any, label: str = "report") -> KernelMetrics:
     return KernelMetrics(**values, sources=r.sources)
 
 
-def read_report(path: str | os.PathLike[str]) -> list[KernelMetrics]:
+def read_report_here(path: str | os.PathLike[str]) -> list[KernelMetrics]:
+    """Read every launch of a report in this process (see :func:`read_report`, which isolates it)."""
+    return [metrics_from_action(a, f"{path}, launch {i}") for i, a in enumerate(load_actions(path))]
+
+
+def read_report(path: str | os.PathLike[str], timeout_s: float = 300.0) -> list[KernelMetrics]:
     """Read every profiled kernel launch of an Nsight Compute report, in report order.
+
+    The report is read in a child Python process that never imports torch: Nsight Compute's own ``ncu_report``
+    build (``extras/python``, SWIG) crashed with a segmentation fault when read inside a process that had loaded
+    torch (seen on an H200, ncu 2025.3.1, torch 2.11), and a crash while reading must not take the caller down.
 
     Args:
         path: the ``.ncu-rep`` file.
@@ -356,10 +366,51 @@ def read_report(path: str | os.PathLike[str]) -> list[KernelMetrics]:
         One :class:`KernelMetrics` per launch.
 
     Raises:
-        ReportError: the file is missing, not a report, has no kernels, or has a metric in an unknown unit.
+        ReportError: the file is missing, not a report, has no kernels, has a metric in an unknown unit, or the
+            reader crashed or timed out.
         ToolMissingError: ``ncu_report`` is not installed.
     """
-    return [metrics_from_action(a, f"{path}, launch {i}") for i, a in enumerate(load_actions(path))]
+    import json
+    import subprocess
+    import sys
+
+    from kernelpilot.errors import ToolMissingError
+
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "kernelpilot.profile.metrics", str(path)], capture_output=True,
+                              text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise ReportError(f"reading {path} took over {timeout_s:.0f} s", "the report may be corrupt") from exc
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    except ValueError:
+        data = None
+    if proc.returncode == 0 and isinstance(data, list):
+        return [KernelMetrics.model_validate(d) for d in data]
+    if isinstance(data, dict) and "error" in data:
+        cls = ToolMissingError if data["error"] == "ToolMissingError" else ReportError
+        raise cls(data["message"], data.get("hint", ""))
+    tail = " | ".join((proc.stderr or "").strip().splitlines()[-3:])
+    raise ReportError(f"the report reader for {path} exited with {proc.returncode}: {tail}",
+                      "the file may be corrupt; open it in the Nsight Compute GUI")
+
+
+def _main(argv: list[str]) -> int:
+    """Child-process entry: print the report's metrics (or the error) as one JSON line."""
+    import json
+
+    from kernelpilot.errors import KernelpilotError
+
+    try:
+        metrics = read_report_here(argv[0])
+    except KernelpilotError as exc:
+        print(json.dumps(exc.to_dict()))
+        return 1
+    print(json.dumps([m.model_dump(mode="json") for m in metrics]))
+    return 0
 
 
 def main_kernel(metrics: list[KernelMetrics]) -> KernelMetrics:
@@ -372,3 +423,9 @@ def main_kernel(metrics: list[KernelMetrics]) -> KernelMetrics:
         raise ReportError("no kernel metrics to choose the main kernel from",
                           "profile at least one kernel launch (check the ncu -k filter)")
     return max(metrics, key=lambda m: m.duration_ns if m.duration_ns is not None else 0.0)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv[1:]))
