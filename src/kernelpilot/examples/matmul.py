@@ -9,9 +9,9 @@ together share A and B tiles in L2. Rows of A past M are clamped for loads, colu
 (clamping B's contiguous axis broke vectorized loads: 24 vs 314 TFLOP/s at the default config on an H200);
 the K tail is masked with zeros, so every config works at any shape (tl.dot needs tiles >= 16), except
 those whose accumulator cannot fit in registers (see MAX_ACC_REGS_PER_THREAD: run_kernel raises ValueError).
-On a GPU, configs whose pipelined A and B buffers ((BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes each, one per
-stage or so) exceed the shared memory per block fail to compile with Triton's OutOfResources error (e.g.
-256 x 256 x 128 with 5 stages asked for 393,216 bytes on an H200); the interpreter does not model that limit.
+On a GPU, configs whose pipelined A and B buffers (num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes)
+exceed the shared memory per block fail to compile with Triton's OutOfResources error (256 x 256 x 128 with
+5 stages asked for 655,360 of 232,448 bytes on an H200 with Triton 3.6); the interpreter does not model that.
 """
 
 import torch
@@ -33,9 +33,9 @@ DEFAULT_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "nu
 COMPUTE_UNIT = "bf16_tensor"
 
 # The fp32 accumulator tile alone takes BLOCK_M * BLOCK_N / (32 * num_warps) registers per thread. Past 256
-# (a thread has at most 255) the config can only spill; such configs also compiled for minutes (148 s for
-# 256x256 with 2 warps on an H200, Triton 3.6) and ran ~15x slower, so run_kernel rejects them with a
-# ValueError: (128, 256), (256, 128), (256, 256) with 2 warps and (256, 256) with 4 warps.
+# (a thread has at most 255) the config can only spill; 256x256x32 with 2 warps compiled for 166 s and ran
+# in 8.9 ms at SHAPE on an H200 with Triton 3.6 (the default config: 0.44 ms), so run_kernel rejects such
+# configs with a ValueError: (128, 256), (256, 128), (256, 256) with 2 warps and (256, 256) with 4 warps.
 MAX_ACC_REGS_PER_THREAD = 256
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
