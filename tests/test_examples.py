@@ -164,7 +164,7 @@ def test_contract(examples, name):
 
 @needs_interpreter
 @pytest.mark.parametrize("name", NAMES)
-def test_cpu_shape_all_configs(examples, name):
+def test_cpu_shape_configs(examples, name):
     module = examples[name]
     extra, _, _ = CASES[name]
     for config in [module.DEFAULT_CONFIG, *_extreme_configs(module.TUNABLES), *extra]:

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 SHAPE = {"M": 8192, "N": 4096, "dtype": "bfloat16"}
-CPU_SHAPE = {"M": 16, "N": 256, "dtype": "bfloat16"}
+CPU_SHAPE = {"M": 8, "N": 256, "dtype": "bfloat16"}
 TUNABLES = {
     "BLOCK_N": [128, 256, 512, 1024, 2048, 4096, 8192],
     "num_warps": [1, 2, 4, 8, 16],

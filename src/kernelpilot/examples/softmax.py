@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 SHAPE = {"M": 8192, "N": 8192, "dtype": "float32"}
-CPU_SHAPE = {"M": 16, "N": 256, "dtype": "float32"}
+CPU_SHAPE = {"M": 8, "N": 256, "dtype": "float32"}
 TUNABLES = {
     "BLOCK_N": [128, 256, 512, 1024, 2048, 4096, 8192],
     "ROWS_PER_PROGRAM": [1, 2, 4],
