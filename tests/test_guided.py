@@ -59,6 +59,16 @@ def test_latency_with_long_scoreboard_adds_stages():
     assert (m.tunable, m.new) == ("num_stages", 4)
 
 
+def test_long_scoreboard_wins_over_register_occupancy():
+    """Seen on the H200 (matmul 128x64x32, 25 % occupancy, long-scoreboard ratio 10): pipeline deeper first."""
+    long_sb = [NS(reason="long_scoreboard", ratio=10.2)]
+    m = first(verdict("occupancy", True, "registers"), metrics(top_stalls=long_sb))
+    assert (m.tunable, m.new) == ("num_stages", 4) and m.rule == "long-scoreboard latency"
+    weak = [NS(reason="long_scoreboard", ratio=2.0)]  # under the > 3 threshold: occupancy rule applies
+    m = first(verdict("occupancy", True, "registers"), metrics(top_stalls=weak))
+    assert m.direction == "down" and m.rule == "occupancy limited by registers"
+
+
 def test_balanced_adds_stages_then_grouping():
     moves = propose_moves(START, MATMUL, [], verdict=verdict("balanced"), metrics=metrics())
     assert [(m.tunable, m.new) for m in moves[:2]] == [("num_stages", 4), ("GROUP_M", 8)]

@@ -175,3 +175,18 @@ def test_missing_ceiling_names_metric_and_file(h200):
         compute_roofline(1e9, 1e6, "fp8_tensor", spec)
     assert "peak_fp8_tensor_dense_tflops" in info.value.message
     assert "hardware/specs/H200.md" in info.value.message
+
+
+def test_impossible_is_judged_on_datasheet_peaks_not_measured_ceilings():
+    """A kernel may beat the measured copy ceiling a little; it can never beat the datasheet bandwidth."""
+    from kernelpilot.hardware.roofline import compute_roofline
+    from kernelpilot.hardware.specs import find_spec
+    from kernelpilot.loop import datasheet_roofline
+
+    spec = find_spec("H200")
+    roof = compute_roofline(0, 1e9, "fp32", spec)
+    limit = datasheet_roofline(roof, "fp32")
+    assert roof.bandwidth.metric.startswith("measured_") and limit.bandwidth.metric == "dram_bandwidth_gbps"
+    assert limit.floor_ns < roof.floor_ns
+    just_faster = roof.floor_ns * 0.99  # 1 % faster than the measured copy: possible
+    assert roof.is_impossible(just_faster) and not limit.is_impossible(just_faster)

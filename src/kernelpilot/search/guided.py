@@ -6,12 +6,12 @@ map a bottleneck to the tunables that relieve it (PRODUCT.md "Numeric patterns";
 | evidence | moves, in order |
 |---|---|
 | small grid (waves per SM < 1) | smaller tiles (more blocks), fewer warps |
+| long-scoreboard latency (top stall, ratio > 3) when latency/occupancy-bound | more stages, larger BLOCK_K, larger tiles, more warps |
 | occupancy limited by registers | smaller tiles, fewer stages, fewer warps |
 | occupancy limited by shared memory | fewer stages, smaller tiles |
 | occupancy limited by blocks per SM | larger tiles, more warps |
 | memory-bound, few bytes in flight (DRAM < 80 %) | larger tiles, more warps, more stages |
 | memory-bound at the DRAM ceiling | larger tiles, more warps (little left to gain) |
-| latency-bound, long-scoreboard stalls on top | more stages, larger tiles, more warps |
 | latency-bound otherwise | more warps, larger tiles |
 | compute-bound | larger M/N tiles (more reuse), more warps, more stages |
 | balanced | more stages, larger L2 grouping, larger tiles, more warps |
@@ -31,6 +31,7 @@ from pydantic import BaseModel
 
 Role = str
 UP, DOWN = "up", "down"
+LONG_SCOREBOARD_RATIO = 3.0  # PRODUCT.md numeric pattern "long-scoreboard latency": stall ratio > 3
 
 
 class Move(BaseModel):
@@ -88,6 +89,11 @@ def _top_stall(metrics: Any) -> str | None:
     return getattr(stalls[0], "reason", None) if stalls else None
 
 
+def _top_stall_ratio(metrics: Any) -> float:
+    stalls = _get(metrics, "top_stalls") or []
+    return float(getattr(stalls[0], "ratio", 0.0) or 0.0) if stalls else 0.0
+
+
 def _plan(verdict: Any, metrics: Any) -> tuple[str, list[tuple[Role, str]], str, str, str]:
     """(rule, [(role, direction)], why, expected metric, expected movement) for the evidence at hand."""
     if verdict is None:
@@ -103,6 +109,13 @@ def _plan(verdict: Any, metrics: Any) -> tuple[str, list[tuple[Role, str]], str,
         return ("small grid: waves_per_sm < 1", [("tile", DOWN), ("warps", DOWN)],
                 f"only {w:.2f} waves per SM: part of the GPU idles; smaller tiles give more blocks",
                 "waves_per_sm", f"{w:.2f} → about {2 * w:.2f} (twice the blocks); duration down if SMs were idle")
+    stall, stall_ratio = _top_stall(metrics), _top_stall_ratio(metrics)
+    if bound in ("latency", "occupancy") and stall and "long_scoreboard" in stall and stall_ratio > LONG_SCOREBOARD_RATIO:
+        return ("long-scoreboard latency", [("stages", UP), ("tile_k", UP), ("tile", UP), ("warps", UP)],
+                f"warps wait on global memory (long-scoreboard stall ratio {stall_ratio:.1f} > {LONG_SCOREBOARD_RATIO:g}, "
+                "the top stall): deeper software pipelining keeps more loads in flight without needing more warps",
+                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                f"{stall_ratio:.1f} → lower; compute and memory SOL % up; duration down")
     if _get(verdict, "occupancy_bound"):
         limiter = _get(verdict, "occupancy_limiter") or _get(metrics, "occupancy_limiter")
         theo = _get(metrics, "theoretical_occupancy_pct")
@@ -133,11 +146,6 @@ def _plan(verdict: Any, metrics: Any) -> tuple[str, list[tuple[Role, str]], str,
                 f"memory is the busiest unit but DRAM runs at {d:.0f} % of peak: more bytes in flight per SM",
                 "dram_pct", f"{d:.0f} % → toward 80 %: duration −{max(0.0, 1 - d / 80) * 100:.0f} % at best")
     if bound in ("latency", "occupancy"):
-        stall = _top_stall(metrics)
-        if stall and "long_scoreboard" in stall:
-            return ("latency-bound, long-scoreboard stalls", [("stages", UP), ("tile", UP), ("warps", UP)],
-                    "warps wait on global memory (long scoreboard): prefetch deeper or keep more loads in flight",
-                    "smsp__average_warps_issue_stalled_long_scoreboard", "stall ratio down; both SOL % up")
         return ("latency-bound", [("warps", UP), ("tile", UP), ("stages", UP)],
                 f"compute and memory both under 60 % of peak (top stall: {stall or 'unknown'}): more parallel work",
                 "memory_sol_pct", "both SOL % up; duration down")
