@@ -10,7 +10,8 @@ map a bottleneck to the tunables that relieve it (PRODUCT.md "Numeric patterns";
 | occupancy limited by registers | smaller tiles, fewer stages, fewer warps |
 | occupancy limited by shared memory | fewer stages, smaller tiles |
 | occupancy limited by blocks per SM | larger tiles, more warps |
-| memory-bound, few bytes in flight (DRAM < 80 %) | larger tiles, more warps, more stages |
+| memory-bound with L1 or L2 the busiest unit (re-reads from cache) | larger tiles, L2 grouping, larger BLOCK_K, more stages |
+| memory-bound on DRAM, few bytes in flight (DRAM < 80 %) | larger tiles, more warps, more stages |
 | memory-bound at the DRAM ceiling | larger tiles, more warps (little left to gain) |
 | latency-bound otherwise | more warps, larger tiles |
 | compute-bound | larger M/N tiles (more reuse), more warps, more stages |
@@ -137,6 +138,14 @@ def _plan(verdict: Any, metrics: Any) -> tuple[str, list[tuple[Role, str]], str,
                 f"achieved occupancy {ach or 0:.0f} % is far under theoretical {theo or 0:.0f} %",
                 "achieved_occupancy_pct", exp)
     if bound == "memory":
+        unit = _get(verdict, "memory_unit")
+        if unit in ("L1", "L2"):
+            mem = _get(metrics, "memory_sol_pct") or 0.0
+            return (f"memory-bound on {unit}", [("tile", UP), ("group", UP), ("tile_k", UP), ("stages", UP)],
+                    f"{unit} is the busiest memory unit ({mem:.0f} % of peak) while DRAM runs at "
+                    f"{dram if dram is not None else float('nan'):.0f} %: tiles re-read data from cache; larger tiles "
+                    "reuse each loaded byte more",
+                    "memory_sol_pct", f"{unit} throughput per unit of work down; duration down")
         if dram is not None and dram >= 80:
             return ("memory-bound at the DRAM ceiling", [("tile", UP), ("warps", UP), ("stages", UP)],
                     f"DRAM throughput is {dram:.0f} % of peak: little left to gain from the same bytes",
