@@ -9,7 +9,7 @@ import sys
 import git
 import pytest
 
-from conftest import EXAMPLES, ROOT, TORCH_KERNEL
+from conftest import EXAMPLES, ROOT
 from kernelpilot import api
 from kernelpilot.errors import RunFolderError
 from kernelpilot.records.models import VersionOutcome

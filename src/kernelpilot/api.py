@@ -15,7 +15,7 @@ from kernelpilot.errors import ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload
-from kernelpilot.loop import OptimizeResult, detect_device, optimize, roofline_for
+from kernelpilot.loop import detect_device, optimize, roofline_for
 from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
@@ -166,7 +166,3 @@ def report(run_folder: str | Path) -> ReportResult:
     roof = read_json(ws.root / "roofline.json", Roofline) if (ws.root / "roofline.json").is_file() else None
     path = write_text(ws.root / "final_report.md", render_final_report(info, versions, roof))
     return ReportResult(run=info, versions=versions, final_report=str(path))
-
-
-__all__.append("OptimizeResult")
-_ = optimize

@@ -15,7 +15,6 @@ larger than L2 (2 GiB copy; 3 × 128 MiB GEMM operands at n = 8192), so no L2 fl
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,6 +23,8 @@ from typing import Any, Callable, Iterable
 from pydantic import BaseModel, Field
 
 from kernelpilot.errors import SpecError, ToolMissingError
+from kernelpilot.measure.gpu_state import driver_version as nvml_driver_version
+from kernelpilot.measure.timing import quartiles, time_events
 from kernelpilot.hardware.specs import (
     expected_unit,
     find_spec,
@@ -116,27 +117,16 @@ def _cuda_device(device: int | str | None) -> Any:
 
 
 def driver_version() -> str:
-    """The NVIDIA driver version from NVML (package nvidia-ml-py, module ``pynvml``).
-
-    Returns:
-        e.g. ``"580.159.03"``; when NVML is not importable or fails,
-        ``"CUDA <torch.version.cuda>, driver unknown"``. Raises nothing.
-    """
+    """The NVIDIA driver version (NVML, via :func:`kernelpilot.measure.gpu_state.driver_version`), or
+    ``"CUDA <torch.version.cuda>, driver unknown"`` when NVML cannot tell. Raises nothing."""
+    version = nvml_driver_version()
+    if version:
+        return version
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # NVML missing, no driver, or an old binding: fall back, but say so
-        try:
-            cuda = _torch().version.cuda
-        except ToolMissingError:
-            cuda = None
-        return f"CUDA {cuda or 'unknown'}, driver unknown"
+        cuda = _torch().version.cuda
+    except ToolMissingError:
+        cuda = None
+    return f"CUDA {cuda or 'unknown'}, driver unknown"
 
 
 def _warm_up(torch: Any, fn: Callable[[], None], min_iters: int, min_ms: float) -> int:
@@ -150,23 +140,13 @@ def _warm_up(torch: Any, fn: Callable[[], None], min_iters: int, min_ms: float) 
     return iters
 
 
-def _time_ms(torch: Any, fn: Callable[[], None], n_samples: int) -> list[float]:
-    """CUDA-event time of each of ``n_samples`` calls of ``fn``, ms."""
-    times: list[float] = []
-    for _ in range(n_samples):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(float(start.elapsed_time(end)))
-    return times
+def _time_ms(fn: Callable[[], None], n_samples: int) -> list[float]:
+    """CUDA-event time of each of ``n_samples`` calls of ``fn``, ms (no cache flush: the buffers dwarf L2)."""
+    return [ns / 1e6 for ns in time_events(fn, n_samples)]
 
 
 def _median_iqr(values: list[float]) -> tuple[float, float]:
-    median = statistics.median(values)
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    q1, median, q3 = quartiles(values)
     return median, q3 - q1
 
 
@@ -228,7 +208,7 @@ def measure_copy_bandwidth(
             dst.copy_(src)
 
         warm = _warm_up(torch, copy, min_iters=5, min_ms=200.0)
-        times_ms = _time_ms(torch, copy, n_samples)
+        times_ms = _time_ms(copy, n_samples)
         if not torch.equal(dst, src):
             raise RuntimeError("device-to-device copy produced different data; the measurement is void")
         name = torch.cuda.get_device_name(dev)
@@ -299,7 +279,7 @@ def measure_bf16_gemm(
             torch.matmul(a, b, out=c)
 
         warm = _warm_up(torch, gemm, min_iters=5, min_ms=500.0)
-        times_ms = _time_ms(torch, gemm, n_samples)
+        times_ms = _time_ms(gemm, n_samples)
         if not bool(torch.isfinite(c).all()):
             raise RuntimeError("bf16 GEMM produced NaN or Inf; the measurement is void")
         name = torch.cuda.get_device_name(dev)

@@ -57,16 +57,25 @@ class TimingResult(BaseModel):
         return self.iqr_ns / self.median_ns if self.median_ns else float("inf")
 
 
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(first quartile, median, third quartile) of samples in any unit ('inclusive' quantiles).
+
+    Raises:
+        ValueError: no samples.
+    """
+    if not values:
+        raise ValueError("no samples")
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, statistics.median(values), q3
+
+
 def summarize(samples_ns: list[float]) -> dict[str, float]:
     """Median, quartiles, IQR, min and mean of samples (ns). Raises ValueError on an empty list."""
-    if not samples_ns:
-        raise ValueError("no timing samples")
-    if len(samples_ns) == 1:
-        q1 = q3 = samples_ns[0]
-    else:
-        q1, _, q3 = statistics.quantiles(samples_ns, n=4, method="inclusive")
-    return dict(median_ns=statistics.median(samples_ns), q1_ns=q1, q3_ns=q3, iqr_ns=q3 - q1,
-                min_ns=min(samples_ns), mean_ns=statistics.fmean(samples_ns))
+    q1, median, q3 = quartiles(samples_ns)
+    return dict(median_ns=median, q1_ns=q1, q3_ns=q3, iqr_ns=q3 - q1, min_ns=min(samples_ns),
+                mean_ns=statistics.fmean(samples_ns))
 
 
 def l2_bytes(device: int = 0) -> int | None:
@@ -80,11 +89,14 @@ def flush_size_bytes(l2: int | None) -> int:
     return max(2 * (l2 or 0), MIN_FLUSH_BYTES)
 
 
-def _time_cuda_batch(fn: Callable[[], Any], n: int, flush: torch.Tensor) -> list[float]:
+def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None) -> list[float]:
+    """CUDA-event time of each of ``n`` calls of ``fn``, ns; ``flush`` (if given) is zeroed before each call,
+    outside the events. One synchronize at the end."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
-        flush.zero_()
+        if flush is not None:
+            flush.zero_()
         starts[i].record()
         fn()
         ends[i].record()
@@ -121,7 +133,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
     t0 = time.perf_counter()
     n_warmup, prev, stable = 1, None, False
     while (time.perf_counter() - t0) * 1e3 < max_warmup_ms:
-        med = statistics.median(_time_cuda_batch(fn, batch, flush))
+        med = statistics.median(time_events(fn, batch, flush))
         n_warmup += batch
         if prev is not None and abs(med - prev) <= stable_rel * prev:
             stable = True
@@ -130,7 +142,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
     warmup_ms = (time.perf_counter() - t0) * 1e3
     estimate_ns = prev if prev else 1e6
     n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(estimate_ns, 1.0))))
-    samples = _time_cuda_batch(fn, n, flush)
+    samples = time_events(fn, n, flush)
     after = gpu_state()
     del flush
     return TimingResult(timer="cuda_event", is_measurement=True, samples_ns=samples, n_samples=len(samples),
