@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # tests run kernels under the interpreter unless a GPU is present
-
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "src" / "kernelpilot" / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -21,6 +19,11 @@ def has_gpu() -> bool:
         return torch.cuda.is_available()
     except Exception:
         return False
+
+
+if not has_gpu():
+    # no GPU: kernels run under the interpreter, which must be on before triton is first imported
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from kernelpilot.errors import KernelpilotError, SpecError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline, compute_roofline, render_roofline_md
 from kernelpilot.hardware.specs import find_spec, match_device
-from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, run_kernel
+from kernelpilot.kernels.contract import (KernelFile, load_kernel, make_case, resolve_config, resolve_shape, run_kernel,
+                                          use_interpreter)
 from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.measure.correctness import check_correctness
 from kernelpilot.measure.env import collect_env, render_env_md
@@ -41,8 +42,12 @@ Log = Callable[[str], None]
 
 
 def detect_device() -> str:
-    """``"cuda"`` when torch sees a GPU, else ``"cpu"`` (kernels then run under the Triton interpreter)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    """``"cuda"`` when torch sees a GPU, else ``"cpu"``; without a GPU it switches the Triton interpreter on
+    (``TRITON_INTERPRET=1``) right away, before triton is imported (see :func:`use_interpreter`)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        use_interpreter(True)
+    return device
 
 
 def now_utc() -> str:

@@ -111,7 +111,13 @@ def _import_file(path: Path, tag: str) -> ModuleType:
 
 
 def use_interpreter(interpreted: bool) -> None:
-    """Set or clear ``TRITON_INTERPRET`` before a kernel module is imported (``@triton.jit`` reads it then)."""
+    """Set or clear ``TRITON_INTERPRET`` for kernels imported from now on.
+
+    Triton fixes interpreter mode for its own ``@triton.jit`` helpers (``tl.max``, ``tl.sum``, ``tl.cdiv``) when
+    ``triton.language`` is first imported, and reads the variable again at every launch: it must be set before
+    triton is imported in the process and stay set (:func:`kernelpilot.loop.detect_device` sets it as soon as it
+    finds no GPU, before anything imports triton).
+    """
     if interpreted:
         os.environ["TRITON_INTERPRET"] = "1"
     else:
