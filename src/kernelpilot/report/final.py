@@ -35,7 +35,7 @@ def render_final_report(info: RunInfo, versions: list[VersionOutcome], roofline:
                    "CPU; times only order configs under the interpreter and say nothing about GPU speed.")
     out = [f"# {info.kernel_name}: final report", "",
            f"Kernel `{info.kernel}` (sha256 {info.source_sha256[:12]}), shape `{info.shape}`, on "
-           f"{info.device_name} ({info.mode}). Started {info.started_utc}, finished {info.finished_utc or '—'}.", "",
+           f"{info.device_name}. Started {info.started_utc}, finished {info.finished_utc or '—'}.", "",
            timing_note, ""]
     if roofline is not None:
         out += [f"Roofline ({roofline.gpu}): floor {_us(roofline.floor_ns)} µs ({roofline.bound}-bound), target "
