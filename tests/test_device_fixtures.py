@@ -54,3 +54,41 @@ def test_matmul_128_is_occupancy_limited_but_long_scoreboard_drives_the_move(rep
     move = propose_moves(config, MATMUL_TUNABLES, [], verdict=v, metrics=m)[0]
     # on the device this move (v2) was accepted: 404 µs -> 353 µs
     assert (move.tunable, move.new) == ("num_stages", 3)
+
+
+# Six cases captured for issue 3 by scripts/issue3-device.sh (H200, 2026-11-22): the card's class and the
+# patterns that must (and must not) fire.
+CASES = [
+    ("h200_stream_copy_fp32", "memory", {"overall_memory_bound"}, {"no_tensor_cores", "uncoalesced_loads"}),
+    ("h200_gemm_bf16_tc_compute", "compute", set(), {"no_tensor_cores", "register_spill", "overall_memory_bound"}),
+    ("h200_small_grid_latency", "small-grid", {"small_grid"}, {"no_tensor_cores"}),
+    ("h200_occupancy_registers", "occupancy", set(), {"small_grid"}),
+    ("h200_strided_uncoalesced", "latency", {"uncoalesced_loads"}, {"no_tensor_cores"}),
+    ("h200_gemm_fp32_fma_only", "balanced", {"no_tensor_cores"}, {"uncoalesced_loads"}),
+]
+
+
+@pytest.mark.parametrize("name,cls,fires,silent", CASES, ids=[c[0] for c in CASES])
+def test_issue3_fixture_cards(name, cls, fires, silent):
+    from kernelpilot.profile.card import card_from_metrics
+
+    m, v = load(name)
+    card = card_from_metrics(m, v)
+    assert card.class_ == cls
+    assert fires <= set(card.fired_patterns), card.fired_patterns
+    assert not (silent & set(card.fired_patterns)), card.fired_patterns
+    assert card.evidence_sources == ["ncu"] and not card.light
+
+
+def test_occupancy_fixture_is_limited_by_registers():
+    m, v = load("h200_occupancy_registers")
+    assert v.occupancy_limiter == "registers" and m.registers_per_thread == 148
+    assert m.theoretical_occupancy_pct == pytest.approx(18.75)
+
+
+def test_fma_only_gemm_card_suggests_tensor_cores_first():
+    from kernelpilot.profile.card import card_from_metrics
+
+    m, v = load("h200_gemm_fp32_fma_only")
+    first = card_from_metrics(m, v).suggested_changes[0]
+    assert "no_tensor_cores" in first.patterns and first.code_change

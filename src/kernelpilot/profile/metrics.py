@@ -56,6 +56,43 @@ SPILL_INSTRUCTIONS = "sass__inst_executed_register_spilling"
 DEVICE_NAME = "device__attribute_display_name"
 CC_MAJOR = "device__attribute_compute_capability_major"
 CC_MINOR = "device__attribute_compute_capability_minor"
+# --- pattern inputs (PRODUCT.md "Numeric patterns"; names read from the H200 `--set full` fixtures) -----------
+#: Global-load sectors and requests of the LSU pipe (LDG and LDGSTS): sectors per request = sectors / requests.
+GLOBAL_LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+GLOBAL_LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+#: Bytes used per sector fetched by global loads / stores (SASS-level, 32 = every byte of a sector used). Recent
+#: ncu versions report ``.ratio`` in byte/sector; a ``.pct`` variant (percent of 32 B) is converted.
+GLOBAL_LOAD_BYTES_PER_SECTOR = ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
+                                "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
+GLOBAL_STORE_BYTES_PER_SECTOR = ("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
+                                 "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct")
+#: SASS global load (LDG) / store (STG) instructions executed: the byte-per-sector ratios mean nothing without them.
+GLOBAL_LOAD_INST = "smsp__sass_inst_executed_op_global_ld.sum"
+GLOBAL_STORE_INST = "smsp__sass_inst_executed_op_global_st.sum"
+#: Source Counters section: L2 sectors global accesses needed vs the ideal for the bytes requested.
+GLOBAL_SECTORS_THEORETICAL = "memory_l2_theoretical_sectors_global"
+GLOBAL_SECTORS_IDEAL = "memory_l2_theoretical_sectors_global_ideal"
+#: Pipe utilization, % of peak over active cycles. sm_90 counts HGMMA (wgmma) in the tensor pipe's cycles.
+FMA_PIPE = ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+            "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active")
+TENSOR_PIPE = ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+               "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+TENSOR_GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"
+FP64_PIPE = ("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active",
+             "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active")
+#: Global atomics (ATOM) and reductions (RED): sectors and requests at L1TEX.
+GLOBAL_ATOMIC_SECTORS = ("l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum")
+GLOBAL_ATOMIC_REQUESTS = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum")
+#: Shared-memory bank conflicts and data wavefronts of shared loads / stores (LDS / STS).
+SHARED_LOAD_BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
+SHARED_STORE_BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
+SHARED_LOAD_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
+SHARED_STORE_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
+#: Average active threads per executed warp instruction (32 = no divergence).
+ACTIVE_THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
+#: Stall reasons given their own fields (the numeric patterns read them).
+NAMED_STALLS = ("long_scoreboard", "short_scoreboard", "barrier", "lg_throttle", "mio_throttle")
+SECTOR_BYTES = 32  # one L1/L2 sector is 32 bytes (CUDA memory model; ncu "sector" unit)
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
 STALL_TEMPLATE = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 #: Reasons that are not stalls: "selected" counts the cycle a warp issues (one per instruction).
@@ -119,6 +156,23 @@ class KernelMetrics(BaseModel):
     shared_mem, barriers: a hardware cap tied with a resource limit is the one that binds). ``shared_mem_per_block_bytes`` is
     static + dynamic shared memory, without the driver-reserved part (``shared_mem_driver_bytes``).
     ``sources`` maps each filled field (``dict.key`` for dict entries) to the ncu metric name it came from.
+
+    Inputs of the numeric patterns (PRODUCT.md "Numeric patterns"; :mod:`kernelpilot.profile.patterns`):
+
+    - ``global_load_sectors`` / ``global_load_requests`` (counts, LDG and LDGSTS at L1TEX) and their quotient
+      ``global_load_sectors_per_request`` (sectors; None when there were no requests);
+    - ``global_load_bytes_per_sector`` / ``global_store_bytes_per_sector``: bytes used per 32-byte sector by SASS
+      global loads (LDG) / stores (STG), 0-32 B, meaningful only when ``global_load_inst_count`` /
+      ``global_store_inst_count`` (instructions) are above 0;
+    - ``global_sectors_theoretical`` / ``global_sectors_ideal``: L2 sectors that global accesses needed vs the
+      ideal for the bytes requested (Source Counters section), sectors;
+    - ``fma_pipe_pct`` / ``tensor_pipe_pct`` / ``fp64_pipe_pct``: pipe cycles active, % of peak (active cycles);
+      ``tensor_gmma_inst_pct``: HGMMA (wgmma) instructions issued, % of peak;
+    - ``global_atomic_sectors`` / ``global_atomic_requests``: ATOM + RED sectors / requests (counts);
+    - ``shared_{load,store}_bank_conflicts`` and ``shared_{load,store}_wavefronts``: LDS / STS counts;
+    - ``active_threads_per_warp_inst``: threads (0-32);
+    - ``<reason>_stall_ratio``: cycles stalled per issued instruction for five named reasons, and
+      ``stall_ratios`` for every reason ncu reported ("selected" excluded).
     """
 
     kernel_name: str
@@ -151,6 +205,32 @@ class KernelMetrics(BaseModel):
     local_load_inst_count: Optional[float] = None
     local_store_inst_count: Optional[float] = None
     register_spill_inst_count: Optional[float] = None
+    global_load_sectors: Optional[float] = None
+    global_load_requests: Optional[float] = None
+    global_load_sectors_per_request: Optional[float] = None
+    global_load_inst_count: Optional[float] = None
+    global_load_bytes_per_sector: Optional[float] = None
+    global_store_inst_count: Optional[float] = None
+    global_store_bytes_per_sector: Optional[float] = None
+    global_sectors_theoretical: Optional[float] = None
+    global_sectors_ideal: Optional[float] = None
+    fma_pipe_pct: Optional[float] = None
+    tensor_pipe_pct: Optional[float] = None
+    tensor_gmma_inst_pct: Optional[float] = None
+    fp64_pipe_pct: Optional[float] = None
+    global_atomic_sectors: Optional[float] = None
+    global_atomic_requests: Optional[float] = None
+    shared_load_bank_conflicts: Optional[float] = None
+    shared_store_bank_conflicts: Optional[float] = None
+    shared_load_wavefronts: Optional[float] = None
+    shared_store_wavefronts: Optional[float] = None
+    active_threads_per_warp_inst: Optional[float] = None
+    long_scoreboard_stall_ratio: Optional[float] = None
+    short_scoreboard_stall_ratio: Optional[float] = None
+    barrier_stall_ratio: Optional[float] = None
+    lg_throttle_stall_ratio: Optional[float] = None
+    mio_throttle_stall_ratio: Optional[float] = None
+    stall_ratios: dict[str, float] = Field(default_factory=dict)
     top_stalls: list[StallReason] = Field(default_factory=list)
     rules: list[RuleResult] = Field(default_factory=list)
     sources: dict[str, str] = Field(default_factory=dict)
@@ -196,16 +276,51 @@ class _Reader:
         value = self.number(field, names, scale)
         return None if value is None else int(round(value))
 
+    def total(self, field: str, names: tuple[str, ...]) -> Optional[float]:
+        """Sum of the present metrics of ``names`` (counts), or None when none is present."""
+        present = [n for n in names if isinstance(self.raw(n), (int, float)) and not isinstance(self.raw(n), bool)]
+        if not present:
+            return None
+        self.sources[field] = " + ".join(present)
+        return float(sum(self.raw(n) for n in present))
 
-def _stalls(reader: _Reader) -> list[StallReason]:
-    """Top stall reasons by ratio, with shares of the sum of all stall ratios ("selected" excluded)."""
+    def bytes_per_sector(self, field: str, names: tuple[str, ...]) -> Optional[float]:
+        """Bytes used per 32-byte sector: a ``byte/sector`` metric as is, a ``%`` metric as percent of 32 B."""
+        for name in names:
+            value = self.raw(name)
+            if value is None or isinstance(value, str):
+                continue
+            unit = (self.action[name].unit() or "").strip().lower()
+            if unit in ("byte/sector", "bytes/sector", "byte", ""):
+                factor = 1.0
+            elif unit == "%":
+                factor = SECTOR_BYTES / 100.0
+            else:
+                raise ReportError(
+                    f"{self.label}: metric {name} has unit {unit!r}, which kernelpilot cannot convert",
+                    "report this with the ncu version; re-profile with `ncu --print-units base` meanwhile",
+                )
+            self.sources[field] = name
+            return float(value) * factor
+        return None
+
+
+def _stall_ratios(reader: _Reader) -> dict[str, float]:
+    """Every stall reason's ratio (cycles stalled per issued instruction), "selected" excluded, sorted by name."""
     ratios: dict[str, float] = {}
-    for name in reader.names:
+    for name in sorted(reader.names):
         match = STALL_RE.match(name)
         if match and match["reason"] not in NOT_STALLS:
             value = reader.raw(name)
             if isinstance(value, (int, float)):
                 ratios[match["reason"]] = float(value)
+    if ratios:
+        reader.sources["stall_ratios"] = STALL_TEMPLATE.format("<reason>")
+    return ratios
+
+
+def _stalls(reader: _Reader, ratios: dict[str, float]) -> list[StallReason]:
+    """Top stall reasons by ratio, with shares of the sum of all stall ratios ("selected" excluded)."""
     total = sum(ratios.values())
     ranked = sorted(ratios.items(), key=lambda item: (-item[1], item[0]))[:TOP_STALLS]
     if ranked:
@@ -307,6 +422,12 @@ def metrics_from_action(action: Any, label: str = "report") -> KernelMetrics:
     if isinstance(device, str):
         r.sources["device_name"] = DEVICE_NAME
     limits, limiters = _occupancy_limits(r)
+    sectors = r.number("global_load_sectors", GLOBAL_LOAD_SECTORS)
+    requests = r.number("global_load_requests", GLOBAL_LOAD_REQUESTS)
+    sectors_per_request = sectors / requests if sectors is not None and requests else None
+    if sectors_per_request is not None:
+        r.sources["global_load_sectors_per_request"] = f"{GLOBAL_LOAD_SECTORS} / {GLOBAL_LOAD_REQUESTS}"
+    ratios = _stall_ratios(r)
     r.sources["kernel_name"] = "IAction.name()"
     values: dict[str, Any] = dict(
         kernel_name=str(action.name()),
@@ -339,7 +460,30 @@ def metrics_from_action(action: Any, label: str = "report") -> KernelMetrics:
         local_load_inst_count=r.number("local_load_inst_count", LOCAL_LOADS),
         local_store_inst_count=r.number("local_store_inst_count", LOCAL_STORES),
         register_spill_inst_count=r.number("register_spill_inst_count", SPILL_INSTRUCTIONS),
-        top_stalls=_stalls(r),
+        global_load_sectors=sectors,
+        global_load_requests=requests,
+        global_load_sectors_per_request=sectors_per_request,
+        global_load_inst_count=r.number("global_load_inst_count", GLOBAL_LOAD_INST),
+        global_load_bytes_per_sector=r.bytes_per_sector("global_load_bytes_per_sector", GLOBAL_LOAD_BYTES_PER_SECTOR),
+        global_store_inst_count=r.number("global_store_inst_count", GLOBAL_STORE_INST),
+        global_store_bytes_per_sector=r.bytes_per_sector("global_store_bytes_per_sector", GLOBAL_STORE_BYTES_PER_SECTOR),
+        global_sectors_theoretical=r.number("global_sectors_theoretical", GLOBAL_SECTORS_THEORETICAL),
+        global_sectors_ideal=r.number("global_sectors_ideal", GLOBAL_SECTORS_IDEAL),
+        fma_pipe_pct=r.number("fma_pipe_pct", FMA_PIPE, _PCT),
+        tensor_pipe_pct=r.number("tensor_pipe_pct", TENSOR_PIPE, _PCT),
+        tensor_gmma_inst_pct=r.number("tensor_gmma_inst_pct", TENSOR_GMMA_INST, _PCT),
+        fp64_pipe_pct=r.number("fp64_pipe_pct", FP64_PIPE, _PCT),
+        global_atomic_sectors=r.total("global_atomic_sectors", GLOBAL_ATOMIC_SECTORS),
+        global_atomic_requests=r.total("global_atomic_requests", GLOBAL_ATOMIC_REQUESTS),
+        shared_load_bank_conflicts=r.number("shared_load_bank_conflicts", SHARED_LOAD_BANK_CONFLICTS),
+        shared_store_bank_conflicts=r.number("shared_store_bank_conflicts", SHARED_STORE_BANK_CONFLICTS),
+        shared_load_wavefronts=r.number("shared_load_wavefronts", SHARED_LOAD_WAVEFRONTS),
+        shared_store_wavefronts=r.number("shared_store_wavefronts", SHARED_STORE_WAVEFRONTS),
+        active_threads_per_warp_inst=r.number("active_threads_per_warp_inst", ACTIVE_THREADS_PER_INST),
+        **{f"{reason}_stall_ratio": r.number(f"{reason}_stall_ratio", STALL_TEMPLATE.format(reason))
+           for reason in NAMED_STALLS},
+        stall_ratios=ratios,
+        top_stalls=_stalls(r, ratios),
         rules=_rules(action),
     )
     if values["rules"]:
