@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FIXTURES
+from kernelpilot.profile.card import card_from_metrics
 from kernelpilot.profile.metrics import main_kernel, read_report
 from kernelpilot.profile.verdict import judge
 from kernelpilot.search.guided import propose_moves
@@ -41,8 +42,8 @@ def test_matmul_baseline_is_memory_heavy_on_l2_and_grows_tiles(reports):
     assert m.registers_per_thread == 64 and m.block_size == 128
     assert v.bound == "memory" and v.memory_unit == "L2" and m.dram_pct < 20
     start = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    move = propose_moves(start, MATMUL_TUNABLES, [], verdict=v, metrics=m)[0]
-    assert move.rule == "memory-bound on L2" and (move.tunable, move.new) == ("BLOCK_M", 128)
+    move = propose_moves(start, MATMUL_TUNABLES, [], card=card_from_metrics(m, v))[0]
+    assert "overall_memory_bound" in move.rule and (move.tunable, move.new) == ("BLOCK_M", 128)
 
 
 def test_matmul_128_is_occupancy_limited_but_long_scoreboard_drives_the_move(reports):
@@ -51,9 +52,10 @@ def test_matmul_128_is_occupancy_limited_but_long_scoreboard_drives_the_move(rep
     assert v.bound == "occupancy" and v.occupancy_limiter == "registers"
     assert m.top_stalls[0].reason == "long_scoreboard" and m.top_stalls[0].ratio > 3
     config = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
-    move = propose_moves(config, MATMUL_TUNABLES, [], verdict=v, metrics=m)[0]
+    move = propose_moves(config, MATMUL_TUNABLES, [], card=card_from_metrics(m, v))[0]
     # on the device this move (v2) was accepted: 404 µs -> 353 µs
-    assert (move.tunable, move.new) == ("num_stages", 3)
+    assert (move.tunable, move.new) == ("num_stages", 3) and "long_scoreboard" in move.rule
+    assert "long_scoreboard" in move.expected_metric
 
 
 # Six cases captured for issue 3 by scripts/issue3-device.sh (H200, 2026-11-22): the card's class and the

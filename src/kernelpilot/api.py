@@ -19,6 +19,7 @@ from kernelpilot.loop import detect_device, optimize, roofline_for
 from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
+from kernelpilot.profile.card import BottleneckCard, card_from_metrics
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
@@ -90,12 +91,14 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
 
 
 class ProfileResult(BaseModel):
-    """``kernelpilot profile``: the report read, every kernel in it, the main kernel and its verdict."""
+    """``kernelpilot profile``: the report read, every kernel in it, the main kernel, its verdict and its
+    bottleneck card (schema: profile/schema/bottleneck_card.v1.json)."""
 
     report: str
     kernels: list[KernelMetrics]
     main: KernelMetrics
     verdict: Verdict
+    card: BottleneckCard
 
 
 def profile(kernel: str | Path | None = None, *, report: str | Path | None = None, out: str | Path | None = None,
@@ -119,7 +122,9 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
                                 ref=Path(ref) if ref else None)
     kernels = read_report(report)
     main = main_kernel(kernels)
-    return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=judge(main))
+    verdict = judge(main)
+    return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict,
+                         card=card_from_metrics(main, verdict))
 
 
 class RooflineResult(BaseModel):

@@ -34,7 +34,7 @@ RefOpt = typer.Option(None, "--ref", help="A file defining reference(**inputs), 
 
 def _dump(obj: Any) -> str:
     if isinstance(obj, BaseModel):
-        return obj.model_dump_json()
+        return obj.model_dump_json(by_alias=True)
     return json.dumps(obj, default=lambda o: o.model_dump() if isinstance(o, BaseModel) else str(o))
 
 
@@ -153,6 +153,8 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         out.print(f"[bold]verdict:[/] {v.bound} ({v.rule}) — {v.summary}")
         for rule in v.ncu_rules[:6]:
             out.print(f"  ncu {rule.identifier}: {rule.title}")
+        out.print("\n[bold]bottleneck card[/]", markup=True)
+        out.print(r.card.to_markdown(), markup=False)
 
     _run(as_json, lambda: api.profile(kernel, report=report, out=output, shape=_kv(shape, "--shape"),
                                       config=_kv(config, "--config"), ref=ref), human)

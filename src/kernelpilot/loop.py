@@ -27,6 +27,7 @@ from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.measure.correctness import check_correctness
 from kernelpilot.measure.env import collect_env, render_env_md
 from kernelpilot.measure.timing import TimingResult, faster_beyond_noise, time_callable
+from kernelpilot.profile.card import BottleneckCard, card_from_metrics, light_card
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
@@ -104,6 +105,7 @@ class _Evaluated:
     timing: TimingResult | None = None
     metrics: KernelMetrics | None = None
     verdict: Verdict | None = None
+    card: BottleneckCard | None = None
 
 
 class OptimizeResult(BaseModel):
@@ -162,6 +164,8 @@ class Optimizer:
                                        median_ns=timing.median_ns, iqr_ns=timing.iqr_ns,
                                        is_measurement=timing.is_measurement), timing=timing)
         self._profile(vdir, config, ev)
+        if ev.card is None:
+            self._light_card(vdir, ev)
         self._decide(ev, parent)
         return self._finish(vdir, ev)
 
@@ -193,9 +197,25 @@ class Optimizer:
             return
         write_json(vdir / "metrics.json", {"main_kernel": ev.metrics.model_dump(),
                                            "all_kernels": [k.kernel_name for k in kernels]})
-        write_json(vdir / "verdict.json", ev.verdict)
-        ev.outcome.bound = ev.verdict.bound
-        ev.outcome.verdict_summary = ev.verdict.summary
+        ev.card = card_from_metrics(ev.metrics, ev.verdict)
+        write_json(vdir / "verdict.json", ev.card)
+        ev.outcome.bound = ev.card.class_
+        ev.outcome.verdict_summary = ev.card.summary
+
+    def _light_card(self, vdir: Path, ev: _Evaluated) -> None:
+        """Without ncu on a GPU: a light card from the measured time and the roofline (PRODUCT light profile)."""
+        if self.device != "cuda" or ev.timing is None or not ev.timing.is_measurement:
+            return
+        try:
+            ev.card = light_card(timing_ns=ev.timing.median_ns, roofline=self.roofline, static=None,
+                                 device_name=torch.cuda.get_device_name(0), kernel_name=self.kf.name,
+                                 reason=self.profile_note or "no ncu profile")
+        except ValueError as exc:  # e.g. a time under the floor: the decision step reports it
+            ev.outcome.profile_error = f"{ev.outcome.profile_error or ''}; no light card: {exc}".lstrip("; ")
+            return
+        write_json(vdir / "verdict.json", ev.card)
+        ev.outcome.bound = ev.card.class_
+        ev.outcome.verdict_summary = ev.card.summary
 
     def _decide(self, ev: _Evaluated, parent: _Evaluated | None) -> None:
         o, t = ev.outcome, ev.timing
@@ -255,8 +275,7 @@ class Optimizer:
                     inc.outcome.pct_of_roofline >= self.roofline.target_fraction * 100:
                 return (f"target met: v{inc.outcome.index} runs at {inc.outcome.pct_of_roofline:.1f} % of the "
                         f"roofline (target {self.roofline.target_fraction * 100:.0f} %)")
-            moves = propose_moves(inc.outcome.config, self.kf.tunables, self.tried, verdict=inc.verdict,
-                                  metrics=inc.metrics)
+            moves = propose_moves(inc.outcome.config, self.kf.tunables, self.tried, card=inc.card)
             if not moves:
                 return f"no untried one-step neighbour of v{inc.outcome.index} left"
             move = moves[0]
@@ -265,12 +284,13 @@ class Optimizer:
 
 
 def _observed(metric: str, before: KernelMetrics, after: KernelMetrics) -> str:
-    names = {"waves_per_sm", "dram_pct", "theoretical_occupancy_pct", "achieved_occupancy_pct", "compute_sol_pct",
-             "memory_sol_pct"}
-    if metric in names:
-        b, a = getattr(before, metric, None), getattr(after, metric, None)
-        if b is not None and a is not None:
-            return f"{metric}: {b:.3g} → {a:.3g}"
+    """How the metric a hypothesis named moved between two profiles (a field name or the ncu metric behind it)."""
+    field = metric if metric in KernelMetrics.model_fields else next(
+        (f for f, src in after.sources.items() if src == metric), None)
+    if field is not None:
+        b, a = getattr(before, field, None), getattr(after, field, None)
+        if isinstance(b, (int, float)) and isinstance(a, (int, float)):
+            return f"{field}: {b:.3g} → {a:.3g}"
     b, a = before.duration_ns, after.duration_ns
     return f"ncu duration: {b:.0f} → {a:.0f} ns" if b and a else ""
 

@@ -35,7 +35,7 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_json(path: Path, data: BaseModel | dict[str, Any] | list[Any]) -> Path:
     """Write a pydantic model or plain data as indented JSON, atomically."""
-    text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2, default=str)
+    text = data.model_dump_json(indent=2, by_alias=True) if isinstance(data, BaseModel) else json.dumps(data, indent=2, default=str)
     return write_text(path, text + "\n")
 
 

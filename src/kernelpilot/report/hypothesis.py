@@ -18,7 +18,7 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
 
     Args:
         config: the config about to run. move: the change from ``parent`` (None for the baseline v0).
-        parent: the incumbent it derives from (has ``outcome``, ``timing``, ``verdict``), or None.
+        parent: the incumbent it derives from (has ``outcome``, ``timing``, ``card``), or None.
         roofline: the run's roofline, for the target line (None without a spec).
     """
     lines = [f"# v{index} — hypothesis", "", f"Config: `{config}`", ""]
@@ -33,8 +33,10 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
     po = parent.outcome
     lines += [f"One variable: `{move.tunable}` {move.old} → {move.new} ({move.direction}); everything else as "
               f"v{po.index}.", "", f"Rule: {move.rule}.", "", f"Why: {move.why}."]
-    if parent.verdict is not None:
-        lines += ["", f"Evidence from v{po.index}: {parent.verdict.summary}"]
+    if parent.card is not None:
+        fired = ", ".join(parent.card.fired_patterns) or "none"
+        lines += ["", f"Evidence from v{po.index} ({'light card' if parent.card.light else 'ncu'}): "
+                      f"{parent.card.class_} — {parent.card.summary} Patterns fired: {fired}."]
     lines += ["", f"Expected: `{move.expected_metric}` — {move.expected}.", "",
               f"Accept if: correct on 3 fresh seeds and median time under v{po.index}'s "
               f"{_fmt_ns(po.median_ns)} by more than the larger IQR (v{po.index} IQR {_fmt_ns(po.iqr_ns)}).", "",

@@ -1,38 +1,30 @@
-"""The next change: from the verdict, one tunable and a direction, with the reason and the expected movement.
+"""The next change: one tunable and a direction, taken from the bottleneck card, with the reason and what should move.
 
-This is the loop's ``guided`` strategy: a one-variable move away from the incumbent config, chosen by rules that
-map a bottleneck to the tunables that relieve it (PRODUCT.md "Numeric patterns"; the seed skills' playbooks):
-
-| evidence | moves, in order |
-|---|---|
-| small grid (waves per SM < 1) | smaller tiles (more blocks), fewer warps |
-| long-scoreboard latency (top stall, ratio > 3) when latency/occupancy-bound | more stages, larger BLOCK_K, larger tiles, more warps |
-| occupancy limited by registers | smaller tiles, fewer stages, fewer warps |
-| occupancy limited by shared memory | fewer stages, smaller tiles |
-| occupancy limited by blocks per SM | larger tiles, more warps |
-| memory-bound with L1 or L2 the busiest unit (re-reads from cache) | larger tiles, L2 grouping, larger BLOCK_K, more stages |
-| memory-bound on DRAM, few bytes in flight (DRAM < 80 %) | larger tiles, more warps, more stages |
-| memory-bound at the DRAM ceiling | larger tiles, more warps (little left to gain) |
-| latency-bound otherwise | more warps, larger tiles |
-| compute-bound | larger M/N tiles (more reuse), more warps, more stages |
-| balanced | more stages, larger L2 grouping, larger tiles, more warps |
-| no profile (interpreter, ``--no-profile``) | exploration: tiles up, warps up, stages up, then down |
+This is the loop's ``guided`` strategy: a one-variable move away from the incumbent config. The card
+(:mod:`kernelpilot.profile.card`) ranks its suggested changes: defects found by the numeric patterns first
+(register spill, no tensor cores, …), then the patterns that explain the bottleneck class (long-scoreboard latency,
+small grid, …), then the class's default moves. Each tunable step of those changes, in that order, becomes a move
+when the neighbouring config has not been tried. Code changes (e.g. "use tl.dot") cannot be made by a search and
+are reported, not tried. Without a card (the Triton interpreter, or ``--no-profile`` without timing evidence) the
+moves are exploration: tiles up, warps up, stages up, then down. After the card's moves, every remaining one-step
+neighbour is offered as exploration, so the loop only stops when the neighbourhood is exhausted.
 
 Tunables get a role from their name: ``BLOCK_K*`` → tile_k, other ``BLOCK*``/``TILE*`` → tile, ``num_warps`` →
-warps, ``num_stages`` → stages, ``GROUP*`` → group, anything else → other. After the rules, every remaining
-one-step neighbour is offered as exploration, so the loop only stops when the neighbourhood is exhausted.
+warps, ``num_stages`` → stages, ``GROUP*`` → group, anything else → other.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from pydantic import BaseModel
 
+if TYPE_CHECKING:
+    from kernelpilot.profile.card import BottleneckCard, CardChange
+
 Role = str
 UP, DOWN = "up", "down"
-LONG_SCOREBOARD_RATIO = 3.0  # PRODUCT.md numeric pattern "long-scoreboard latency": stall ratio > 3
 
 
 class Move(BaseModel):
@@ -81,113 +73,46 @@ def neighbour(values: list[Any], current: Any, direction: str) -> Any | None:
     return ordered[j] if 0 <= j < len(ordered) else None
 
 
-def _get(obj: Any, name: str) -> Any:
-    return getattr(obj, name, None) if obj is not None else None
+EXPLORATION = [("tile", UP), ("warps", UP), ("stages", UP), ("group", UP), ("tile_k", UP), ("tile", DOWN),
+               ("warps", DOWN), ("stages", DOWN)]
 
 
-def _top_stall(metrics: Any) -> str | None:
-    stalls = _get(metrics, "top_stalls") or []
-    return getattr(stalls[0], "reason", None) if stalls else None
-
-
-def _top_stall_ratio(metrics: Any) -> float:
-    stalls = _get(metrics, "top_stalls") or []
-    return float(getattr(stalls[0], "ratio", 0.0) or 0.0) if stalls else 0.0
-
-
-def _plan(verdict: Any, metrics: Any) -> tuple[str, list[tuple[Role, str]], str, str, str]:
-    """(rule, [(role, direction)], why, expected metric, expected movement) for the evidence at hand."""
-    if verdict is None:
-        return ("exploration (no profile)", [("tile", UP), ("warps", UP), ("stages", UP), ("group", UP),
-                                             ("tile_k", UP), ("tile", DOWN), ("warps", DOWN), ("stages", DOWN)],
-                "no Nsight Compute profile for this version, so no bottleneck evidence; stepping through neighbours",
-                "median time", "unknown without a profile; accepted only if faster beyond the spread")
-    bound = _get(verdict, "bound")
-    waves = _get(metrics, "waves_per_sm")
-    dram = _get(metrics, "dram_pct")
-    if bound == "small-grid" or (waves is not None and waves < 1.0):
-        w = waves if waves is not None else float("nan")
-        return ("small grid: waves_per_sm < 1", [("tile", DOWN), ("warps", DOWN)],
-                f"only {w:.2f} waves per SM: part of the GPU idles; smaller tiles give more blocks",
-                "waves_per_sm", f"{w:.2f} → about {2 * w:.2f} (twice the blocks); duration down if SMs were idle")
-    stall, stall_ratio = _top_stall(metrics), _top_stall_ratio(metrics)
-    if bound in ("latency", "occupancy") and stall and "long_scoreboard" in stall and stall_ratio > LONG_SCOREBOARD_RATIO:
-        return ("long-scoreboard latency", [("stages", UP), ("tile_k", UP), ("tile", UP), ("warps", UP)],
-                f"warps wait on global memory (long-scoreboard stall ratio {stall_ratio:.1f} > {LONG_SCOREBOARD_RATIO:g}, "
-                "the top stall): deeper software pipelining keeps more loads in flight without needing more warps",
-                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
-                f"{stall_ratio:.1f} → lower; compute and memory SOL % up; duration down")
-    if _get(verdict, "occupancy_bound"):
-        limiter = _get(verdict, "occupancy_limiter") or _get(metrics, "occupancy_limiter")
-        theo = _get(metrics, "theoretical_occupancy_pct")
-        ach = _get(metrics, "achieved_occupancy_pct")
-        exp = f"theoretical occupancy {theo or 0:.0f} % and achieved {ach or 0:.0f} % should rise"
-        if limiter == "registers":
-            return ("occupancy limited by registers", [("tile", DOWN), ("stages", DOWN), ("warps", DOWN)],
-                    "registers per thread cap the resident warps; smaller tiles need fewer registers",
-                    "theoretical_occupancy_pct", exp)
-        if limiter == "shared_mem":
-            return ("occupancy limited by shared memory", [("stages", DOWN), ("tile", DOWN), ("tile_k", DOWN)],
-                    "shared memory per block caps the resident blocks; fewer stages or smaller tiles free it",
-                    "theoretical_occupancy_pct", exp)
-        if limiter == "blocks":
-            return ("occupancy limited by blocks per SM", [("tile", UP), ("warps", UP)],
-                    "blocks are too small to fill an SM within the 32-blocks limit; larger blocks do",
-                    "theoretical_occupancy_pct", exp)
-        return ("low achieved occupancy", [("warps", UP), ("tile", DOWN)],
-                f"achieved occupancy {ach or 0:.0f} % is far under theoretical {theo or 0:.0f} %",
-                "achieved_occupancy_pct", exp)
-    if bound == "memory":
-        unit = _get(verdict, "memory_unit")
-        if unit in ("L1", "L2"):
-            mem = _get(metrics, "memory_sol_pct") or 0.0
-            return (f"memory-bound on {unit}", [("tile", UP), ("group", UP), ("tile_k", UP), ("stages", UP)],
-                    f"{unit} is the busiest memory unit ({mem:.0f} % of peak) while DRAM runs at "
-                    f"{dram if dram is not None else float('nan'):.0f} %: tiles re-read data from cache; larger tiles "
-                    "reuse each loaded byte more",
-                    "memory_sol_pct", f"{unit} throughput per unit of work down; duration down")
-        if dram is not None and dram >= 80:
-            return ("memory-bound at the DRAM ceiling", [("tile", UP), ("warps", UP), ("stages", UP)],
-                    f"DRAM throughput is {dram:.0f} % of peak: little left to gain from the same bytes",
-                    "dram_pct", f"{dram:.0f} % → at most ~90 %: duration −{max(0.0, 1 - dram / 90) * 100:.0f} % at best")
-        d = dram if dram is not None else float("nan")
-        return ("memory-bound with few bytes in flight", [("tile", UP), ("warps", UP), ("stages", UP)],
-                f"memory is the busiest unit but DRAM runs at {d:.0f} % of peak: more bytes in flight per SM",
-                "dram_pct", f"{d:.0f} % → toward 80 %: duration −{max(0.0, 1 - d / 80) * 100:.0f} % at best")
-    if bound in ("latency", "occupancy"):
-        return ("latency-bound", [("warps", UP), ("tile", UP), ("stages", UP)],
-                f"compute and memory both under 60 % of peak (top stall: {stall or 'unknown'}): more parallel work",
-                "memory_sol_pct", "both SOL % up; duration down")
-    if bound == "compute":
-        return ("compute-bound", [("tile", UP), ("warps", UP), ("stages", UP), ("tile_k", UP)],
-                "the SM pipes are the busiest unit; larger tiles raise reuse per loaded byte",
-                "compute_sol_pct", "duration down as issue efficiency improves; compute SOL stays high")
-    return ("balanced", [("stages", UP), ("group", UP), ("tile", UP), ("warps", UP), ("tile_k", UP)],
-            "compute and memory are within 10 points: overlap loads with math and improve L2 reuse",
-            "duration", "both SOL % up, duration down a few %")
+def _expectation(card: "BottleneckCard", change: "CardChange") -> tuple[str, str]:
+    """(metric, expected movement) for a card change: the first held comparison of the first fired pattern behind
+    it, which the change should undo; for a class default move, the duration."""
+    for pid in change.patterns:
+        if pid.startswith("class:"):
+            continue
+        try:
+            result = card.pattern(pid)
+        except KeyError:
+            continue
+        held = next((e for e in result.evidence if e.holds), None)
+        if held is not None and held.value is not None:
+            return held.metric, (f"{held.value:.3g} {held.unit} should move back across {held.threshold:g} "
+                                 f"({result.title}); duration down")
+    return "duration", f"duration down ({card.class_}-bound: {card.summary})"
 
 
 def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried: Iterable[str], *,
-                  verdict: Any = None, metrics: Any = None) -> list[Move]:
+                  card: "BottleneckCard | None" = None) -> list[Move]:
     """Ranked one-variable moves from ``config`` to configs not yet ``tried`` (keys from :func:`config_key`).
 
     Args:
         config: the incumbent config.
         tunables: the kernel file's TUNABLES.
         tried: config keys already evaluated (accepted, rejected or failed).
-        verdict / metrics: the incumbent's :class:`~kernelpilot.profile.verdict.Verdict` and
-            :class:`~kernelpilot.profile.metrics.KernelMetrics`, or None without a profile.
+        card: the incumbent's bottleneck card, or None without evidence (then: exploration).
 
     Returns:
-        Moves, most promising first; rule-driven moves, then exploration of the remaining neighbours. Empty when
-        every one-step neighbour was tried.
+        Moves, most promising first: the card's tunable steps in card order, then exploration of the remaining
+        neighbours. Empty when every one-step neighbour was tried.
     """
     tried = set(tried)
-    rule, steps, why, metric, expected = _plan(verdict, metrics)
     moves: list[Move] = []
     seen: set[str] = set()
 
-    def add(name: str, direction: str, rule_: str, why_: str, metric_: str, expected_: str) -> None:
+    def add(name: str, direction: str, rule: str, why: str, metric: str, expected: str) -> None:
         new = neighbour(tunables[name], config[name], direction)
         if new is None:
             return
@@ -195,16 +120,27 @@ def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried:
         if key in tried or key in seen:
             return
         seen.add(key)
-        moves.append(Move(tunable=name, old=config[name], new=new, direction=direction, rule=rule_, why=why_,
-                          expected_metric=metric_, expected=expected_))
+        moves.append(Move(tunable=name, old=config[name], new=new, direction=direction, rule=rule, why=why,
+                          expected_metric=metric, expected=expected))
 
-    for role, direction in steps:
-        for name in tunables:
-            if tunable_role(name) == role:
-                add(name, direction, rule, why, metric, expected)
+    if card is None:
+        rule, why = "exploration (no profile)", "no bottleneck evidence for this version; stepping through neighbours"
+        for role, direction in EXPLORATION:
+            for name in tunables:
+                if tunable_role(name) == role:
+                    add(name, direction, rule, why, "median time", "unknown without a profile; accepted only if "
+                        "faster beyond the spread")
+    else:
+        for change in card.suggested_changes:
+            metric, expected = _expectation(card, change)
+            rule = ", ".join(change.patterns)
+            for step in change.tunables:
+                for name in tunables:
+                    if tunable_role(name) == step.role:
+                        add(name, step.direction, rule, f"{change.action}: {change.why}", metric, expected)
+    after = "exploration (no profile)" if card is None else f"exploration after the card ({card.class_})"
     for name in tunables:
         for direction in (UP, DOWN):
-            add(name, direction, f"exploration after '{rule}'",
-                "the rules' moves were tried; stepping to an untried neighbour", "median time",
-                "unknown; accepted only if faster beyond the spread")
+            add(name, direction, after, "the evidence-driven moves were tried; stepping to an untried neighbour",
+                "median time", "unknown; accepted only if faster beyond the spread")
     return moves
