@@ -6,13 +6,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 ITER=${ITER:-6}
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD/src
-else
-  export PYTHONPATH=$PWD/src
-fi
-export PYTHONUNBUFFERED=1
+source scripts/device-env.sh
 KP="python3 -m kernelpilot.cli"
 start=$(date +%s)
 {

@@ -15,14 +15,7 @@ BUDGET_S=${BUDGET_S:-480}
 start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - start )); }
 
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD/src
-else
-  export PYTHONPATH=$PWD/src
-fi
-export PYTHONUNBUFFERED=1
-unset TRITON_INTERPRET
+source scripts/device-env.sh
 
 {
   echo "== issue 3 device run, $(date -u +%Y-%m-%dT%H:%M:%SZ), budget ${BUDGET_S} s"

@@ -72,3 +72,11 @@ def test_specs_list_and_show():
 def test_report_on_a_non_run_folder(tmp_path):
     code, data = run_json("report", str(tmp_path))
     assert code == 1 and data["error"] == "RunFolderError"
+
+
+def test_inspect_compiles_for_sm90_without_gpu():
+    code, data = run_json("inspect", str(EXAMPLES / "vector_add.py"), "--config", "BLOCK_SIZE=1024",
+                          "--shape", "N=65536")
+    assert code == 0, data
+    assert data["arch"] == "sm_90" and data["registers_per_thread"] > 0 and data["threads_per_block"] == 128
+    assert data["occupancy"]["occupancy_pct"] > 0

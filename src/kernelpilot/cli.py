@@ -267,6 +267,11 @@ def specs_measure(copy_gib: float = typer.Option(2.0, help="Bytes copied per sam
     _run(as_json, work, human)
 
 
+from kernelpilot.cli_inspect import register as _register_inspect  # noqa: E402  (needs app and the options above)
+
+_register_inspect(app)
+
+
 def main() -> None:  # pragma: no cover - console entry
     """Console entry point."""
     app()
