@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 import kernelpilot
-from kernelpilot.errors import ToolMissingError
+from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload
@@ -92,12 +92,13 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
 
 class ProfileResult(BaseModel):
     """``kernelpilot profile``: the report read, every kernel in it, the main kernel, its verdict and its
-    bottleneck card (schema: profile/schema/bottleneck_card.v1.json)."""
+    bottleneck card (schema: profile/schema/bottleneck_card.v1.json). A light profile (ncu missing or counters
+    refused) has no report, kernels, main or verdict: its card says which evidence it had."""
 
-    report: str
+    report: str | None
     kernels: list[KernelMetrics]
-    main: KernelMetrics
-    verdict: Verdict
+    main: KernelMetrics | None
+    verdict: Verdict | None
     card: BottleneckCard
 
 
@@ -106,9 +107,12 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
             ref: str | Path | None = None) -> ProfileResult:
     """Profile a kernel with ncu (GPU), or read an existing ``report`` (no GPU needed); then judge it.
 
+    When ncu is missing or may not read counters, falls back to the light profile (timing + roofline + compile
+    metadata, :mod:`kernelpilot.profile.light`) behind the same result.
+
     Raises:
-        ToolMissingError: profiling requested without a GPU or without ncu.
-        ReportError / ProfileError: the report cannot be made or read.
+        ToolMissingError: profiling requested without a GPU.
+        ReportError / ProfileError: the report cannot be read, or ncu failed for another reason.
     """
     if report is None:
         if kernel is None:
@@ -117,14 +121,34 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
             raise ToolMissingError("profiling needs a CUDA GPU; none is visible",
                                    "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
         kf = load_kernel(kernel, ref)
+        shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
         path = Path(out) if out else Path(f"{kf.name}.ncu-rep")
-        report = profile_kernel(kf.path, resolve_shape(kf, shape), resolve_config(kf, config), path,
-                                ref=Path(ref) if ref else None)
+        try:
+            report = profile_kernel(kf.path, shp, cfg, path, ref=Path(ref) if ref else None)
+        except (ToolMissingError, ProfileError) as exc:
+            if isinstance(exc, ProfileError) and "ERR_NVGPUCTRPERM" not in exc.message:
+                raise
+            return _light(kf, shp, cfg, exc.message)
     kernels = read_report(report)
     main = main_kernel(kernels)
     verdict = judge(main)
     return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict,
                          card=card_from_metrics(main, verdict))
+
+
+def _light(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], reason: str) -> ProfileResult:
+    import torch
+
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.timing import time_callable
+    from kernelpilot.profile.light import light_profile
+
+    case = make_case(kf, shape, 0, "cuda")
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda")
+    roof, _, _ = roofline_for(kf, shape, "cuda", None)
+    card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
+                            device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
+    return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card)
 
 
 class RooflineResult(BaseModel):

@@ -140,6 +140,9 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
 
     def human(r: Any) -> None:
         m, v = r.main, r.verdict
+        if m is None:
+            out.print(r.card.to_markdown(), markup=False)
+            return
         out.print(f"[bold]{m.kernel_name}[/] on {m.device_name}: {m.duration_ns / 1e3 if m.duration_ns else 0:.2f} µs")
         t = Table("metric", "value")
         for name in ("compute_sol_pct", "memory_sol_pct", "dram_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",

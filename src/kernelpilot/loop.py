@@ -27,7 +27,8 @@ from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.measure.correctness import check_correctness
 from kernelpilot.measure.env import collect_env, render_env_md
 from kernelpilot.measure.timing import TimingResult, faster_beyond_noise, time_callable
-from kernelpilot.profile.card import BottleneckCard, card_from_metrics, light_card
+from kernelpilot.profile.card import BottleneckCard, card_from_metrics
+from kernelpilot.profile.light import light_profile
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
@@ -203,13 +204,13 @@ class Optimizer:
         ev.outcome.verdict_summary = ev.card.summary
 
     def _light_card(self, vdir: Path, ev: _Evaluated) -> None:
-        """Without ncu on a GPU: a light card from the measured time and the roofline (PRODUCT light profile)."""
+        """Without ncu on a GPU: a light card from the measured time, the roofline and the compile metadata."""
         if self.device != "cuda" or ev.timing is None or not ev.timing.is_measurement:
             return
         try:
-            ev.card = light_card(timing_ns=ev.timing.median_ns, roofline=self.roofline, static=None,
-                                 device_name=torch.cuda.get_device_name(0), kernel_name=self.kf.name,
-                                 reason=self.profile_note or "no ncu profile")
+            ev.card, _ = light_profile(self.kf.path, ev.outcome.config, self.shape, timing_ns=ev.timing.median_ns,
+                                       roofline=self.roofline, device_name=torch.cuda.get_device_name(0),
+                                       kernel_name=self.kf.name, reason=self.profile_note or "no ncu profile")
         except ValueError as exc:  # e.g. a time under the floor: the decision step reports it
             ev.outcome.profile_error = f"{ev.outcome.profile_error or ''}; no light card: {exc}".lstrip("; ")
             return
