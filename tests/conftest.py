@@ -68,3 +68,16 @@ def write_kernel(tmp_path):
         return path
 
     return write
+
+
+# The five reports the pattern and card tests share (three from /work/shared/fixtures and kernelpilot's own runs).
+NCU_FIXTURE_NAMES = ("h200_add_fp32_memory_bound", "h200_matmul_bf16_4096", "h200_softmax_fp32_8192_v0",
+                     "h200_matmul_bf16_64x64x32_s2", "h200_matmul_bf16_128x64x32_s2")
+
+
+@pytest.fixture(scope="session")
+def ncu_fixture_metrics():
+    """Each shared fixture's first launch, read once per session the production way (child process)."""
+    from kernelpilot.profile.metrics import read_report
+
+    return {n: read_report(FIXTURES / "ncu" / f"{n}.ncu-rep")[0] for n in NCU_FIXTURE_NAMES}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import NCU_FIXTURE_NAMES
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
 from kernelpilot.hardware.specs import SPECS_DIR, load_spec_file
 from kernelpilot.profile.card import (
@@ -18,7 +18,7 @@ from kernelpilot.profile.card import (
     load_schema,
     schema_path,
 )
-from kernelpilot.profile.metrics import KernelMetrics, read_report
+from kernelpilot.profile.metrics import KernelMetrics
 from kernelpilot.profile.patterns import PATTERN_IDS
 from kernelpilot.profile.verdict import judge
 
@@ -27,14 +27,12 @@ try:  # jsonschema is a test-only dependency (not in pyproject): without it only
 except ImportError:  # pragma: no cover
     jsonschema = None
 
-NCU = FIXTURES / "ncu"
-NAMES = ("h200_add_fp32_memory_bound", "h200_matmul_bf16_4096", "h200_softmax_fp32_8192_v0",
-         "h200_matmul_bf16_64x64x32_s2", "h200_matmul_bf16_128x64x32_s2")
+NAMES = NCU_FIXTURE_NAMES
 
 
 @pytest.fixture(scope="module")
-def metrics() -> dict[str, KernelMetrics]:
-    return {n: read_report(NCU / f"{n}.ncu-rep")[0] for n in NAMES}
+def metrics(ncu_fixture_metrics) -> dict[str, KernelMetrics]:
+    return ncu_fixture_metrics
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES
-from kernelpilot.profile.metrics import KernelMetrics, RuleResult, read_report
+from conftest import NCU_FIXTURE_NAMES
+from kernelpilot.profile.metrics import KernelMetrics, RuleResult
 from kernelpilot.profile.patterns import (
     PATTERN_IDS,
     PATTERNS,
@@ -20,15 +20,12 @@ from kernelpilot.profile.patterns import (
     get_pattern,
 )
 
-NCU = FIXTURES / "ncu"
-NAMES = ("h200_add_fp32_memory_bound", "h200_matmul_bf16_4096", "h200_softmax_fp32_8192_v0",
-         "h200_matmul_bf16_64x64x32_s2", "h200_matmul_bf16_128x64x32_s2")
+NAMES = NCU_FIXTURE_NAMES
 
 
 @pytest.fixture(scope="module")
-def reports() -> dict[str, KernelMetrics]:
-    """Each fixture read the production way (child process), so the new fields survive the JSON hop."""
-    return {n: read_report(NCU / f"{n}.ncu-rep")[0] for n in NAMES}
+def reports(ncu_fixture_metrics) -> dict[str, KernelMetrics]:
+    return ncu_fixture_metrics
 
 
 def by_id(results: list[PatternResult]) -> dict[str, PatternResult]:

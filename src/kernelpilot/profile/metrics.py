@@ -10,7 +10,6 @@ maps each filled field to the ncu metric it came from.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 import re
 from typing import Any, Callable, Optional
 
@@ -518,14 +517,12 @@ def read_report(path: str | os.PathLike[str], timeout_s: float = 300.0) -> list[
     import subprocess
     import sys
 
+    from kernelpilot.childproc import child_env
     from kernelpilot.errors import ToolMissingError
 
-    env = dict(os.environ)
-    src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
         proc = subprocess.run([sys.executable, "-m", "kernelpilot.profile.metrics", str(path)], capture_output=True,
-                              text=True, timeout=timeout_s, env=env)
+                              text=True, timeout=timeout_s, env=child_env())
     except subprocess.TimeoutExpired as exc:
         raise ReportError(f"reading {path} took over {timeout_s:.0f} s", "the report may be corrupt") from exc
     try:

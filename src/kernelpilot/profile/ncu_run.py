@@ -8,14 +8,13 @@ outside it), the interpreter given by its full path (the device README: ncu need
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import kernelpilot
+from kernelpilot.childproc import child_env
 from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.measure.env import find_ncu
 from kernelpilot.profile.target import NVTX_RANGE
@@ -52,10 +51,7 @@ def profile_kernel(kernel: Path, shape: dict[str, Any], config: dict[str, Any], 
     report_path.parent.mkdir(parents=True, exist_ok=True)
     spec = {"kernel": str(kernel), "ref": str(ref) if ref else None, "shape": shape, "config": config, "seed": seed,
             "warmup_launches": warmup_launches}
-    env = dict(os.environ)
-    src = str(Path(kernelpilot.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.pop("TRITON_INTERPRET", None)
+    env = child_env(compiled_triton=True)
     with tempfile.TemporaryDirectory(prefix="kp-ncu-") as tmp:
         spec_file = Path(tmp) / "target.json"
         spec_file.write_text(json.dumps(spec))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from kernelpilot.search.guided import Move
 
-STATUSES = ("baseline", "accepted", "rejected", "failed")
+Status = Literal["baseline", "accepted", "rejected", "failed"]
 
 
 class RunInfo(BaseModel):
@@ -49,7 +49,7 @@ class VersionOutcome(BaseModel):
     config: dict[str, Any]
     parent: int | None
     move: Move | None
-    status: str
+    status: Status
     reason: str
     correct: bool
     median_ns: float | None = None
