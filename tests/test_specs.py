@@ -369,3 +369,28 @@ def test_measure_small_on_gpu(tmp_path):
         pytest.skip(f"no spec for {copy.device_name}")
     path = write_measured(name, [copy, gemm], tmp_path)
     assert set(load_spec_file(path).measured) == {"measured_copy_bandwidth_gbps", "measured_bf16_gemm_tflops"}
+
+
+def test_second_source_is_kept_and_disagreement_is_flagged_not_averaged(tmp_path):
+    text = GOOD.replace("## Values", "[other]: Another document — https://example.com/other\n\n## Values")
+    text += "- sm_count: 10 count [other] agrees\n- memory_gb: 80 GB [doc]\n- memory_gb: 96 GB [other] the later revision\n"
+    spec = load_spec_file(_write(tmp_path, text))
+    sm, mem = spec.get("sm_count"), spec.get("memory_gb")
+    assert sm.value == 10 and [a.source_key for a in sm.alternatives] == ["other"] and not sm.conflict
+    assert mem.value == 80, "the first line is the value used, never an average"
+    assert mem.conflict and [a.value for a in mem.conflicting] == [96]
+    assert [v.metric for v in spec.conflicts()] == ["memory_gb"]
+
+
+def test_vendor_arch_and_thread_units(tmp_path):
+    text = GOOD.replace("aliases:", "vendor: AMD\narch: gfx942 [doc]\naliases:")
+    text += "- threads_per_warp: 64 threads [doc]\n- max_threads_per_block: 1024 threads [doc]\n"
+    spec = load_spec_file(_write(tmp_path, text))
+    assert (spec.vendor, spec.arch) == ("AMD", "gfx942")
+    assert spec.get("threads_per_warp").unit == "threads"
+    assert expected_unit("max_threads_per_block") == "threads"
+    assert expected_unit("max_registers_per_thread") == "registers"
+    with pytest.raises(SpecError, match="vendor 'ATI'"):
+        load_spec_file(_write(tmp_path, GOOD.replace("aliases:", "vendor: ATI\naliases:")))
+    with pytest.raises(SpecError, match=r"unknown source key \[nope\] on arch"):
+        load_spec_file(_write(tmp_path, GOOD.replace("aliases:", "arch: gfx90a [nope]\naliases:")))

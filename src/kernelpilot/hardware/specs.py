@@ -21,10 +21,13 @@ File format (one value per line, each with its source)::
 
 * A GPU's name is its file's stem (``H200.md`` -> ``H200``); a measured file names its GPU in ``spec:``
   (default: its stem).
-* A value line is ``- <metric>: <number> <unit> [<source key>] <optional note>``. The key must be
-  defined under ``## Sources`` as ``[key]: <title> — <URL>`` (or, for measured values, their
+* A value line is ``- <metric>: <number> <unit> [<source key>] <optional note>``. A metric may appear again
+  with another source key: the first line is the value used, later ones are kept as ``alternatives`` and
+  flagged as a conflict when they differ by more than :data:`CONFLICT_TOLERANCE` (never averaged).
+  The key must be defined under ``## Sources`` as ``[key]: <title> — <URL>`` (or, for measured values, their
   provenance). A note starting with ``derived`` marks a value computed from the source (for example
   the dense half of a sparse tensor rate) rather than read off it.
+* ``vendor:`` (NVIDIA, AMD, Intel) and ``arch:`` (e.g. ``gfx942 [key]``) are optional header lines.
 * The unit must fit the metric's suffix (units in names): ``_gbps`` GB/s, ``_tflops`` TFLOP/s,
   ``_tops`` TOP/s, ``_mb`` MB, ``_kb`` KB, ``_gb`` GB, ``_mhz`` MHz, ``_w`` W; other metrics are counts:
   ``registers`` when the name says registers, ``warps`` for warps, ``blocks`` for blocks, else ``count``.
@@ -100,7 +103,10 @@ _VALUE_RE = re.compile(r"^[-*+]\s+(?P<metric>[^:\s]+)\s*:\s*(?P<rest>.*?)\s*$")
 _VALUE_REST_RE = re.compile(
     r"^(?P<value>[^\s\[]+)(?:\s+(?P<unit>[^\s\[]+))?(?:\s*\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$"
 )
-_HEADER_RE = re.compile(r"^(?P<key>aliases|compute_capability|kind|spec)\s*:\s*(?P<value>.*?)\s*$")
+_HEADER_RE = re.compile(r"^(?P<key>aliases|compute_capability|kind|spec|vendor|arch)\s*:\s*(?P<value>.*?)\s*$")
+_VENDORS = ("NVIDIA", "AMD", "Intel")
+#: Two sources "agree" on a metric when they differ by at most this fraction of the first; kernelpilot's own rule.
+CONFLICT_TOLERANCE = 0.01
 _CC_RE = re.compile(r"^(?P<cc>\d+\.\d+)\s*(?:\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$")
 _HOW_TO_ADD = (
     "To add a GPU, copy hardware/specs/H200.md to {dir}/<NAME>.md, replace every value with one from a "
@@ -117,14 +123,17 @@ def expected_unit(metric: str) -> str:
 
     Returns:
         ``GB/s`` for ``_gbps``, ``TFLOP/s`` for ``_tflops``, ``TOP/s`` for ``_tops``, ``MHz`` for ``_mhz``,
-        ``MB`` for ``_mb``, ``KB`` for ``_kb``, ``GB`` for ``_gb``, ``W`` for ``_w``; for other (count)
-        metrics ``registers``, ``warps`` or ``blocks`` when the name contains that word, else ``count``.
+        ``MB`` for ``_mb``, ``KB`` for ``_kb``, ``GB`` for ``_gb``, ``W`` for ``_w``, ``threads`` for
+        ``_threads``; for other (count) metrics ``registers``, ``threads``, ``warps`` or ``blocks`` for the
+        first of those words the name contains (in that order), else ``count``.
         The rule is kernelpilot's own naming convention (see this module's docstring); nothing raised.
     """
     for suffix, unit in _UNIT_BY_SUFFIX:
         if metric.endswith(suffix):
             return unit
-    for word, unit in (("register", "registers"), ("warp", "warps"), ("block", "blocks")):
+    if metric.endswith("_threads"):
+        return "threads"
+    for word, unit in (("register", "registers"), ("thread", "threads"), ("warp", "warps"), ("block", "blocks")):
         if word in metric:
             return unit
     return "count"
@@ -199,6 +208,8 @@ class SpecValue(BaseModel):
         line: 1-based line number of the value in that file.
         note: free text after the source key (``derived: ...`` marks a value computed from the source).
         value_text: the number exactly as written in the file (used by :meth:`cite`; may be empty).
+        alternatives: the same metric from other sources in the same file (later lines), kept as
+            corroboration or as a conflict; the value used is always this one (never an average).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -212,6 +223,17 @@ class SpecValue(BaseModel):
     line: int
     note: str = ""
     value_text: str = ""
+    alternatives: list["SpecValue"] = Field(default_factory=list)
+
+    @property
+    def conflicting(self) -> list["SpecValue"]:
+        """The alternatives whose value differs from this one by more than :data:`CONFLICT_TOLERANCE` of it."""
+        return [alt for alt in self.alternatives if abs(alt.value - self.value) > CONFLICT_TOLERANCE * self.value]
+
+    @property
+    def conflict(self) -> bool:
+        """True when another source in the file gives this metric a different value (see :attr:`conflicting`)."""
+        return bool(self.conflicting)
 
     @property
     def derived(self) -> bool:
@@ -239,6 +261,8 @@ class GpuSpec(BaseModel):
         compute_capability: e.g. ``"9.0"``, or None when the file gives none.
         values: datasheet values by metric.
         measured: measured ceilings by metric (``measured_*``), merged in by :func:`list_specs`.
+        vendor: ``NVIDIA``, ``AMD`` or ``Intel`` (the file's ``vendor:`` line; ``NVIDIA`` when absent).
+        arch: the ISA target the vendor names (``gfx942``, ``pvc``), or None.
         path: the datasheet file as citations name it.
         kind: ``datasheet`` or ``measured`` (what :func:`load_spec_file` read).
     """
@@ -251,6 +275,12 @@ class GpuSpec(BaseModel):
     measured: dict[str, SpecValue] = Field(default_factory=dict)
     path: str = ""
     kind: Literal["datasheet", "measured"] = "datasheet"
+    vendor: str = "NVIDIA"
+    arch: str | None = None
+
+    def conflicts(self) -> list[SpecValue]:
+        """The datasheet values whose sources disagree (:attr:`SpecValue.conflict`), in metric order."""
+        return [self.values[m] for m in sorted(self.values) if self.values[m].conflict]
 
     def get(self, metric: str) -> SpecValue:
         """The value of ``metric`` (datasheet values first, then measured ones).
@@ -331,6 +361,9 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
     aliases: list[str] = []
     compute_capability: str | None = None
     cc_key: tuple[str, int] | None = None
+    vendor = "NVIDIA"
+    arch: str | None = None
+    arch_key: tuple[str, int] | None = None
     kind = "datasheet"
     spec_name = file.stem
     section = ""  # "" before the first "##" heading
@@ -369,6 +402,18 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
                     raise _fail(shown, number, f"kind '{value}' is neither 'datasheet' nor 'measured'",
                                 "use 'kind: datasheet' (the default) or 'kind: measured'")
                 kind = value
+            elif key == "vendor":
+                if value not in _VENDORS:
+                    raise _fail(shown, number, f"vendor '{value}' is not one of {', '.join(_VENDORS)}",
+                                "write e.g. 'vendor: NVIDIA'")
+                vendor = value
+            elif key == "arch":
+                name, _, rest = value.partition("[")
+                if not name.strip():
+                    raise _fail(shown, number, "'arch:' names no target", "write e.g. 'arch: gfx942 [source key]'")
+                arch = name.strip()
+                if rest:
+                    arch_key = (rest.split("]", 1)[0].strip(), number)
             elif key == "spec":
                 if not value:
                     raise _fail(shown, number, "'spec:' names no GPU", "write e.g. 'spec: H200'")
@@ -400,18 +445,16 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
                             "write values as '- <metric>: <value> <unit> [<source key>]'")
             raw_values.append((number, val.group("metric"), val.group("rest")))
 
-    if cc_key is not None and cc_key[0] not in sources:
-        raise _fail(shown, cc_key[1], f"unknown source key [{cc_key[0]}] on compute_capability",
-                    f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
+    for header_key, header in ((cc_key, "compute_capability"), (arch_key, "arch")):
+        if header_key is not None and header_key[0] not in sources:
+            raise _fail(shown, header_key[1], f"unknown source key [{header_key[0]}] on {header}",
+                        f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
 
     parsed: dict[str, SpecValue] = {}
     for number, metric, rest in raw_values:
         if not _METRIC_RE.match(metric):
             raise _fail(shown, number, f"metric name '{metric}' is not lower_snake_case",
                         "name metrics like 'dram_bandwidth_gbps' (unit as the suffix)")
-        if metric in parsed:
-            raise _fail(shown, number, f"'{metric}' is given twice (first on line {parsed[metric].line})",
-                        "keep one value per metric per file")
         parts = _VALUE_REST_RE.match(rest)
         if not parts:
             raise _fail(shown, number, f"value of '{metric}' is missing",
@@ -447,7 +490,7 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
         if kind == "measured" and not metric.startswith("measured_"):
             raise _fail(shown, number, f"datasheet metric '{metric}' in a measured file",
                         "measured files hold only 'measured_*' metrics")
-        parsed[metric] = SpecValue(
+        entry = SpecValue(
             metric=metric,
             value=value,
             unit=unit,
@@ -458,6 +501,14 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
             note=_clean_note(note),
             value_text=value_text,
         )
+        first = parsed.get(metric)
+        if first is None:
+            parsed[metric] = entry
+            continue
+        if key in {first.source_key, *(alt.source_key for alt in first.alternatives)}:
+            raise _fail(shown, number, f"'{metric}' is given twice from source [{key}] (first on line {first.line})",
+                        "keep one value per metric per source; a second source for the same metric needs its own key")
+        parsed[metric] = first.model_copy(update={"alternatives": [*first.alternatives, entry]})
 
     if not parsed and kind == "datasheet":
         raise _fail(shown, None, "no values found",
@@ -471,6 +522,8 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
         measured=parsed if kind == "measured" else {},
         path=shown,
         kind=kind,  # type: ignore[arg-type]
+        vendor=vendor,
+        arch=arch,
     )
 
 
