@@ -104,11 +104,12 @@ class ProfileResult(BaseModel):
 
 def profile(kernel: str | Path | None = None, *, report: str | Path | None = None, out: str | Path | None = None,
             shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-            ref: str | Path | None = None) -> ProfileResult:
+            ref: str | Path | None = None, light: bool = False) -> ProfileResult:
     """Profile a kernel with ncu (GPU), or read an existing ``report`` (no GPU needed); then judge it.
 
     When ncu is missing or may not read counters, falls back to the light profile (timing + roofline + compile
-    metadata, :mod:`kernelpilot.profile.light`) behind the same result.
+    metadata, :mod:`kernelpilot.profile.light`) behind the same result; ``light=True`` asks for that profile
+    directly (no ncu run; the card says which evidence it had).
 
     Raises:
         ToolMissingError: profiling requested without a GPU.
@@ -122,6 +123,8 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
                                    "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
         kf = load_kernel(kernel, ref)
         shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
+        if light:
+            return _light(kf, shp, cfg, "light profile requested (--light): no ncu run")
         path = Path(out) if out else Path(f"{kf.name}.ncu-rep")
         try:
             report = profile_kernel(kf.path, shp, cfg, path, ref=Path(ref) if ref else None)

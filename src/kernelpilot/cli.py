@@ -134,6 +134,7 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         None, "--report", help="Read this .ncu-rep instead of profiling (no GPU needed)."),
         output: Optional[Path] = typer.Option(None, "--out", help="Where to write the new .ncu-rep."),
         shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
+        light: bool = typer.Option(False, "--light", help="No ncu: timing + roofline + compile metadata card."),
         as_json: bool = JsonOpt) -> None:
     """Nsight Compute profile (or a saved report): normalized metrics and the verdict."""
     from kernelpilot import api
@@ -160,7 +161,7 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         out.print(r.card.to_markdown(), markup=False)
 
     _run(as_json, lambda: api.profile(kernel, report=report, out=output, shape=_kv(shape, "--shape"),
-                                      config=_kv(config, "--config"), ref=ref), human)
+                                      config=_kv(config, "--config"), ref=ref, light=light), human)
 
 
 @app.command()

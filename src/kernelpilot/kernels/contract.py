@@ -10,7 +10,9 @@ Triton contract):
   ``outputs`` order, or a dict) or writes them in place;
 - ``TUNABLES`` (name -> candidate values), ``SHAPE`` (default problem shape); optional ``CPU_SHAPE`` (shape
   used under the Triton interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
-  ``bytes_moved(**shape)``, ``atol``/``rtol``.
+  ``bytes_moved(**shape)``, ``atol``/``rtol``, ``CONSTRAINTS`` (a list of Python expressions over tunable
+  names that every searched config must satisfy, e.g. ``"BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"``;
+  solved by :mod:`kernelpilot.search.space`).
 
 Every violation raises :class:`~kernelpilot.errors.ContractError` naming the missing or wrong piece.
 """
@@ -53,6 +55,7 @@ class KernelFile:
         compute_unit: which peak the FLOPs run on (one of ``COMPUTE_UNITS``; default ``"fp32"``).
         source_sha256: hash of the kernel file and the reference file, recorded with every version.
         interpreted: True when loaded with ``TRITON_INTERPRET=1``.
+        constraints: the file's ``CONSTRAINTS`` expressions (may be empty), checked by the search space.
     """
 
     path: Path
@@ -73,6 +76,7 @@ class KernelFile:
     atol: float | None = None
     rtol: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    constraints: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -222,6 +226,10 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     if unit not in COMPUTE_UNITS:
         raise ContractError(f"{path}: COMPUTE_UNIT {unit!r} is not one of {', '.join(COMPUTE_UNITS)}",
                             'e.g. COMPUTE_UNIT = "bf16_tensor" for a bf16 tl.dot kernel')
+    constraints = getattr(module, "CONSTRAINTS", [])
+    if not isinstance(constraints, (list, tuple)) or not all(isinstance(c, str) and c.strip() for c in constraints):
+        raise ContractError(f"{path}: CONSTRAINTS must be a list of expression strings",
+                            'e.g. CONSTRAINTS = ["BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"]')
     digest = hashlib.sha256(path.read_bytes())
     if ref_file != path:
         digest.update(ref_file.read_bytes())
@@ -231,7 +239,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
         tunables=tunables, default_config=default, shape=shape, cpu_shape=cpu_shape, compute_unit=unit,
         source_sha256=digest.hexdigest(), interpreted=interpreted,
         flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
-        atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None),
+        atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=list(constraints),
     )
 
 
