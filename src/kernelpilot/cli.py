@@ -231,16 +231,69 @@ def specs_list(as_json: bool = JsonOpt) -> None:
 
 
 @specs_app.command("show")
-def specs_show(name: str, as_json: bool = JsonOpt) -> None:
-    """Every value of one GPU with its source (measured ceilings beside the datasheet)."""
-    from kernelpilot.hardware.specs import find_spec
+def specs_show(name: str, sources: bool = typer.Option(False, "--sources", help="Print each value's source text."),
+               as_json: bool = JsonOpt) -> None:
+    """Every value of one GPU with its citation; measured ceilings beside the datasheet; ridge points and targets."""
+    from kernelpilot.hardware.derived import compare_ceilings, derived_points
+    from kernelpilot.hardware.specs import find_spec, format_number
 
-    def human(s: Any) -> None:
-        out.print(f"[bold]{s.name}[/] — {s.title}")
-        for v in list(s.values.values()) + list(s.measured.values()):
-            out.print(f"  {v.cite()}   [dim]{v.source}[/]")
+    def build() -> dict[str, Any]:
+        spec = find_spec(name)
+        return {"spec": spec, "conflicts": [v.metric for v in spec.conflicts()],
+                "measured_vs_datasheet": compare_ceilings(spec), "derived": derived_points(spec)}
 
-    _run(as_json, lambda: find_spec(name), human)
+    def human(r: dict[str, Any]) -> None:
+        s = r["spec"]
+        out.print(f"[bold]{s.name}[/] — {s.title} ({s.vendor}"
+                  + (f", compute capability {s.compute_capability}" if s.compute_capability else "")
+                  + (f", {s.arch}" if s.arch else "") + ")")
+        t = Table("metric", "value", "unit", "citation", "other sources")
+        for v in s.values.values():
+            others = ", ".join(f"{format_number(a.value)} [{a.source_key}]" for a in v.alternatives)
+            flag = " [red]CONFLICT[/]" if v.conflict else ""
+            t.add_row(v.metric, format_number(v.value) + (" (derived)" if v.derived else ""), v.unit,
+                      f"{v.path}:{v.line} [{v.source_key}]", others + flag)
+        out.print(t)
+        if sources:
+            for v in s.values.values():
+                out.print(f"  {v.cite()}   [dim]{v.source}[/]", markup=True)
+        if r["conflicts"]:
+            out.print(f"[red]sources disagree on:[/] {', '.join(r['conflicts'])} (first line used, never averaged)")
+        if r["measured_vs_datasheet"]:
+            t = Table("measured ceiling", "measured", "datasheet", "ratio", "provenance")
+            for c in r["measured_vs_datasheet"]:
+                t.add_row(c.measured.metric, f"{format_number(c.measured.value)} {c.measured.unit}",
+                          f"{format_number(c.datasheet.value)} {c.datasheet.unit}", f"{c.ratio:.3f}",
+                          c.measured.source.split(";")[0])
+            out.print(t)
+        if r["derived"]:
+            t = Table("unit", "peak", "BW GB/s", "ridge FLOP/B",
+                      "90% peak", "90% BW GB/s", "from")
+            for d in r["derived"]:
+                t.add_row(d.compute_unit, f"{format_number(d.peak.value)} {d.peak.unit}", format_number(d.bandwidth.value),
+                          f"{d.ridge_point_flop_per_byte:.1f}", format_number(round(d.target_peak, 1)),
+                          format_number(round(d.target_bandwidth_gbps, 1)), d.source)
+            out.print(t)
+
+    _run(as_json, build, human)
+
+
+@specs_app.command("cite")
+def specs_cite(metric: str, gpu: str = typer.Option(..., "--gpu", help="GPU name or alias, e.g. H200 or MI300X."),
+               as_json: bool = JsonOpt) -> None:
+    """Where one number comes from: every source's citation, conflicts, and the measured value replacing it."""
+    from kernelpilot.hardware.derived import cite_metric
+
+    def human(c: Any) -> None:
+        for cite, source in zip(c.citations, c.sources):
+            out.print(cite, markup=False)
+            out.print(f"    {source}", style="dim", markup=False)
+        if c.conflict:
+            out.print("[red]CONFLICT:[/] the sources disagree; the first line is the value used (never averaged)")
+        if c.measured is not None:
+            out.print(f"measured (used by the roofline instead): {c.measured.cite()}", markup=False)
+
+    _run(as_json, lambda: cite_metric(metric, gpu), human)
 
 
 @specs_app.command("measure")
