@@ -66,7 +66,7 @@ def test_specs_list_and_show():
     code, data = run_json("specs", "list")
     assert code == 0 and {"H100-SXM", "H100-PCIe", "H200"} <= {s["name"] for s in data["specs"]}
     code, data = run_json("specs", "show", "NVIDIA H200")
-    assert code == 0 and data["values"]["sm_count"]["value"] == 132
+    assert code == 0 and data["spec"]["values"]["sm_count"]["value"] == 132
 
 
 def test_report_on_a_non_run_folder(tmp_path):
