@@ -328,6 +328,10 @@ from kernelpilot.cli_inspect import register as _register_inspect  # noqa: E402 
 
 _register_inspect(app)
 
+from kernelpilot.cli_search import register as _register_search  # noqa: E402
+
+_register_search(app)
+
 
 def main() -> None:  # pragma: no cover - console entry
     """Console entry point."""

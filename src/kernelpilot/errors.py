@@ -54,3 +54,7 @@ class KernelRunError(KernelpilotError):
 
 class RunFolderError(KernelpilotError):
     """The run folder cannot be used (exists and is not a kernelpilot run, or a record in it is corrupt)."""
+
+
+class SearchError(KernelpilotError):
+    """A search cannot be set up: a bad search space (constraint syntax, unknown name), an unknown strategy."""

@@ -15,10 +15,14 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from kernelpilot.errors import SpecError
-from kernelpilot.hardware.roofline import BANDWIDTH_METRICS, COMPUTE_UNITS, DEFAULT_TARGET_FRACTION
+from kernelpilot.hardware.roofline import (
+    BANDWIDTH_METRICS,
+    COMPUTE_UNITS,
+    DEFAULT_TARGET_FRACTION,
+)
 from kernelpilot.hardware.specs import GpuSpec, SpecValue, find_spec
 
-__all__ = ["CeilingComparison", "DerivedPoint", "Citation", "compare_ceilings", "derived_points", "cite_metric"]
+__all__ = ["CeilingComparison", "Citation", "DerivedPoint", "cite_metric", "compare_ceilings", "derived_points"]
 
 _TERA_PER_GIGA = 1e3  # TFLOP/s over GB/s -> FLOP per byte
 

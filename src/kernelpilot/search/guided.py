@@ -15,10 +15,12 @@ warps, ``num_stages`` → stages, ``GROUP*`` → group, anything else → other.
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+from kernelpilot.search.model import config_key
 
 if TYPE_CHECKING:
     from kernelpilot.profile.card import BottleneckCard, CardChange
@@ -42,11 +44,6 @@ class Move(BaseModel):
     def apply(self, config: dict[str, Any]) -> dict[str, Any]:
         """A copy of ``config`` with this move applied."""
         return {**config, self.tunable: self.new}
-
-
-def config_key(config: dict[str, Any]) -> str:
-    """A canonical string for a config (sorted JSON), used to know which configs were tried."""
-    return json.dumps(config, sort_keys=True, default=str)
 
 
 def tunable_role(name: str) -> Role:
@@ -77,7 +74,7 @@ EXPLORATION = [("tile", UP), ("warps", UP), ("stages", UP), ("group", UP), ("til
                ("warps", DOWN), ("stages", DOWN)]
 
 
-def _expectation(card: "BottleneckCard", change: "CardChange") -> tuple[str, str]:
+def _expectation(card: BottleneckCard, change: CardChange) -> tuple[str, str]:
     """(metric, expected movement) for a card change: the first held comparison of the first fired pattern behind
     it, which the change should undo; for a class default move, the duration."""
     for pid in change.patterns:
@@ -95,7 +92,7 @@ def _expectation(card: "BottleneckCard", change: "CardChange") -> tuple[str, str
 
 
 def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried: Iterable[str], *,
-                  card: "BottleneckCard | None" = None) -> list[Move]:
+                  card: BottleneckCard | None = None) -> list[Move]:
     """Ranked one-variable moves from ``config`` to configs not yet ``tried`` (keys from :func:`config_key`).
 
     Args:

@@ -17,17 +17,18 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any, Callable, Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "Status",
     "FAILURES",
-    "Evaluation",
-    "Evaluate",
     "Budget",
     "BudgetExhausted",
+    "Evaluate",
+    "Evaluation",
+    "Status",
     "config_key",
 ]
 
@@ -92,6 +93,9 @@ class Evaluation(BaseModel):
             changes); used by the guided strategy, also when replayed.
         cached: True when the answer came from the cache (then ``wall_s`` is what it cost when measured).
         worker: which worker produced it (``cpu``, ``cuda:0``, ``replay`` ...).
+        accepted: set by the tuner: True when this config replaced the incumbent (faster beyond noise,
+            :func:`kernelpilot.search.stats.decide`), False when it did not, None before it was judged.
+        decision: the reason of that judgement (one sentence), when judged.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -109,6 +113,8 @@ class Evaluation(BaseModel):
     card: dict[str, Any] | None = None
     cached: bool = False
     worker: str = ""
+    accepted: bool | None = None
+    decision: str = ""
 
     @property
     def ok(self) -> bool:
@@ -153,7 +159,7 @@ class Budget(BaseModel):
     evals: int = 0
     started_s: float | None = None
 
-    def start(self) -> "Budget":
+    def start(self) -> Budget:
         """Start the clock (idempotent) and return self."""
         if self.started_s is None:
             self.started_s = time.monotonic()

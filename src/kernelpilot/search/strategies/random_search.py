@@ -1,0 +1,40 @@
+"""The ``random`` strategy: the valid configs in a seeded random order, each once."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.search.model import config_key
+
+if TYPE_CHECKING:
+    from kernelpilot.search.model import Evaluate
+    from kernelpilot.search.space import SearchSpace
+
+
+class RandomStrategy:
+    """Evaluate the valid configs in a random permutation (uniform sampling without replacement).
+
+    A strong baseline on small budgets (Bergstra & Bengio, 2012) and the one the others must beat. Takes no options.
+    """
+
+    name = "random"
+
+    def search(self, space: SearchSpace, evaluate: Evaluate, *, seed: int,
+               start: dict[str, Any] | None = None) -> None:
+        """Evaluate ``start`` first (when valid), then every other valid config in a permutation drawn from ``seed``.
+
+        Args:
+            space: the search space.
+            evaluate: config -> Evaluation.
+            seed: seeds ``random.Random``; the same seed on the same space gives the same order.
+            start: a config to evaluate first (the incumbent), ignored when not valid.
+
+        Raises:
+            BudgetExhausted: from ``evaluate``, propagated unchanged.
+        """
+        order = space.sample(random.Random(seed), space.size)
+        first = [dict(start)] if start is not None and start in space else []
+        skip = {config_key(c) for c in first}
+        for config in first + [c for c in order if config_key(c) not in skip]:
+            evaluate(config)

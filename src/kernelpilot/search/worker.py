@@ -1,0 +1,410 @@
+"""Isolated evaluation: every candidate config runs in a worker process, and a failure becomes data.
+
+A worker is a fresh Python process (``spawn``) bound to one device (``cuda:<i>`` through
+``CUDA_VISIBLE_DEVICES``, or ``cpu`` for the Triton interpreter). It loads the kernel file once and answers
+requests over a pipe: evaluate a config (first launch → correctness over 3 seeds → timing → speed-of-light
+check), or take interleaved A/B samples of two configs. The parent never runs kernel code, so:
+
+* an exception is classified (:func:`classify_exception`) into ``compile_error``, ``illegal_memory_access``
+  or ``runtime_error`` and returned;
+* a CUDA error that poisons the context (illegal address, misaligned address, launch failure) is returned as
+  ``illegal_memory_access`` and the worker is replaced before the next config (its context is unusable);
+* a hang is caught by the parent's per-request timeout: the worker is killed and replaced, the config is
+  recorded as ``timeout``;
+* a worker that dies (segfault, OOM kill) is recorded as ``worker_crash`` and replaced.
+
+This is the runner layer of Kernel Tuner's strategy → runner → device → back end: strategies never see a
+process, only :class:`kernelpilot.search.model.Evaluation` objects.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+import traceback
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import BaseModel
+
+from kernelpilot.search.model import Evaluation, Status
+
+__all__ = [
+    "POISONING_MARKERS",
+    "Worker",
+    "WorkerOptions",
+    "WorkerPool",
+    "classify_exception",
+]
+
+#: Substrings of CUDA error messages after which the CUDA context is unusable (CUDA Runtime API,
+#: cudaErrorIllegalAddress / cudaErrorMisalignedAddress / cudaErrorLaunchFailure / cudaErrorIllegalInstruction
+#: / cudaErrorHardwareStackError): the worker that saw one is replaced.
+POISONING_MARKERS: tuple[str, ...] = (
+    "illegal memory access", "an illegal memory access", "misaligned address", "unspecified launch failure",
+    "illegal instruction", "hardware stack error", "cudaerrorillegaladdress", "cuda_error_illegal_address",
+    "device-side assert",
+)
+#: Exception class names (and message fragments) that mean the config did not compile or cannot launch.
+_COMPILE_TYPES = ("CompilationError", "OutOfResources", "CompileTimeAssertionFailure", "PTXASError",
+                  "MLIRCompilationError", "UnsupportedLanguageConstruct")
+
+
+class WorkerOptions(BaseModel):
+    """What every worker of one search needs.
+
+    Attributes:
+        kernel: the kernel file.
+        ref: a file defining ``reference`` (or None: the kernel file's own).
+        shape: the problem shape.
+        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements).
+        min_samples / max_samples / rep_ms: timing bounds (:func:`kernelpilot.measure.timing.time_cuda`).
+        floor_ns: the speed-of-light floor from the measured ceilings (None: no check).
+        sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``. cuBLAS ran 3.7 % under
+            the H200's measured-ceiling floor on a 4096³ bf16 GEMM (docs/device-runs/2026-11-22-h200), so a
+            measured floor is not a hard wall; 0.05 keeps such runs and rejects timing bugs.
+        race_samples: samples taken first when racing against an incumbent.
+        race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
+            which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
+    """
+
+    kernel: str
+    ref: str | None = None
+    shape: dict[str, Any]
+    interpreted: bool = False
+    min_samples: int = 20
+    max_samples: int = 200
+    rep_ms: float = 150.0
+    floor_ns: float | None = None
+    sol_tolerance: float = 0.05
+    race_samples: int = 8
+    race_margin: float = 0.10
+
+
+def classify_exception(exc: BaseException) -> Status:
+    """The failure status of an exception raised while compiling or running a config.
+
+    Returns ``illegal_memory_access`` for CUDA errors that poison the context (:data:`POISONING_MARKERS`),
+    ``compile_error`` for Triton compile/resource errors and ``ValueError`` (``run_kernel`` refusing a config,
+    the kernel-file contract's way to say "this config cannot run"), else ``runtime_error``. Raises nothing.
+    """
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if any(marker in text for marker in POISONING_MARKERS):
+        return "illegal_memory_access"
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & set(_COMPILE_TYPES) or isinstance(exc, ValueError) or "out of resource" in text:
+        return "compile_error"
+    return "runtime_error"
+
+
+# ---------------------------------------------------------------------------------------------------- child side
+
+
+def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
+                    race_against_ns: float | None) -> Evaluation:
+    """Evaluate one config inside the worker (see the module docstring); never raises for the config's faults."""
+    import torch
+
+    from kernelpilot.errors import ContractError
+    from kernelpilot.kernels.contract import make_case, run_kernel, validate_config
+    from kernelpilot.measure.correctness import check_correctness
+    from kernelpilot.measure.timing import time_callable
+    from kernelpilot.search.stats import clearly_slower
+
+    t0 = time.monotonic()
+    base: dict[str, Any] = {"config": config, "worker": device, "measured": not opts.interpreted}
+
+    def done(status: Status, message: str = "", **fields: Any) -> Evaluation:
+        return Evaluation(status=status, message=message[:2000], wall_s=time.monotonic() - t0, **base, **fields)
+
+    try:
+        validate_config(config, kf.tunables, kf.path)
+    except ContractError as exc:
+        return done("invalid_config", exc.message)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    try:
+        case = make_case(kf, opts.shape, 0, "cuda" if device.startswith("cuda") else "cpu")
+        t = time.monotonic()
+        run_kernel(kf, case.inputs, config)  # first launch: compile (or Triton cache hit) + module load
+        sync()
+        compile_s = time.monotonic() - t
+    except Exception as exc:  # noqa: BLE001 - every fault of a config is data
+        return done(classify_exception(exc), f"{type(exc).__name__}: {exc}")
+    base["compile_s"] = compile_s
+    correctness = check_correctness(kf, opts.shape, config, "cuda" if device.startswith("cuda") else "cpu")
+    if not correctness.passed:
+        bad = next(s for s in correctness.seeds if not s.passed)
+        if bad.error:
+            status: Status = "illegal_memory_access" if any(m in bad.error.lower() for m in POISONING_MARKERS) \
+                else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
+            return done(status, correctness.summary)
+        nonfinite = any(o.n_nonfinite > 0 for o in bad.outputs)
+        return done("nan" if nonfinite else "wrong_result", correctness.summary)
+    fn = lambda: run_kernel(kf, case.inputs, config)
+    kwargs: dict[str, Any] = {} if opts.interpreted else {"rep_ms": opts.rep_ms, "max_samples": opts.max_samples,
+                                                          "min_samples": opts.min_samples}
+    try:
+        if race_against_ns and not opts.interpreted:
+            short = time_callable(fn, device="cuda", min_samples=opts.race_samples, max_samples=opts.race_samples,
+                                  rep_ms=0.0)
+            if clearly_slower(short.samples_ns, race_against_ns, margin=opts.race_margin):
+                return done("ok", f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
+                                  f"incumbent {race_against_ns:.0f} ns", duration_ns=short.median_ns,
+                            iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
+        timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
+    fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
+    if opts.floor_ns and not opts.interpreted and timing.median_ns < opts.floor_ns * (1 - opts.sol_tolerance):
+        return done("impossible", f"median {timing.median_ns:.0f} ns is under the speed-of-light floor "
+                                  f"{opts.floor_ns:.0f} ns (measured ceilings) by more than "
+                                  f"{opts.sol_tolerance:.0%}: a timing bug or a kernel skipping work", **fields)
+    return done("ok", **fields)
+
+
+def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
+              n: int) -> dict[str, list[float]]:
+    """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns."""
+    import torch
+
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.timing import flush_size_bytes, l2_bytes, time_events
+
+    on_gpu = device.startswith("cuda")
+    case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
+    fa = lambda: run_kernel(kf, case.inputs, a)
+    fb = lambda: run_kernel(kf, case.inputs, b)
+    out: dict[str, list[float]] = {"a": [], "b": []}
+    if not on_gpu:
+        for _ in range(n):
+            for key, fn in (("a", fa), ("b", fb)):
+                t = time.perf_counter_ns()
+                fn()
+                out[key].append(float(time.perf_counter_ns() - t))
+        return out
+    flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
+    for fn in (fa, fb, fa, fb):  # warm both
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(n):
+        out["a"].extend(time_events(fa, 1, flush))
+        out["b"].extend(time_events(fb, 1, flush))
+    return out
+
+
+def _child_main(conn: Any, opts_json: str, device: str) -> None:
+    """The worker process: bind the device, load the kernel, answer requests until told to stop."""
+    if device.startswith("cuda:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+    opts = WorkerOptions.model_validate_json(opts_json)
+    try:
+        from kernelpilot.kernels.contract import load_kernel, use_interpreter
+
+        use_interpreter(opts.interpreted)
+        kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
+        conn.send(("ready", None))
+    except BaseException as exc:  # noqa: BLE001 - report, then exit
+        conn.send(("load_error", f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind = msg[0]
+        try:
+            if kind == "stop":
+                return
+            if kind == "eval":
+                conn.send(("eval", _child_evaluate(kf, opts, device, msg[1], msg[2]).model_dump_json()))
+            elif kind == "ab":
+                conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
+        except BaseException as exc:  # noqa: BLE001
+            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+
+
+# ---------------------------------------------------------------------------------------------------- parent side
+
+
+class Worker:
+    """One worker process bound to one device; replaced transparently after a crash, hang or poisoned context.
+
+    Args:
+        opts: the search's :class:`WorkerOptions`.
+        device: ``"cuda:<index>"`` or ``"cpu"``.
+        timeout_s: seconds one request may take before the worker is killed and the config is a ``timeout``.
+        start_timeout_s: seconds to wait for the worker to load the kernel.
+
+    Raises:
+        kernelpilot.errors.SearchError: the kernel file cannot be loaded in the worker (message from the worker).
+    """
+
+    def __init__(self, opts: WorkerOptions, device: str, *, timeout_s: float = 120.0, start_timeout_s: float = 120.0):
+        self.opts, self.device, self.timeout_s, self.start_timeout_s = opts, device, timeout_s, start_timeout_s
+        self.restarts = 0
+        self._proc: Any = None
+        self._conn: Any = None
+
+    # -- process management
+    def _start(self) -> None:
+        from kernelpilot.errors import SearchError
+
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        proc = ctx.Process(target=_child_main, args=(child, self.opts.model_dump_json(), self.device), daemon=True)
+        proc.start()
+        child.close()
+        if not parent.poll(self.start_timeout_s):
+            proc.kill()
+            raise SearchError(f"worker on {self.device} did not load {self.opts.kernel} within {self.start_timeout_s:.0f} s",
+                              "check that the kernel file imports quickly; raise --timeout-s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            kind, payload = "load_error", f"the worker process died while loading (exit code {proc.exitcode})"
+        if kind != "ready":
+            proc.kill()
+            raise SearchError(f"worker on {self.device} could not load the kernel: {payload}",
+                              "run `kernelpilot check KERNEL` to see the contract error")
+        self._proc, self._conn = proc, parent
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(timeout=10)
+        self._proc, self._conn = None, None
+
+    def close(self) -> None:
+        """Stop the worker process (politely, then by force)."""
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._proc.join(timeout=5)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+    def _request(self, msg: tuple) -> tuple[str, Any]:
+        """Send one request; returns (kind, payload) or ("timeout"|"crash", text). Restarts the worker as needed."""
+        if self._proc is None or not self._proc.is_alive():
+            if self._proc is not None:
+                self.restarts += 1
+            self._kill()
+            self._start()
+        try:
+            self._conn.send(msg)
+            if not self._conn.poll(self.timeout_s):
+                self._kill()
+                self.restarts += 1
+                return "timeout", f"no answer within {self.timeout_s:.0f} s: worker killed (a hang, or far too slow)"
+            return self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            if self._proc is not None:
+                self._proc.join(timeout=5)  # the pipe closes a moment before the exit code is known
+            code = self._proc.exitcode if self._proc is not None else None
+            self._kill()
+            self.restarts += 1
+            return "crash", f"worker process died (exit code {code})"
+
+    # -- requests
+    def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
+        """Evaluate one config in this worker; every outcome (also a hang or a crash) is an :class:`Evaluation`."""
+        t0 = time.monotonic()
+        kind, payload = self._request(("eval", config, race_against_ns))
+        if kind == "eval":
+            ev = Evaluation.model_validate_json(payload)
+            if ev.status == "illegal_memory_access":
+                self._kill()  # the CUDA context is poisoned: the next request starts a fresh worker
+                self.restarts += 1
+            return ev
+        status: Status = {"timeout": "timeout", "crash": "worker_crash"}.get(kind, "runtime_error")  # type: ignore[assignment]
+        return Evaluation(config=config, status=status, message=str(payload)[:2000], wall_s=time.monotonic() - t0,
+                          worker=self.device, measured=not self.opts.interpreted)
+
+    def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
+        """``n`` interleaved samples each of configs ``a`` and ``b`` (ns), or None when the worker failed."""
+        kind, payload = self._request(("ab", a, b, n))
+        if kind != "ab":
+            return None
+        return payload["a"], payload["b"]
+
+
+class WorkerPool:
+    """One :class:`Worker` per device; evaluates many configs in parallel, one per device at a time.
+
+    Args:
+        opts: the search's :class:`WorkerOptions`.
+        devices: e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; default: every visible GPU, else ``["cpu"]``.
+        timeout_s: per-request limit (see :class:`Worker`).
+    """
+
+    def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0):
+        self.devices = devices or default_devices(opts.interpreted)
+        self.workers = [Worker(opts, d, timeout_s=timeout_s) for d in self.devices]
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every worker."""
+        for w in self.workers:
+            w.close()
+
+    @property
+    def restarts(self) -> int:
+        """Workers replaced so far (after a timeout, a crash or a poisoned CUDA context)."""
+        return sum(w.restarts for w in self.workers)
+
+    def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
+        """Evaluate one config on the first device."""
+        return self.workers[0].evaluate(config, race_against_ns)
+
+    def map(self, configs: Iterable[dict[str, Any]]) -> Iterator[Evaluation]:
+        """Evaluate ``configs`` spread over all devices (one worker each); yields results in input order."""
+        configs = list(configs)
+        if len(self.workers) == 1:
+            for c in configs:
+                yield self.workers[0].evaluate(c)
+            return
+        chunks: list[list[int]] = [list(range(i, len(configs), len(self.workers))) for i in range(len(self.workers))]
+        results: list[Evaluation | None] = [None] * len(configs)
+
+        def run(worker: Worker, idx: list[int]) -> None:
+            for i in idx:
+                results[i] = worker.evaluate(configs[i])
+
+        with ThreadPoolExecutor(len(self.workers)) as ex:
+            list(ex.map(run, self.workers, chunks))
+        yield from (r for r in results if r is not None)
+
+    def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
+        """Interleaved A/B samples on the first device (see :meth:`Worker.ab_samples`)."""
+        return self.workers[0].ab_samples(a, b, n)
+
+
+def default_devices(interpreted: bool) -> list[str]:
+    """``["cuda:0", ..., "cuda:<n-1>"]`` for the GPUs this process can see, or ``["cpu"]`` when interpreted or none.
+
+    Counts GPUs through NVML (no CUDA context is created in the parent); honours ``CUDA_VISIBLE_DEVICES``.
+    """
+    if interpreted:
+        return ["cpu"]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        return [f"cuda:{i}" for i in ids] or ["cpu"]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        n = pynvml.nvmlDeviceGetCount()
+        pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML: no GPU
+        return ["cpu"]
+    return [f"cuda:{i}" for i in range(n)] or ["cpu"]
+
