@@ -175,3 +175,10 @@ def test_evaluation_objective_and_key():
     ok = Evaluation(config={"b": 1, "a": 2}, status="ok", duration_ns=5.0)
     bad = Evaluation(config={"a": 2, "b": 1}, status="nan")
     assert ok.objective == 5.0 and bad.objective == float("inf") and ok.key == bad.key == config_key({"a": 2, "b": 1})
+
+
+def test_several_devices_share_a_planned_search(write_kernel):
+    """Two workers (two 'devices'; both the interpreter here) split an exhaustive search: every config once."""
+    r = tune(write_kernel(), strategy="exhaustive", prune=False, ab_samples=3, devices=["cpu", "cpu"])
+    assert r.n_new == 9 and len({e.key for e in r.evaluations}) == 9 and r.n_cached == 0
+    assert r.stopped == "strategy finished" and r.best is not None

@@ -201,21 +201,28 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
         ref_module = module
     reference = _require_callable(ref_module, "reference", ref_file,
                                   "define reference(**inputs) in the kernel file or pass --ref ref.py")
-    if not hasattr(module, "TUNABLES"):
+    autotuned = find_autotuner(module) if not hasattr(module, "TUNABLES") else None
+    if autotuned is not None:
+        tunables, autotune_constraint = autotune_space(autotuned[1], path)
+    elif not hasattr(module, "TUNABLES"):
         raise ContractError(f"{path}: no TUNABLES defined",
-                            'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4, 8]}')
-    tunables = _check_tunables(module.TUNABLES, path)
+                            'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4, 8]}, '
+                            "or decorate the kernel with @triton.autotune(configs=[...])")
+    else:
+        tunables = _check_tunables(module.TUNABLES, path)
     if not hasattr(module, "SHAPE"):
         raise ContractError(f"{path}: no SHAPE defined", 'define SHAPE = {"M": 4096, "N": 4096}, the default shape')
     shape = _check_shape(module.SHAPE, path, "SHAPE")
     cpu_shape = _check_shape(module.CPU_SHAPE, path, "CPU_SHAPE") if hasattr(module, "CPU_SHAPE") else None
-    for key in tunables:
+    for key in tunables if autotuned is None else ():  # an autotuned kernel gets its config from the autotuner
         if not _accepts(run_kernel, key):
             raise ContractError(f"{path}: run_kernel does not accept the tunable `{key}`",
                                 f"add `{key}` as a keyword parameter of run_kernel (or **kwargs)")
     if not _accepts(setup, "seed"):
         raise ContractError(f"{path}: setup does not accept `seed`", "add seed=0 to setup's parameters")
     default = {k: v[0] for k, v in tunables.items()}
+    if autotuned is not None:
+        default = autotune_config_dict(autotuned[1].configs[0])
     if hasattr(module, "DEFAULT_CONFIG"):
         given = module.DEFAULT_CONFIG
         if not isinstance(given, dict):
@@ -230,6 +237,9 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     if not isinstance(constraints, (list, tuple)) or not all(isinstance(c, str) and c.strip() for c in constraints):
         raise ContractError(f"{path}: CONSTRAINTS must be a list of expression strings",
                             'e.g. CONSTRAINTS = ["BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"]')
+    constraints = list(constraints)
+    if autotuned is not None:
+        constraints.append(autotune_constraint)
     digest = hashlib.sha256(path.read_bytes())
     if ref_file != path:
         digest.update(ref_file.read_bytes())
@@ -240,6 +250,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
         source_sha256=digest.hexdigest(), interpreted=interpreted,
         flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
         atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=list(constraints),
+        extras={"autotuner": autotuned[0]} if autotuned is not None else {},
     )
 
 
@@ -350,5 +361,70 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
 
 
 def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
-    """Launch the kernel: ``run_kernel(**inputs, **config)`` (exceptions propagate to the caller)."""
-    kf.run_kernel(**inputs, **config)
+    """Launch the kernel: ``run_kernel(**inputs, **config)`` (exceptions propagate to the caller).
+
+    For a ``@triton.autotune`` kernel (no TUNABLES) the autotuner is pinned to ``config`` (its config list
+    becomes that one config, so it launches without benchmarking) and ``run_kernel(**inputs)`` is called.
+    """
+    name = kf.extras.get("autotuner")
+    if name is None:
+        kf.run_kernel(**inputs, **config)
+        return
+    import triton
+
+    tuner = getattr(kf.module, name)
+    special = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+    meta = {k: v for k, v in config.items() if k not in special}
+    tuner.configs = [triton.Config(meta, **{k: config[k] for k in special if k in config})]
+    kf.run_kernel(**inputs)
+
+
+#: ``triton.Config`` attributes that are launch options rather than meta-parameters.
+_AUTOTUNE_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def find_autotuner(module: ModuleType) -> tuple[str, Any] | None:
+    """The module-level ``@triton.autotune`` kernel of a kernel file, as (attribute name, Autotuner), or None.
+
+    Raises:
+        ContractError: more than one autotuned kernel (the search would not know which to tune).
+    """
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    found = [(n, v) for n, v in vars(module).items() if isinstance(v, Autotuner)]
+    if len(found) > 1:
+        raise ContractError(f"{module.__file__}: several @triton.autotune kernels ({', '.join(n for n, _ in found)})",
+                            "define TUNABLES explicitly, or keep one autotuned kernel per file")
+    return found[0] if found else None
+
+
+def autotune_config_dict(config: Any) -> Config:
+    """A ``triton.Config`` as one flat dict: its meta-parameters plus ``num_warps``/``num_stages`` (and
+    ``num_ctas``/``maxnreg`` when set)."""
+    flat = dict(config.kwargs)
+    for key in _AUTOTUNE_OPTIONS:
+        value = getattr(config, key, None)
+        if value is not None and not (key == "num_ctas" and value == 1):
+            flat[key] = value
+    return flat
+
+
+def autotune_space(tuner: Any, path: Path) -> tuple[dict[str, list[Any]], str]:
+    """The search space of an autotuned kernel: every value each key takes in its configs, and a constraint that
+    admits exactly the listed combinations (``(A == 1 and B == 2) or (...)``).
+
+    Raises:
+        ContractError: the autotuner has no configs, or its configs do not all set the same keys.
+    """
+    configs = [autotune_config_dict(c) for c in getattr(tuner, "configs", [])]
+    if not configs:
+        raise ContractError(f"{path}: the @triton.autotune kernel lists no configs", "give configs=[triton.Config(...)]")
+    keys = list(configs[0])
+    if any(list(c) != keys for c in configs):
+        raise ContractError(f"{path}: the autotune configs do not all set the same keys ({keys} vs others)",
+                            "give every triton.Config the same meta-parameters and num_warps/num_stages")
+    tunables = {k: list(dict.fromkeys(c[k] for c in configs)) for k in keys}
+    combos = " or ".join("(" + " and ".join(f"{k} == {c[k]!r}" for k in keys) + ")" for c in configs)
+    return tunables, combos

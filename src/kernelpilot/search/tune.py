@@ -93,6 +93,8 @@ class TuneResult(BaseModel):
         worker_restarts: workers replaced after a timeout, crash or poisoned context.
         measured: False under the Triton interpreter (times are not measurements).
         triton_config: the best config as a ``triton.Config(...)`` line.
+        top_configs: the five fastest correct configs (fully timed) as ``triton.Config`` lines, fastest first,
+            ready to paste into ``@triton.autotune(configs=[...])``.
     """
 
     kernel: str
@@ -119,6 +121,7 @@ class TuneResult(BaseModel):
     worker_restarts: int
     measured: bool
     triton_config: str | None
+    top_configs: list[str] = Field(default_factory=list)
 
 
 def to_triton_config(config: dict[str, Any]) -> str:
@@ -423,15 +426,19 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         tuner = Tuner(space, runner, cache=cache, budget=Budget(max_evals=budget_evals, max_s=budget_s),
                       pruned=report.pruned if (report and prune != "report") else None, ab_samples=ab_samples if replay is None else 0,
                       race=race and replay is None, card_for=card_for, log=log)
-        _prefetch(strat, space, tuner, pool, seed)
+        _prefetch(strat, space, tuner, pool, seed, start_cfg)
         try:
             strat.search(space, tuner, seed=seed, start=start_cfg)
             stopped = "strategy finished"
         except BudgetExhausted as exc:
             stopped = str(exc)
     finally:
+        restarts = 0
         if pool is not None:
-            pool.close()
+            try:
+                restarts = pool.restarts
+            finally:
+                pool.close()
     failures = Counter(ev.status for ev in tuner.order if ev.status != "ok")
     best = tuner.incumbent
     result = TuneResult(
@@ -441,21 +448,24 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         n_cached=sum(1 for e in tuner.order if e.cached), failures=dict(failures), prune=report, stopped=stopped,
         wall_s=time.monotonic() - t0, device_s=tuner.device_s, floor_ns=floor_ns,
         cache_file=str(cache.path) if cache is not None else (str(replay) if replay else None),
-        worker_restarts=getattr(pool, "restarts", 0) if pool is not None else 0,
+        worker_restarts=restarts,
         measured=not interpreted, triton_config=to_triton_config(best.config) if best else None,
+        top_configs=[to_triton_config(e.config) for e in sorted(
+            (e for e in tuner.order if e.ok and not e.message.startswith("raced out")), key=lambda e: e.objective)[:5]],
     )
     if out is not None:
         write_tune_records(result, Path(out))
     return result
 
 
-def _prefetch(strat: Any, space: Any, tuner: Tuner, pool: Any, seed: int) -> None:
+def _prefetch(strat: Any, space: Any, tuner: Tuner, pool: Any, seed: int, start: dict[str, Any]) -> None:
     """With several devices and a strategy whose order is known up front (``plan``), evaluate the next configs in
     parallel over the devices into the cache, so the strategy's sequential calls are answered without waiting."""
     plan = getattr(strat, "plan", None)
     if plan is None or pool is None or len(getattr(pool, "devices", [])) < 2 or tuner.cache is None:
         return
-    todo = [c for c in plan(space, seed=seed) if tuner.cache.get(c) is None and config_key(c) not in tuner.pruned]
+    todo = [c for c in plan(space, seed=seed, start=start)
+            if tuner.cache.get(c) is None and config_key(c) not in tuner.pruned]
     if tuner.budget.max_evals is not None:
         todo = todo[: max(0, tuner.budget.max_evals - tuner.budget.evals)]
     for ev in pool.map(todo):
@@ -511,6 +521,9 @@ def render_tune_md(r: TuneResult) -> str:
         lines += [f"**Best:** `{r.best.config}` — median {r.best.duration_ns / 1e3:.2f} {unit}"
                   + (f", speed-of-light floor {r.floor_ns / 1e3:.2f} µs ({r.floor_ns / r.best.duration_ns:.1%} of it)"
                      if r.floor_ns and r.best.duration_ns else ""), "", f"    {r.triton_config}", ""]
+    if r.top_configs:
+        lines += ["## Fastest configs as triton.Config lines", "", "```python",
+                  *[f"    {c}," for c in r.top_configs], "```", ""]
     if r.history:
         lines += ["## Incumbent changes", "", "| after eval | config | median µs | why |", "|---|---|---|---|"]
         lines += [f"| {h.evaluations} | `{h.config}` | {h.duration_ns / 1e3:.2f} | {h.decision} |" for h in r.history]

@@ -30,5 +30,10 @@ class ExhaustiveStrategy:
         Raises:
             BudgetExhausted: from ``evaluate``, propagated unchanged.
         """
-        for config in space.configs():
+        for config in self.plan(space, seed=seed, start=start):
             evaluate(config)
+
+    def plan(self, space: SearchSpace, *, seed: int, start: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The whole order :meth:`search` follows: the space's order (the tuner spreads it over GPUs)."""
+        del seed, start
+        return space.configs()

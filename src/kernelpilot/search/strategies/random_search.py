@@ -33,8 +33,12 @@ class RandomStrategy:
         Raises:
             BudgetExhausted: from ``evaluate``, propagated unchanged.
         """
+        for config in self.plan(space, seed=seed, start=start):
+            evaluate(config)
+
+    def plan(self, space: SearchSpace, *, seed: int, start: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The whole order :meth:`search` follows (known up front, so the tuner can spread it over GPUs)."""
         order = space.sample(random.Random(seed), space.size)
         first = [dict(start)] if start is not None and start in space else []
         skip = {config_key(c) for c in first}
-        for config in first + [c for c in order if config_key(c) not in skip]:
-            evaluate(config)
+        return first + [c for c in order if config_key(c) not in skip]
