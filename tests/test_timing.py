@@ -41,3 +41,14 @@ def test_accept_only_beyond_the_spread():
 def test_interpreted_timing_is_labelled_not_a_measurement():
     t = time_interpreted(lambda: sum(range(100)), max_samples=5, rep_ms=10)
     assert not t.is_measurement and INTERPRETED_LABEL in t.timer and 3 <= t.n_samples <= 5
+
+
+def test_time_interleaved_alternates_and_returns_both_sides():
+    from kernelpilot.measure.timing import time_interleaved
+
+    order: list[str] = []
+    a, b = time_interleaved(lambda: order.append("a"), lambda: order.append("b"), 4, "cpu")
+    assert len(a) == len(b) == 4 and all(x > 0 for x in a + b)
+    assert order == ["a", "b"] * 4, "A and B alternate so drift hits both alike"
+    with pytest.raises(ValueError):
+        time_interleaved(lambda: None, lambda: None, 0, "cpu")

@@ -1,9 +1,11 @@
 """``kernelpilot optimize``: the evidence loop, end to end.
 
 check → time → profile → verdict → next change → (repeat) → report, one version folder per config tried, one git
-commit per accepted version. A version replaces the incumbent only when it is correct and faster beyond the
-measured spread (:func:`kernelpilot.measure.timing.faster_beyond_noise`) and not faster than the speed-of-light
-floor (an impossible time is rejected and reported). The loop stops after ``iterations`` changes, when the
+commit per accepted version. A version replaces the incumbent only when it is correct, faster beyond noise —
+interleaved A/B samples of the candidate and its parent (:func:`kernelpilot.measure.timing.time_interleaved`)
+judged by a one-sided Mann–Whitney test and a bootstrap CI of the ratio of medians
+(:func:`kernelpilot.search.stats.decide`), the same rule as ``kernelpilot tune`` — and not faster than the
+speed-of-light floor (an impossible time is rejected and reported). The loop stops after ``iterations`` changes, when the
 incumbent reaches the target (90 % of the roofline), or when no untried neighbour is left.
 """
 
@@ -26,7 +28,7 @@ from kernelpilot.kernels.contract import (KernelFile, load_kernel, make_case, re
 from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.measure.correctness import check_correctness
 from kernelpilot.measure.env import collect_env, render_env_md
-from kernelpilot.measure.timing import TimingResult, faster_beyond_noise, time_callable
+from kernelpilot.measure.timing import TimingResult, faster_beyond_noise, time_callable, time_interleaved
 from kernelpilot.profile.card import BottleneckCard, card_from_metrics
 from kernelpilot.profile.light import light_profile
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
@@ -39,6 +41,7 @@ from kernelpilot.report.benchmark import render_benchmark_md, run_benchmark
 from kernelpilot.report.final import render_final_report
 from kernelpilot.report.hypothesis import render_hypothesis
 from kernelpilot.search.guided import Move, config_key, propose_moves
+from kernelpilot.search.stats import Decision, decide
 
 Log = Callable[[str], None]
 
@@ -137,6 +140,9 @@ class Optimizer:
         self.limit_roofline: Roofline | None = None  # datasheet peaks only: the floor no correct run can beat
         self.evaluated: list[_Evaluated] = []
         self.tried: set[str] = set()
+        #: interleaved samples per side for each accept/reject decision (fewer under the interpreter: slow, and
+        #: its times are not measurements anyway)
+        self.ab_samples = 30 if device == "cuda" else 8
 
     # -- one version ---------------------------------------------------------------------------------
     def evaluate(self, index: int, config: dict[str, Any], parent: _Evaluated | None, move: Move | None) -> _Evaluated:
@@ -169,6 +175,13 @@ class Optimizer:
             self._light_card(vdir, ev)
         self._decide(ev, parent)
         return self._finish(vdir, ev)
+
+    def ab_decision(self, candidate: dict[str, Any], incumbent: dict[str, Any]) -> Decision:
+        """Interleaved A/B samples of two configs on the same inputs, judged by :func:`kernelpilot.search.stats.decide`."""
+        case = make_case(self.kf, self.shape, 0, self.device)
+        a, b = time_interleaved(lambda: run_kernel(self.kf, case.inputs, candidate),
+                                lambda: run_kernel(self.kf, case.inputs, incumbent), self.ab_samples, self.device)
+        return decide(a, b)
 
     def time(self, config: dict[str, Any]) -> TimingResult:
         """Time ``run_kernel`` at the run's shape on fresh inputs (seed 0)."""
@@ -236,10 +249,11 @@ class Optimizer:
             o.status, o.reason, o.speedup_vs_v0 = "baseline", "v0: the starting config", 1.0
             return
         assert parent.timing is not None
-        faster, speedup, why = faster_beyond_noise(t, parent.timing)
+        _, speedup, why = faster_beyond_noise(t, parent.timing)
         o.speedup_vs_parent = speedup
-        o.status = "accepted" if faster else "rejected"
-        o.reason = ("faster beyond the spread: " if faster else "not accepted: ") + why
+        decision = self.ab_decision(ev.outcome.config, parent.outcome.config)
+        o.status = "accepted" if decision.replace else "rejected"
+        o.reason = ("accepted: " if decision.replace else "not accepted: ") + f"{why}; A/B: {decision.reason}"
         if ev.metrics is not None and parent.metrics is not None and o.move is not None:
             o.observed = _observed(o.move.expected_metric, parent.metrics, ev.metrics)
 

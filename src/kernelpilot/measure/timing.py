@@ -189,6 +189,40 @@ def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tup
     return False, speedup, f"{head}: {format_ns(-gain)} slower"
 
 
+def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, device: str) -> tuple[list[float], list[float]]:
+    """``n`` interleaved samples of two launches (A, B, A, B, ...), ns: the fair way to compare two configs.
+
+    Drift (clocks, temperature, other tenants) hits both sides alike, so a rank test on the two lists compares the
+    kernels, not the moments they were timed. On ``"cuda"`` each sample is one CUDA event pair with L2 flushed before
+    it (as :func:`time_cuda`), after two warm-up launches of each; on ``"cpu"`` (the interpreter) wall-clock samples,
+    labelled elsewhere as not a measurement.
+
+    Raises:
+        ValueError: ``n`` < 1.
+        Exception: whatever the launches raise.
+    """
+    if n < 1:
+        raise ValueError(f"time_interleaved needs n >= 1, got {n}")
+    a: list[float] = []
+    b: list[float] = []
+    if not device.startswith("cuda"):
+        for _ in range(n):
+            for out, fn in ((a, fn_a), (b, fn_b)):
+                t = time.perf_counter_ns()
+                fn()
+                out.append(float(time.perf_counter_ns() - t))
+        return a, b
+    flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
+    for fn in (fn_a, fn_b, fn_a, fn_b):
+        fn()
+    torch.cuda.synchronize()
+    for _ in range(n):
+        a.extend(time_events(fn_a, 1, flush))
+        b.extend(time_events(fn_b, 1, flush))
+    del flush
+    return a, b
+
+
 def format_ns(ns: float) -> str:
     """A duration for people: ns under 1 µs, µs under 1 ms, else ms (3 significant digits)."""
     if ns < 1e3:

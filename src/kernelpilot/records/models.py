@@ -41,7 +41,7 @@ class RunInfo(BaseModel):
 class VersionOutcome(BaseModel):
     """outcome.json: how one version ended and why.
 
-    ``status``: baseline (v0, correct), accepted (correct and faster than the incumbent beyond the spread),
+    ``status``: baseline (v0, correct), accepted (correct and faster than the incumbent beyond noise: interleaved A/B samples, Mann–Whitney + bootstrap CI),
     rejected (correct but not faster, or impossibly fast), failed (incorrect, raised, or crashed). Times in ns.
     """
 

@@ -167,31 +167,14 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
 def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
               n: int) -> dict[str, list[float]]:
     """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns."""
-    import torch
-
     from kernelpilot.kernels.contract import make_case, run_kernel
-    from kernelpilot.measure.timing import flush_size_bytes, l2_bytes, time_events
+    from kernelpilot.measure.timing import time_interleaved
 
     on_gpu = device.startswith("cuda")
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
-    fa = lambda: run_kernel(kf, case.inputs, a)
-    fb = lambda: run_kernel(kf, case.inputs, b)
-    out: dict[str, list[float]] = {"a": [], "b": []}
-    if not on_gpu:
-        for _ in range(n):
-            for key, fn in (("a", fa), ("b", fb)):
-                t = time.perf_counter_ns()
-                fn()
-                out[key].append(float(time.perf_counter_ns() - t))
-        return out
-    flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
-    for fn in (fa, fb, fa, fb):  # warm both
-        fn()
-    torch.cuda.synchronize()
-    for _ in range(n):
-        out["a"].extend(time_events(fa, 1, flush))
-        out["b"].extend(time_events(fb, 1, flush))
-    return out
+    sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
+                              "cuda" if on_gpu else "cpu")
+    return {"a": sa, "b": sb}
 
 
 def _child_main(conn: Any, opts_json: str, device: str) -> None:
