@@ -182,3 +182,11 @@ def test_several_devices_share_a_planned_search(write_kernel):
     r = tune(write_kernel(), strategy="exhaustive", prune=False, ab_samples=3, devices=["cpu", "cpu"])
     assert r.n_new == 9 and len({e.key for e in r.evaluations}) == 9 and r.n_cached == 0
     assert r.stopped == "strategy finished" and r.best is not None
+
+
+def test_speed_of_light_floor():
+    from kernelpilot.search.worker import below_floor
+
+    assert below_floor(90.0, 100.0, 0.05) and "under the speed-of-light floor 100 ns" in below_floor(90.0, 100.0, 0.05)
+    assert below_floor(96.3, 100.0, 0.05) is None, "3.7 % under a measured floor is possible (cuBLAS did it)"
+    assert below_floor(50.0, None, 0.05) is None and below_floor(150.0, 100.0, 0.05) is None

@@ -83,6 +83,23 @@ class WorkerOptions(BaseModel):
     race_margin: float = 0.10
 
 
+def below_floor(median_ns: float, floor_ns: float | None, tolerance: float) -> str | None:
+    """Why a time is impossible, or None: a median under ``floor_ns * (1 - tolerance)``.
+
+    Args:
+        median_ns: the measured median, ns.
+        floor_ns: the speed-of-light floor of the measured ceilings, ns (None: no floor, nothing is impossible).
+        tolerance: the fraction a time may sit under the floor (see :attr:`WorkerOptions.sol_tolerance`).
+
+    Returns:
+        The reason for the ``impossible`` status, or None when the time is possible. Raises nothing.
+    """
+    if not floor_ns or median_ns >= floor_ns * (1 - tolerance):
+        return None
+    return (f"median {median_ns:.0f} ns is under the speed-of-light floor {floor_ns:.0f} ns (measured ceilings) "
+            f"by more than {tolerance:.0%}: a timing bug, wrong FLOP/byte counts, or a kernel skipping work")
+
+
 def classify_exception(exc: BaseException) -> Status:
     """The failure status of an exception raised while compiling or running a config.
 
@@ -157,11 +174,8 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     except Exception as exc:  # noqa: BLE001
         return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
     fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
-    if opts.floor_ns and not opts.interpreted and timing.median_ns < opts.floor_ns * (1 - opts.sol_tolerance):
-        return done("impossible", f"median {timing.median_ns:.0f} ns is under the speed-of-light floor "
-                                  f"{opts.floor_ns:.0f} ns (measured ceilings) by more than "
-                                  f"{opts.sol_tolerance:.0%}: a timing bug or a kernel skipping work", **fields)
-    return done("ok", **fields)
+    why = None if opts.interpreted else below_floor(timing.median_ns, opts.floor_ns, opts.sol_tolerance)
+    return done("impossible", why, **fields) if why else done("ok", **fields)
 
 
 def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
