@@ -18,6 +18,7 @@ from kernelpilot.profile.static import (
     access_width_bytes,
     inspect_configs,
     inspect_space,
+    max_threads_per_block,
     parse_arch,
     parse_ptxas_spills,
     parse_resource_usage,
@@ -150,6 +151,49 @@ def test_unknown_tunable_and_bad_arch_raise_contract_errors():
         inspect_configs(MATMUL, [{}], arch="hopper")
 
 
+@pytest.mark.parametrize("regs,threads", [
+    (0, 1024), (16, 1024), (64, 1024),  # 64 x 32 = 2048 per warp -> 8 warps per sub-partition -> 32 warps, capped
+    (65, 896),   # 2080 -> 2304 per warp -> 7 per sub-partition -> 28 warps
+    (80, 768),   # 2560 -> 6 -> 24 warps
+    (96, 640),   # 3072 -> 5 -> 20 warps (21 would fit 65,536 registers, but warps are allocated per sub-partition)
+    (128, 512),  # 4096 -> 4 -> 16 warps
+    (164, 384),  # 5248 -> 5376 -> 3 -> 12 warps
+    (168, 384),  # 5376 -> 3 -> 12 warps
+    (255, 256),  # 8160 -> 8192 -> 2 -> 8 warps
+])
+def test_max_threads_per_block_hand_computed(regs, threads):
+    assert max_threads_per_block(regs, (9, 0)) == threads
+    assert max_threads_per_block(regs, (8, 0)) == threads  # same register file and granularity on A100
+
+
+def test_max_threads_per_block_rejects_impossible_register_counts():
+    with pytest.raises(ValueError):
+        max_threads_per_block(256)
+    with pytest.raises(ValueError):
+        max_threads_per_block(-1)
+
+
+@pytest.mark.parametrize("run", ["2026-11-22-h100/occupancy_driver.json", "2026-11-22-h200/issue3/occupancy_driver.json"])
+def test_max_threads_per_block_equals_the_driver_values_recorded_on_hopper(run):
+    # cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK) of 41 loaded Triton 3.6 kernels per run.
+    import json
+
+    data = json.loads((EXAMPLES.parents[2] / "docs" / "device-runs" / run).read_text())
+    ok = [r for r in data["results"] if r["status"] == "ok"]
+    assert len(ok) == 41 and tuple(data["compute_capability"]) == (9, 0)
+    for r in ok:
+        assert max_threads_per_block(r["n_regs"]) == r["driver_attributes"]["max_threads_per_block"], r
+    assert {r["driver_attributes"]["max_threads_per_block"] for r in ok} >= {256, 384, 512, 640, 896, 1024}
+
+
+def test_reports_carry_max_threads_per_block(matmul, vector_add_space):
+    for r in [matmul["default"], matmul["s3"], matmul["m128"], *vector_add_space.results]:
+        r = _ok(r)
+        assert r.max_threads_per_block == max_threads_per_block(r.registers_per_thread, (9, 0))
+        assert r.threads_per_block <= r.max_threads_per_block
+    assert _ok(matmul["default"]).max_threads_per_block == 1024  # 64 registers
+
+
 def test_parse_arch_forms():
     assert parse_arch("sm_90") == parse_arch("sm_90a") == parse_arch("90") == parse_arch("9.0") == (9, 0)
     assert parse_arch("sm_80") == (8, 0) and parse_arch("sm_100") == (10, 0) and parse_arch("sm_89") == (8, 9)
@@ -213,6 +257,7 @@ def test_cli_inspect_json_and_errors():
     data = json.loads(res.stdout)
     assert data["status"] == "ok" and data["config"]["BLOCK_SIZE"] == 1024 and "sass" not in data
     assert data["registers_per_thread"] > 0 and data["occupancy"]["occupancy_pct"] > 0
+    assert data["max_threads_per_block"] == max_threads_per_block(data["registers_per_thread"])
     res = runner.invoke(app, ["inspect", str(VECTOR_ADD), "--arch", "hopper", "--json"])
     assert res.exit_code == 1 and json.loads(res.stdout)["error"] == "ContractError"
     res = runner.invoke(app, ["inspect", str(MATMUL), "--config", "BLOCK_M=256", "--config", "BLOCK_N=256",

@@ -40,6 +40,8 @@ def _human_static(r: Any) -> None:
     t = Table("quantity", "value")
     rows = [
         ("threads per block", f"{r.threads_per_block} ({r.num_warps} warps)"),
+        ("max threads per block", (f"{r.max_threads_per_block} (what {r.registers_per_thread} registers/thread "
+                                   f"allow)" if r.max_threads_per_block is not None else "— (arch limits unknown)")),
         ("num_stages", str(r.num_stages)),
         ("registers / thread", str(r.registers_per_thread)),
         ("spills", (f"{r.n_spills} (local {r.local_mem_bytes_per_thread} B/thread; spill stores/loads "
@@ -65,28 +67,69 @@ def _human_static(r: Any) -> None:
         out.print(f"[dim]note:[/] {note}")
 
 
+#: Short names of occupancy limiters and failure reasons for the ``--all-configs`` table (100 columns).
+_LIMITER_ABBR = {"registers": "regs", "shared_mem": "smem", "warps": "warps", "blocks": "blocks"}
+
+
+def _failure_code(r: Any) -> str:
+    """A short status for a failed config: ``OOR smem``, ``OOR threads``, ``OOR regs``, ``rejected``, ``compile``."""
+    if r.stage == "resources":
+        msg = r.message or ""
+        what = "smem" if "shared memory" in msg else "threads" if "threads" in msg else "regs"
+        return f"OOR {what}"
+    if r.stage == "capture":
+        return "rejected"
+    return r.stage
+
+
 def _human_space(space: Any) -> None:
+    """The ``--all-configs`` table: one row per config, narrow enough for 100 columns; failures listed below it."""
+    from rich import box
+
     from kernelpilot.cli import out
 
     names = list(space.results[0].config) if space.results else []
-    t = Table(f"config ({', '.join(names)})", "regs", "spills", "smem B", "occ %", "limiter", "HGMMA/HMMA/FFMA",
-              "LDG widths", "status", title=f"{Path(space.kernel_file).name} for {space.arch}")
-    for r in space.results:
-        values = ", ".join(str(r.config.get(n)) for n in names)
+    rows_values = [",".join(str(r.config.get(n)) for n in names) for r in space.results]
+    t = Table(title=f"{Path(space.kernel_file).name} for {space.arch}", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True)
+    # The config column never folds (the rest may): values joined by commas, named in the legend below.
+    t.add_column("config", no_wrap=True, min_width=max([len("config"), *map(len, rows_values)]))
+    for header in ("regs", "spill", "smem B", "max thr", "occ %", "limit", "hg/hm/ff", "LDG widths", "status"):
+        t.add_column(header)
+    failures = []
+    for values, r in zip(rows_values, space.results):
         if r.status == "ok":
             occ_pct, limiter = _occ(r)
             mix = r.instruction_mix
             t.add_row(values, str(r.registers_per_thread), str(r.n_spills), str(r.shared_mem_bytes),
-                      occ_pct, limiter, f"{mix.get('HGMMA', 0)}/{mix.get('HMMA', 0)}/{mix.get('FFMA', 0)}",
+                      str(r.max_threads_per_block or "—"), occ_pct, _LIMITER_ABBR.get(limiter, limiter),
+                      f"{mix.get('HGMMA', 0)}/{mix.get('HMMA', 0)}/{mix.get('FFMA', 0)}",
                       _fmt_widths(r.global_load_widths_bytes), "[green]ok[/]")
         else:
-            first = r.message.splitlines()[0][:90] if r.message else ""
-            t.add_row(values, str(r.registers_per_thread or "—"), "—", str(r.shared_mem_bytes or "—"), "—", "—", "—",
-                      "—", f"[red]{r.stage}: {r.error_type}[/] {first}")
+            code = _failure_code(r)
+            failures.append((values, r))
+            t.add_row(values, str(r.registers_per_thread or "—"), "—", str(r.shared_mem_bytes or "—"), "—", "—",
+                      "—", "—", "—", f"[red]{code}[/]")
     out.print(t)
+    for line in (f"config = {','.join(names)}",
+                 "spill = local memory in 4-byte words; max thr = largest block the registers allow",
+                 "hg/hm/ff = HGMMA/HMMA/FFMA instructions in the SASS; limit = occupancy limiter",
+                 "OOR = OutOfResources (Triton raises it at load); rejected = run_kernel refused the config"):
+        out.print(f"[dim]{line}[/]")
+    if failures:
+        out.print(f"[bold]failed configs[/] ({','.join(names)}):")
+        for values, r in failures:
+            first = r.message.splitlines()[0] if r.message else ""
+            out.print(f"  {values}: {r.stage} {r.error_type}: {first}", overflow="ellipsis", no_wrap=True,
+                      crop=True)
     what = (f"a sample of {space.n_inspected} of {space.n_configs_total} configs (seed {space.sample_seed}; "
             f"--limit)" if space.sampled else f"all {space.n_inspected} configs")
-    out.print(f"inspected {what}: {space.n_ok} ok, {space.n_failed} failed, {space.max_workers} processes, "
+    counts: dict[str, int] = {}
+    for _, r in failures:
+        code = _failure_code(r)
+        counts[code] = counts.get(code, 0) + 1
+    detail = "".join(f", {n} {code}" for code, n in sorted(counts.items()))
+    out.print(f"inspected {what}: {space.n_ok} ok, {space.n_failed} failed{detail}; {space.max_workers} processes, "
               f"{space.wall_s:.1f} s")
 
 

@@ -152,7 +152,10 @@ class StaticReport(BaseModel):
         compute_capability: (major, minor) of the target.
         triton_version: the Triton that compiled it.
         num_warps, num_stages: the effective compile options (Triton's defaults when the launch gave none).
-        threads_per_block: num_warps * 32 (max threads of the block).
+        threads_per_block: num_warps * 32, the block Triton launches (threads).
+        max_threads_per_block: the largest block this binary could launch with on the target, in threads, by the
+            driver's rule for ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` (see :func:`max_threads_per_block`); None
+            for an arch without known limits.
         grid: the launch grid captured (programs per axis).
         signature: Triton signature (``{"a_ptr": "*bf16", "M": "i32", "BLOCK_M": "constexpr"}``).
         constexprs: constexpr arguments by name (including integers specialized to 1).
@@ -199,6 +202,7 @@ class StaticReport(BaseModel):
     num_warps: int
     num_stages: int
     threads_per_block: int
+    max_threads_per_block: Optional[int] = None
     grid: list[int] = Field(default_factory=list)
     signature: dict[str, str] = Field(default_factory=dict)
     constexprs: dict[str, Any] = Field(default_factory=dict)
@@ -328,6 +332,52 @@ def default_arch() -> str:
     except Exception:  # a broken CUDA install behaves as no GPU here
         pass
     return DEFAULT_CPU_ARCH
+
+
+def max_threads_per_block(registers_per_thread: int, cc: tuple[int, int] = (9, 0)) -> int:
+    """The largest block, in threads, a kernel using ``registers_per_thread`` registers can launch with on ``cc``:
+    what the driver reports as ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` for the loaded function.
+
+    Rule: min(the hardware limit per block (1024 threads on sm_80/89/90), the threads the register file holds for
+    ONE block), the latter with the occupancy model's allocation granularity (``kernelpilot.profile.occupancy``):
+    registers per warp = ceil(32 R / 256) * 256; warps per sub-partition = floor(16384 / that) (65,536 registers
+    split over 4 sub-partitions); warps = that * 4; threads = warps * 32 (a whole number of warps).
+    Worked: R = 255 -> 8192 per warp -> 2 warps per sub-partition -> 256 threads; R = 128 -> 4096 -> 4 -> 512;
+    R = 96 -> 3072 -> 5 -> 640 (not 672: warps are allocated per sub-partition); R = 64 -> 2048 -> 8 -> 1024.
+
+    Sources: CUDA Driver API, ``cuFuncGetAttribute`` (https://docs.nvidia.com/cuda/cuda-driver-api/
+    group__CUDA__EXEC.html; the same words in the runtime's ``cudaFuncAttributes::maxThreadsPerBlock``): the attribute
+    is the most threads per block "beyond which a launch of the function would fail", depending "on both the function
+    and the device" -- the definition, not the formula. The formula: a block's registers must fit the register file
+    and the bound is a whole number of warps (the rule ROCm/hip PR #1676 gave ``hipFuncGetAttributes``,
+    https://github.com/ROCm/hip/pull/1676), with the allocation granularities of 256 registers per warp and warps per
+    sub-partition (kokkos PR #5739, https://github.com/kokkos/kokkos/pull/5739; the CUDA occupancy calculator as
+    PRODUCT.md "Occupancy" states it). Checked against the driver: the 41 configs of
+    docs/device-runs/2026-11-22-h100/occupancy_driver.json (H100, Triton 3.6; e.g. 164 registers -> 384, 96 -> 640,
+    70 -> 896) and, on the device, every example config (tests/test_occupancy_driver.py).
+
+    Args:
+        registers_per_thread: registers per thread (``cuobjdump`` REG, or the driver's ``CU_FUNC_ATTRIBUTE_NUM_REGS``);
+            0 means no register limit.
+        cc: compute capability (major, minor), one of :data:`kernelpilot.profile.occupancy.ARCH_LIMITS`.
+
+    Returns:
+        Threads per block (a multiple of 32, at most the hardware limit per block).
+
+    Raises:
+        ValueError: registers outside 0..255 (the per-thread maximum) or an unknown ``cc``.
+    """
+    from kernelpilot.profile.occupancy import limits_for
+
+    arch = limits_for(cc)
+    if registers_per_thread < 0 or registers_per_thread > arch.max_registers_per_thread:
+        raise ValueError(f"registers_per_thread={registers_per_thread} is outside 0..{arch.max_registers_per_thread}")
+    if registers_per_thread == 0:
+        return arch.max_threads_per_block
+    unit = arch.register_alloc_unit_per_warp
+    per_warp = -(-registers_per_thread * arch.warp_size_threads // unit) * unit
+    warps = (arch.registers_per_sm // arch.sub_partitions_per_sm // per_warp) * arch.sub_partitions_per_sm
+    return min(arch.max_threads_per_block, warps * arch.warp_size_threads)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -773,6 +823,7 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
     shared = cached["shared"]
     limit = _shared_limit_bytes(cc)
     occupancy: Optional[Occupancy] = None
+    max_threads: Optional[int] = None
     with tempfile.TemporaryDirectory(prefix="kp-static-") as tmp:
         cubin = Path(tmp) / "kernel.cubin"
         cubin.write_bytes(cached["cubin"])
@@ -791,6 +842,15 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
                          hint=f"{arch_name(cc)} allows {limit} bytes of shared memory per block; use smaller tiles or "
                               f"fewer num_stages", **fail_extra)
         if cc in ARCH_LIMITS:
+            max_threads = max_threads_per_block(regs, cc)
+            if threads > max_threads:
+                # Triton (3.9 ``CompiledKernel._init_handles``) raises OutOfResources(..., "threads") at load when the
+                # block exceeds the driver's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
+                from triton.runtime.autotuner import OutOfResources
+
+                return _fail(path, config, arch, "resources", OutOfResources(threads, max_threads, "threads"),
+                             hint=f"{regs} registers/thread allow at most {max_threads} threads per block on "
+                                  f"{arch_name(cc)}; use fewer warps", **fail_extra)
             occupancy = theoretical_occupancy(regs, shared, threads, cc)
             if occupancy.blocks_per_sm == 0:
                 return _fail(path, config, arch, "resources", error_type="OutOfResources",
@@ -799,7 +859,11 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
                              hint="use fewer warps or smaller tiles", **fail_extra)
         else:
             notes.append(f"no occupancy limits known for {arch_name(cc)}; occupancy not computed")
-        sass_text = _disassemble(cuobjdump, cubin, cached["cubin"])
+        if task.get("sass", True):
+            sass_text = _disassemble(cuobjdump, cubin, cached["cubin"])
+        else:
+            sass_text = ""
+            notes.append("SASS not read (sass=False): instruction mix and access widths are empty")
         # Spills live in the stack frame (STACK) with current ptxas (vector_add 4096 x 1 warp: STACK 168, LOCAL 0,
         # and ptxas -v: 168 B spill stores), so both count as local memory per thread.
         local = int(res.get("LOCAL", 0)) + int(res.get("STACK", 0))
@@ -846,7 +910,8 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
         n_spills=local // 4, spill_stores_bytes=None if spills is None else spills[0],
         spill_loads_bytes=None if spills is None else spills[1], stack_bytes_per_thread=int(res.get("STACK", 0)),
         shared_mem_bytes=shared, cubin_shared_bytes=int(res.get("SHARED", 0)), shared_mem_limit_bytes=limit,
-        occupancy=occupancy, instruction_mix=mix, opcode_counts=opcodes, n_instructions=len(instrs),
+        max_threads_per_block=max_threads, occupancy=occupancy, instruction_mix=mix, opcode_counts=opcodes,
+        n_instructions=len(instrs),
         global_load_widths_bytes=width_histogram(instrs, "LDG"), global_store_widths_bytes=width_histogram(instrs, "STG"),
         async_copy_widths_bytes=width_histogram(instrs, "LDGSTS"),
         uses_tensor_cores=any(i.base in MMA_OPCODES for i in instrs), compile_s=round(compile_s, 4),
@@ -859,8 +924,10 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
         stem = f"{kf.name}-{arch_name(cc)}-{key[:12]}"
         (out / f"{stem}.cubin").write_bytes(cached["cubin"])
         (out / f"{stem}.ptx").write_text(cached["ptx"])
-        (out / f"{stem}.sass").write_text(sass_text)
-        report.cubin_path, report.ptx_path, report.sass_path = (str(out / f"{stem}.{e}") for e in ("cubin", "ptx", "sass"))
+        report.cubin_path, report.ptx_path = str(out / f"{stem}.cubin"), str(out / f"{stem}.ptx")
+        if sass_text:
+            (out / f"{stem}.sass").write_text(sass_text)
+            report.sass_path = str(out / f"{stem}.sass")
     dumped = report.model_dump()
     dumped["sass"] = report.sass
     return dumped
@@ -897,10 +964,60 @@ def _without_interpreter_env() -> Iterator[None]:
             os.environ["TRITON_INTERPRET"] = saved
 
 
+def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
+               in_process: Optional[bool] = None) -> Iterator[tuple[int, StaticResult]]:
+    """Inspect prepared tasks and yield ``(index in tasks, result)`` as each finishes (completion order).
+
+    Tasks are handed to the workers in list order, so a caller can put the slow ones first. Closing the generator
+    early (``break``, a deadline) cancels the tasks not yet started and waits for the running ones.
+
+    Args:
+        tasks: one dict per config (see :func:`run_tasks`).
+        max_workers: processes for a pool (default: CPU cores, at most the task count).
+        in_process: see :func:`run_tasks`.
+
+    Yields:
+        ``(i, StaticReport | StaticFailure)`` for ``tasks[i]``.
+
+    Raises:
+        KernelRunError: a worker process died (see :func:`run_tasks`).
+    """
+    if not tasks:
+        return
+    if in_process is None:
+        in_process = len(tasks) == 1 and not _triton_tainted()
+    if in_process:
+        for i, t in enumerate(tasks):
+            yield i, _load(_safe_task(t))
+        return
+    from concurrent.futures.process import BrokenProcessPool
+
+    from kernelpilot.errors import KernelRunError
+
+    workers = max(1, min(max_workers or os.cpu_count() or 1, len(tasks)))
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    try:
+        with _without_interpreter_env():  # workers start while submitting (spawn starts them on demand)
+            futures = {pool.submit(_safe_task, t): i for i, t in enumerate(tasks)}
+        for future in as_completed(futures):
+            yield futures[future], _load(future.result())
+    except BrokenProcessPool as exc:
+        raise KernelRunError(
+            f"a static-inspection worker process died ({exc}): a compile crashed, ran out of memory, or the calling "
+            f"script re-ran its top level in the worker",
+            "scripts that call kernelpilot's Python API must guard their top level with "
+            "`if __name__ == \"__main__\":` (workers start with multiprocessing's spawn); try --workers 1") from exc
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def run_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
               in_process: Optional[bool] = None, progress: Optional[Callable[[int, int], None]] = None
               ) -> list[StaticResult]:
-    """Inspect prepared tasks (``{"kernel_path", "config", "arch", "shape", "keep_sass", "save_dir"}``), in order.
+    """Inspect prepared tasks, in order. A task is ``{"kernel_path", "config", "arch", "shape", "keep_sass",
+    "save_dir", "spill_bytes"}``, optionally ``"sass": False`` to skip the disassembly (~0.75 s a config; the
+    instruction mix is then empty).
 
     Args:
         tasks: one dict per config (see :func:`inspect_configs`, which builds them).
@@ -916,39 +1033,12 @@ def run_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
         KernelRunError: a worker process died (crash, out of memory, or a caller script without a
             ``__main__`` guard, which spawn-started workers re-run).
     """
-    if not tasks:
-        return []
-    if in_process is None:
-        in_process = len(tasks) == 1 and not _triton_tainted()
-    if in_process:
-        out: list[StaticResult] = []
-        for t in tasks:
-            out.append(_load(_safe_task(t)))
-            if progress:
-                progress(len(out), len(tasks))
-        return out
-    from concurrent.futures.process import BrokenProcessPool
-
-    from kernelpilot.errors import KernelRunError
-
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(tasks)))
-    ctx = multiprocessing.get_context("spawn")
-    try:
-        with _without_interpreter_env(), ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                                             initializer=_worker_init) as pool:
-            futures = {pool.submit(_safe_task, t): i for i, t in enumerate(tasks)}
-            results: list[dict[str, Any]] = [{} for _ in tasks]
-            for done, future in enumerate(as_completed(futures), 1):
-                results[futures[future]] = future.result()
-                if progress:
-                    progress(done, len(tasks))
-    except BrokenProcessPool as exc:
-        raise KernelRunError(
-            f"a static-inspection worker process died ({exc}): a compile crashed, ran out of memory, or the calling "
-            f"script re-ran its top level in the worker",
-            "scripts that call kernelpilot's Python API must guard their top level with "
-            "`if __name__ == \"__main__\":` (workers start with multiprocessing's spawn); try --workers 1") from exc
-    return [_load(r) for r in results]
+    results: list[Optional[StaticResult]] = [None] * len(tasks)
+    for done, (i, result) in enumerate(iter_tasks(tasks, max_workers=max_workers, in_process=in_process), 1):
+        results[i] = result
+        if progress:
+            progress(done, len(tasks))
+    return results  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------------------------------------------------
