@@ -25,8 +25,13 @@ from kernelpilot.hardware.specs import (
     find_spec,
     list_specs,
     load_spec_file,
+    PACKAGE_ONLY_METRICS,
+    is_package_split_metric,
     match_device,
     measured_dir,
+    per_device_name,
+    per_device_spec,
+    source_is_citable,
 )
 
 SHIPPED = sorted(p for p in SPECS_DIR.glob("*.md") if p.name.lower() != "readme.md")
@@ -77,9 +82,6 @@ REQUIRED_GPUS = {
 }
 #: Values every shipped file must have: the two roofline inputs and the board power.
 ALWAYS = ("memory_gb", "dram_bandwidth_gbps", "tdp_w")
-#: Files without any sourced peak rate (no vendor document with the numbers was reachable); their roofline
-#: fails with a SpecError naming the missing peak (tests/test_roofline.py).
-NO_PEAK_SOURCED = {"Max-1550"}
 
 
 def test_shipped_files_exist():
@@ -105,6 +107,7 @@ def test_every_shipped_value_loads_with_a_source(path):
             assert value.value > 0
             # a source is a document title with a URL (or, for device queries, a provenance line)
             assert "http" in value.source or "device query" in value.source, (metric, value.source)
+            assert source_is_citable(value.source), (metric, value.source)
         if "_dense_" in metric and first.derived and "sparse" in first.note + first.source:
             # a dense rate derived from a quoted sparse one is exactly half of it (dense and sparse kept apart)
             sparse = spec.values.get(metric.replace("_dense_", "_sparse_"))
@@ -112,7 +115,8 @@ def test_every_shipped_value_loads_with_a_source(path):
             assert first.value == pytest.approx(sparse.value / 2, rel=0.01), metric
     for metric in ALWAYS:
         assert metric in spec.values, (path.name, metric)
-    assert any(m.startswith("peak_") for m in spec.values) == (path.stem not in NO_PEAK_SOURCED), path.name
+    # every shipped GPU has at least one sourced peak, so a roofline on it can resolve some compute unit
+    assert any(m.startswith("peak_") for m in spec.values), path.name
 
 
 def test_shipped_conflicts_are_flagged_not_averaged():
@@ -268,10 +272,28 @@ def test_match_device_names(device, name):
     assert match_device(device).name == name
 
 
-@pytest.mark.parametrize("device", ["NVIDIA H200 NVL", "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "NVIDIA A800 80GB PCIe"])
-def test_match_device_refuses_unlisted_variants(device):
-    with pytest.raises(SpecError):
+@pytest.mark.parametrize(
+    "device, close",
+    [
+        ("NVIDIA H200 NVL", "H200"),  # the NVL board has its own power and rates; no file for it
+        ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", "H100-SXM"),
+        ("NVIDIA A800 80GB PCIe", "A100-PCIe"),
+        # the 40 GB PCIe A100 has 1555 GB/s; A100-PCIe.md is the 80 GB card (1935 GB/s): refuse, never borrow
+        ("NVIDIA A100-PCIE-40GB", "A100-PCIe"),
+    ],
+)
+def test_match_device_refuses_unlisted_variants(device, close):
+    with pytest.raises(SpecError) as info:
         match_device(device)
+    assert device in info.value.message and close in info.value.hint
+
+
+def test_bare_h100_is_refused_naming_every_h100_board():
+    """'NVIDIA H100' starts the names of three boards with different bandwidth and rates: refuse and name them."""
+    with pytest.raises(SpecError) as info:
+        match_device("NVIDIA H100")
+    hint = info.value.hint
+    assert "H100-NVL, H100-PCIe, H100-SXM" in hint and "--gpu" in hint
 
 
 def test_unknown_gpu_lists_closest_and_how_to_add():
@@ -427,3 +449,132 @@ def test_vendor_arch_and_thread_units(tmp_path):
         load_spec_file(_write(tmp_path, GOOD.replace("aliases:", "vendor: ATI\naliases:")))
     with pytest.raises(SpecError, match=r"unknown source key \[nope\] on arch"):
         load_spec_file(_write(tmp_path, GOOD.replace("aliases:", "arch: gfx90a [nope]\naliases:")))
+
+
+# ------------------------------------------------------------------ citable sources
+
+
+@pytest.mark.parametrize(
+    "source_text",
+    [
+        "trust me",
+        "A datasheet",
+        "NVIDIA H100 datasheet (2024)",
+    ],
+)
+def test_value_whose_source_has_no_url_and_no_locator_is_refused(tmp_path, source_text):
+    path = _write(tmp_path, GOOD.replace("A datasheet — https://example.com/datasheet", source_text))
+    with pytest.raises(SpecError) as info:
+        load_spec_file(path)
+    err = info.value
+    # file and the first value line citing it (line 9: sm_count), the metric, the source key and its line
+    assert f"{path.resolve()}:9:" in err.message
+    assert "'sm_count' cites [doc] (line 6)" in err.message
+    assert "neither a URL nor a table/page/section locator" in err.message
+    assert "URL" in err.hint and "table, page or section" in err.hint and "line 6" in err.hint
+
+
+@pytest.mark.parametrize(
+    "source_text",
+    [
+        "A datasheet — https://example.com/datasheet",
+        "NVIDIA H100 datasheet, Table 3 (print copy)",
+        "AMD CDNA 3 white paper, p. 14",
+        "CUDA guide §5.2",
+        "device query on our own node, 2026-11-22, torch.cuda.get_device_properties(0)",
+    ],
+)
+def test_value_with_url_or_locator_or_device_query_loads(tmp_path, source_text):
+    path = _write(tmp_path, GOOD.replace("A datasheet — https://example.com/datasheet", source_text))
+    assert load_spec_file(path).get("sm_count").source == source_text
+
+
+def test_measured_provenance_needs_no_url():
+    text = "measured 2026-11-22T03:15:33+00:00; method: torch copy; n_samples: 30; median: 4200 GB/s"
+    assert not source_is_citable(text)  # the rule is for datasheet files; measured files cite their provenance
+
+
+# ------------------------------------------------------------------ one device of a multi-device package
+
+
+def test_mi250x_package_and_one_gcd():
+    package = find_spec("MI250X")
+    assert package.devices_per_package == 2 and package.device_unit == "GCD"
+    assert per_device_name(package) == "MI250X-GCD"
+    gcd = per_device_spec(package)
+    assert gcd.name == "MI250X-GCD" and gcd.package_of == "MI250X" and gcd.devices_per_package == 1
+    for metric, value in package.values.items():
+        if metric in PACKAGE_ONLY_METRICS:
+            assert metric not in gcd.values, metric  # power and external links are not split by guessing
+        elif is_package_split_metric(metric):
+            half = gcd.values[metric]
+            assert half.value == pytest.approx(value.value / 2), metric
+            assert half.note.startswith("derived: package value") and half.derived
+            assert (half.path, half.line) == (value.path, value.line)  # still cites the package line
+            assert half.cite().startswith(f"{metric}: {half.value_text} ")
+        else:
+            assert gcd.values[metric].value == value.value, metric  # per-CU limits and clocks stay whole
+    assert gcd.get("dram_bandwidth_gbps").value == pytest.approx(1638.4)
+    assert gcd.get("memory_gb").value == 64 and gcd.get("sm_count").value == 110
+    h200 = find_spec("H200")
+    assert per_device_spec(h200) is h200  # one device per package: the spec itself
+
+
+def test_device_names_match_one_die_and_package_names_match_the_file():
+    assert match_device("AMD Instinct MI250X").name == "MI250X-GCD"
+    assert match_device("Intel(R) Data Center GPU Max 1550").name == "Max-1550-stack"
+    assert find_spec("MI250X").name == "MI250X"  # the file: the whole package
+    assert find_spec("mi250x-gcd").name == "MI250X-GCD"
+    stack = find_spec("Max-1550-stack")
+    card = find_spec("Max-1550")
+    for metric in ("peak_bf16_tensor_dense_tflops", "dram_bandwidth_gbps", "memory_gb", "peak_fp64_tflops"):
+        assert stack.get(metric).value == pytest.approx(card.get(metric).value / 2), metric
+    assert match_device("AMD Instinct MI300X").name == "MI300X"  # one device per package: unchanged
+
+
+def test_roofline_on_one_device_uses_halved_ceilings():
+    from kernelpilot.hardware.roofline import compute_roofline
+
+    card = compute_roofline(2 * 4096**3, 3 * 4096 * 4096 * 2, "bf16_tensor", find_spec("Max-1550"))
+    stack = compute_roofline(2 * 4096**3, 3 * 4096 * 4096 * 2, "bf16_tensor", match_device("Intel(R) Data Center GPU Max 1550"))
+    assert stack.floor_ns == pytest.approx(2 * card.floor_ns)
+    assert stack.gpu == "Max-1550-stack" and stack.citations[0].startswith("peak_bf16_tensor_dense_tflops: 419.43 ")
+
+
+def test_measured_on_one_gcd_is_kept_whole_and_package_measure_is_refused(tmp_path):
+    folder = measured_dir()
+    folder.mkdir(parents=True)
+    body = ("# m\nkind: measured\nspec: {spec}\n\n## Sources\n[m]: measured 2026-11-22 on one GCD\n\n## Values\n"
+            "- measured_copy_bandwidth_gbps: 1300 GB/s [m]\n")
+    (folder / "MI250X-GCD.md").write_text(body.format(spec="MI250X-GCD"), encoding="utf-8")
+    gcd = match_device("AMD Instinct MI250X")
+    assert gcd.measured["measured_copy_bandwidth_gbps"].value == 1300  # measured per device: never divided
+    assert gcd.ceiling("dram_bandwidth_gbps", "measured_copy_bandwidth_gbps").value == 1300
+    assert not find_spec("MI250X").measured  # the package's own measured ceilings stay empty
+    (folder / "MI250X.md").write_text(body.format(spec="MI250X"), encoding="utf-8")
+    with pytest.raises(SpecError, match="a measurement runs on one device") as info:
+        list_specs()
+    assert "spec: MI250X-GCD" in info.value.hint
+
+
+@pytest.mark.parametrize(
+    "header, words",
+    [
+        ("devices_per_package: two [doc]", "not a whole number"),
+        ("devices_per_package: 0 [doc]", "not a whole number"),
+        ("devices_per_package: 2", "has no source"),
+        ("devices_per_package: 2 [nope]", "unknown source key [nope] on devices_per_package"),
+        ("device_unit: two words", "one word"),
+    ],
+)
+def test_bad_package_headers_are_refused(tmp_path, header, words):
+    with pytest.raises(SpecError, match=re.escape(words)):
+        load_spec_file(_write(tmp_path, GOOD.replace("aliases:", header + "\naliases:")))
+
+
+def test_package_header_in_temp_file_splits_values(tmp_path):
+    spec = load_spec_file(_write(tmp_path, GOOD.replace("aliases:", "devices_per_package: 2 [doc]\ndevice_unit: tile\naliases:")))
+    one = per_device_spec(spec)
+    assert one.name == "TestGPU-tile"
+    assert one.get("dram_bandwidth_gbps").value == 500 and one.get("peak_fp32_tflops").value == 10
+    assert one.get("sm_count").value == 5

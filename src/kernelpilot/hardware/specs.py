@@ -28,6 +28,14 @@ File format (one value per line, each with its source)::
   provenance). A note starting with ``derived`` marks a value computed from the source (for example
   the dense half of a sparse tensor rate) rather than read off it.
 * ``vendor:`` (NVIDIA, AMD, Intel) and ``arch:`` (e.g. ``gfx942 [key]``) are optional header lines.
+* ``devices_per_package: 2 [key]`` (optional, default 1) says the file's values are for a package that the
+  system shows as that many devices (AMD MI250X: two GCDs; Intel Max 1550: two stacks), and ``device_unit:``
+  names one of them (``GCD``, ``stack``). :func:`per_device_spec` divides the package ceilings by that count;
+  :func:`match_device` applies it, since a process runs on one device.
+* A datasheet value's source must be citable: its ``## Sources`` text gives a URL (``http...``) or says
+  ``device query`` (a first-hand reading of the device), or names where in the document the value is
+  (a table, page, section, appendix, figure, row, column or footnote). ``[x]: trust me`` is refused at load
+  time (:func:`source_is_citable`). Measured files cite their provenance instead.
 * The unit must fit the metric's suffix (units in names): ``_gbps`` GB/s, ``_tflops`` TFLOP/s,
   ``_tops`` TOP/s, ``_mb`` MB, ``_kb`` KB, ``_gb`` GB, ``_mhz`` MHz, ``_w`` W; other metrics are counts:
   ``registers`` when the name says registers, ``warps`` for warps, ``blocks`` for blocks, else ``count``.
@@ -72,6 +80,12 @@ __all__ = [
     "user_specs_dir",
     "measured_dir",
     "load_spec_file",
+    "source_is_citable",
+    "PACKAGE_SPLIT_METRICS",
+    "PACKAGE_ONLY_METRICS",
+    "is_package_split_metric",
+    "per_device_name",
+    "per_device_spec",
     "list_specs",
     "find_spec",
     "match_device",
@@ -103,7 +117,21 @@ _VALUE_RE = re.compile(r"^[-*+]\s+(?P<metric>[^:\s]+)\s*:\s*(?P<rest>.*?)\s*$")
 _VALUE_REST_RE = re.compile(
     r"^(?P<value>[^\s\[]+)(?:\s+(?P<unit>[^\s\[]+))?(?:\s*\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$"
 )
-_HEADER_RE = re.compile(r"^(?P<key>aliases|compute_capability|kind|spec|vendor|arch)\s*:\s*(?P<value>.*?)\s*$")
+_HEADER_RE = re.compile(
+    r"^(?P<key>aliases|compute_capability|kind|spec|vendor|arch|devices_per_package|device_unit)\s*:\s*(?P<value>.*?)\s*$"
+)
+_DPP_RE = re.compile(r"^(?P<n>\d+)\s*(?:\[(?P<key>[^\]]*)\])?\s*(?P<note>.*)$")
+_DEVICE_UNIT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+#: A URL in a source's text.
+_URL_RE = re.compile(r"https?://\S+")
+#: The marker of a first-hand reading of the device (its own provenance, no document to point into).
+_DEVICE_QUERY_RE = re.compile(r"device\s*query", re.IGNORECASE)
+#: Words that say where in a document a value is (kernelpilot's own list).
+_LOCATOR_RE = re.compile(
+    r"(\b(?:table|tables|page|pages|section|sections|appendix|figure|fig\.|chapter|row|rows|column|columns|"
+    r"footnote|footnotes|endnote|endnotes|slide)\b|\bp\.\s*\d|\bpp\.\s*\d|§\s*\d)",
+    re.IGNORECASE,
+)
 _VENDORS = ("NVIDIA", "AMD", "Intel")
 #: Two sources "agree" on a metric when they differ by at most this fraction of the first; kernelpilot's own rule.
 CONFLICT_TOLERANCE = 0.01
@@ -155,6 +183,22 @@ def format_number(value: float) -> str:
     if "e" in text and math.isfinite(value):
         text = f"{value:.6f}".rstrip("0").rstrip(".")
     return text
+
+
+def source_is_citable(text: str) -> bool:
+    """Whether a datasheet source's text lets a reader find the value again.
+
+    Args:
+        text: the text after ``[key]:`` under ``## Sources``.
+
+    Returns:
+        True when the text gives a URL (``http://`` or ``https://``), says ``device query`` (a first-hand
+        reading of the device: its provenance is the citation), or names where in a document the value
+        is: a table, page (``p. 12``, ``pp. 3``), section (``§2.2``), appendix, figure, chapter, row,
+        column, footnote, endnote or slide. ``trust me`` or a bare title is False. The word list is
+        kernelpilot's own rule (issue 5: every value cited with document, URL, table or page). Raises nothing.
+    """
+    return bool(_URL_RE.search(text) or _DEVICE_QUERY_RE.search(text) or _LOCATOR_RE.search(text))
 
 
 def display_path(path: str | os.PathLike[str]) -> str:
@@ -265,6 +309,14 @@ class GpuSpec(BaseModel):
         arch: the ISA target the vendor names (``gfx942``, ``pvc``), or None.
         path: the datasheet file as citations name it.
         kind: ``datasheet`` or ``measured`` (what :func:`load_spec_file` read).
+        devices_per_package: how many devices the system shows for one package whose values the file
+            gives (1 for most GPUs; 2 for an MI250X's two GCDs or a Max 1550's two stacks), from the file's
+            ``devices_per_package:`` line; see :func:`per_device_spec`.
+        device_unit: what one of those devices is called (``GCD``, ``stack``; ``device`` by default).
+        package_of: for a per-device view made by :func:`per_device_spec`, the package spec's name; else None.
+        device_measured: measured ceilings of ONE device of a multi-device package (a measured file naming
+            the per-device spec, e.g. ``MI250X-GCD``); :func:`per_device_spec` uses them as they are (never
+            divided), and the package's own ``measured`` stays empty of them.
     """
 
     name: str
@@ -277,6 +329,10 @@ class GpuSpec(BaseModel):
     kind: Literal["datasheet", "measured"] = "datasheet"
     vendor: str = "NVIDIA"
     arch: str | None = None
+    devices_per_package: int = 1
+    device_unit: str = "device"
+    package_of: str | None = None
+    device_measured: dict[str, SpecValue] = Field(default_factory=dict)
 
     def conflicts(self) -> list[SpecValue]:
         """The datasheet values whose sources disagree (:attr:`SpecValue.conflict`), in metric order."""
@@ -366,6 +422,9 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
     arch_key: tuple[str, int] | None = None
     kind = "datasheet"
     spec_name = file.stem
+    devices_per_package = 1
+    dpp_key: tuple[str, int] | None = None
+    device_unit = "device"
     section = ""  # "" before the first "##" heading
     sources: dict[str, tuple[str, int]] = {}
     raw_values: list[tuple[int, str, str]] = []  # (line, metric, rest)
@@ -414,6 +473,22 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
                 arch = name.strip()
                 if rest:
                     arch_key = (rest.split("]", 1)[0].strip(), number)
+            elif key == "devices_per_package":
+                dpp = _DPP_RE.match(value)
+                if not dpp or int(dpp.group("n")) < 1:
+                    raise _fail(shown, number, f"devices_per_package '{value}' is not a whole number of 1 or more",
+                                "write e.g. 'devices_per_package: 2 [source key]' (devices the system shows per package)")
+                devices_per_package = int(dpp.group("n"))
+                if dpp.group("key") is None or not dpp.group("key").strip():
+                    raise _fail(shown, number, "devices_per_package has no source",
+                                "cite where the vendor says how many devices one package shows: "
+                                "'devices_per_package: 2 [source key]'")
+                dpp_key = (dpp.group("key").strip(), number)
+            elif key == "device_unit":
+                if not _DEVICE_UNIT_RE.match(value):
+                    raise _fail(shown, number, f"device_unit '{value}' is not one word of letters and digits",
+                                "write e.g. 'device_unit: GCD' or 'device_unit: stack'")
+                device_unit = value
             elif key == "spec":
                 if not value:
                     raise _fail(shown, number, "'spec:' names no GPU", "write e.g. 'spec: H200'")
@@ -445,7 +520,7 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
                             "write values as '- <metric>: <value> <unit> [<source key>]'")
             raw_values.append((number, val.group("metric"), val.group("rest")))
 
-    for header_key, header in ((cc_key, "compute_capability"), (arch_key, "arch")):
+    for header_key, header in ((cc_key, "compute_capability"), (arch_key, "arch"), (dpp_key, "devices_per_package")):
         if header_key is not None and header_key[0] not in sources:
             raise _fail(shown, header_key[1], f"unknown source key [{header_key[0]}] on {header}",
                         f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
@@ -484,6 +559,15 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
         if key not in sources:
             raise _fail(shown, number, f"unknown source key [{key}] for '{metric}'",
                         f"define it under '## Sources'; keys defined: {', '.join(sorted(sources)) or 'none'}")
+        if kind == "datasheet" and not source_is_citable(sources[key][0]):
+            raise _fail(
+                shown, number,
+                f"'{metric}' cites [{key}] (line {sources[key][1]}), whose source gives neither a URL nor a "
+                "table/page/section locator",
+                f"add the document's URL (https://...) and where in it the value is (table, page or section) to "
+                f"line {sources[key][1]}: '[{key}]: <document title>, <table/page/section> — <URL>'; a first-hand "
+                "reading of the device says 'device query' and how it was read",
+            )
         if kind == "datasheet" and metric.startswith("measured_"):
             raise _fail(shown, number, f"measured metric '{metric}' in a datasheet file",
                         "measured ceilings go in a 'kind: measured' file under specs/measured/")
@@ -510,6 +594,9 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
                         "keep one value per metric per source; a second source for the same metric needs its own key")
         parsed[metric] = first.model_copy(update={"alternatives": [*first.alternatives, entry]})
 
+    if kind == "measured" and (devices_per_package != 1 or dpp_key is not None):
+        raise _fail(shown, dpp_key[1] if dpp_key else None, "devices_per_package in a measured file",
+                    "measured ceilings are per device; name the per-device spec on the 'spec:' line instead")
     if not parsed and kind == "datasheet":
         raise _fail(shown, None, "no values found",
                     "put value lines '- <metric>: <value> <unit> [<source key>]' under a '## Values' heading")
@@ -524,7 +611,91 @@ def load_spec_file(path: str | os.PathLike[str]) -> GpuSpec:
         kind=kind,  # type: ignore[arg-type]
         vendor=vendor,
         arch=arch,
+        devices_per_package=devices_per_package,
+        device_unit=device_unit,
     )
+
+
+# ----------------------------------------------------------------------------------------------------
+# one device of a multi-device package
+
+#: Package ceilings that one device of an N-device package has 1/N of (besides every ``peak_*`` rate):
+#: its compute units, memory, memory bandwidth and cache belong to one die each (AMD CDNA 2 white paper,
+#: "Scaling the Memory Hierarchy"; Intel oneAPI GPU optimization guide, "Multi-Stack GPU Architecture").
+PACKAGE_SPLIT_METRICS: frozenset[str] = frozenset(
+    {"sm_count", "memory_gb", "dram_bandwidth_gbps", "l2_cache_mb", "last_level_cache_mb"}
+)
+#: Package values that cannot be split per device from the datasheet (power, external links are shared or
+#: unevenly wired); the per-device view leaves them out rather than guess.
+PACKAGE_ONLY_METRICS: frozenset[str] = frozenset({"tdp_w", "interconnect_bandwidth_gbps", "pcie_bandwidth_gbps"})
+
+
+def is_package_split_metric(metric: str) -> bool:
+    """True for a metric one device of a multi-device package has a share of: every ``peak_*`` rate
+    (TFLOP/s, TOP/s) and :data:`PACKAGE_SPLIT_METRICS` (count, GB, GB/s, MB). Per-SM, per-thread and clock
+    metrics are False (each device has them whole). Raises nothing."""
+    return metric.startswith("peak_") or metric in PACKAGE_SPLIT_METRICS
+
+
+def per_device_name(spec: GpuSpec) -> str:
+    """The name of one device of ``spec``'s package: ``<name>-<device_unit>`` (``MI250X-GCD``,
+    ``Max-1550-stack``); ``spec.name`` itself when the package is one device. Raises nothing."""
+    if spec.devices_per_package <= 1:
+        return spec.name
+    return f"{spec.name}-{spec.device_unit}"
+
+
+def _split_value(value: SpecValue, n: int, unit_name: str) -> SpecValue:
+    share = value.value / n
+    text = format_number(share)
+    original = value.value_text or format_number(value.value)
+    why = f"derived: package value {original} {value.unit} / {n} ({unit_name}s per package)"
+    return value.model_copy(update={
+        "value": share,
+        "value_text": text,
+        "note": why + (f"; {value.note}" if value.note else ""),
+        "alternatives": [_split_value(alt, n, unit_name) for alt in value.alternatives],
+    })
+
+
+def per_device_spec(spec: GpuSpec) -> GpuSpec:
+    """The ceilings of ONE device of a package the system shows as several devices.
+
+    An MI250X module is two GCDs and a Max 1550 card two stacks, each listed by ROCm / Level Zero as its
+    own device with its own memory and memory bandwidth (see the files' ``devices_per_package:`` sources);
+    a kernel launched on one of them gets 1/N of the package's quoted rates. This view divides every
+    :func:`is_package_split_metric` value (peaks in TFLOP/s or TOP/s, bandwidth in GB/s, memory in GB, L2
+    in MB, compute units) by ``devices_per_package``, notes ``derived: package value X / N`` on each, and
+    keeps the citation of the package line (``path:line``). Per-SM/per-thread limits and clocks stay whole;
+    :data:`PACKAGE_ONLY_METRICS` (power, external links) are left out. The package's measured ceilings are
+    not used (none can be measured on a package); ``spec.device_measured`` (measured on one device)
+    becomes the view's ``measured``, undivided.
+
+    Args:
+        spec: a spec from :func:`list_specs` / :func:`find_spec`.
+
+    Returns:
+        ``spec`` itself when ``devices_per_package`` is 1; else a new spec named :func:`per_device_name`
+        with ``package_of`` set to the package's name and ``devices_per_package`` 1. Raises nothing.
+    """
+    n = spec.devices_per_package
+    if n <= 1:
+        return spec
+    values = {
+        metric: _split_value(value, n, spec.device_unit) if is_package_split_metric(metric) else value
+        for metric, value in spec.values.items()
+        if metric not in PACKAGE_ONLY_METRICS
+    }
+    return spec.model_copy(update={
+        "name": per_device_name(spec),
+        "title": f"{spec.title} — one {spec.device_unit} (1 of {n} devices per package)",
+        "aliases": [],
+        "values": values,
+        "measured": dict(spec.device_measured),
+        "device_measured": {},
+        "devices_per_package": 1,
+        "package_of": spec.name,
+    })
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -588,31 +759,71 @@ def list_specs() -> list[GpuSpec]:
                     hint="measured files start with 'kind: measured'; move datasheets up one folder",
                 )
             target = index.get(_norm(found.name))
+            package = _device_index(specs).get(_norm(found.name))
+            if target is None and package is not None:
+                package.device_measured.update(found.measured)  # measured on one device: never divided
+                continue
             if target is None:
                 raise SpecError(
                     f"{found.path}: measured ceilings for unknown GPU '{found.name}'",
                     hint=f"known GPUs: {', '.join(sorted(by_name))}; fix its 'spec:' line or add a datasheet file",
                 )
+            if target.devices_per_package > 1:
+                raise SpecError(
+                    f"{found.path}: measured ceilings for '{found.name}', a package of {target.devices_per_package} "
+                    "devices; a measurement runs on one device",
+                    hint=f"name the device on the file's 'spec:' line: 'spec: {per_device_name(target)}'",
+                )
             target.measured.update(found.measured)
     return sorted(specs, key=lambda s: s.name)
 
 
+def _device_index(specs: list[GpuSpec]) -> dict[str, GpuSpec]:
+    """Per-device names (``MI250X-GCD``) of multi-device packages -> the package spec."""
+    return {_norm(per_device_name(s)): s for s in specs if s.devices_per_package > 1}
+
+
+def _labels(spec: GpuSpec) -> list[str]:
+    labels = [spec.name, *spec.aliases]
+    if spec.devices_per_package > 1:
+        labels.append(per_device_name(spec))
+    return labels
+
+
 def _closest(query: str, specs: list[GpuSpec]) -> list[str]:
-    labels: dict[str, str] = {}
+    """Up to four spec names whose name or an alias is most like ``query`` (difflib ratio >= 0.4), best first."""
+    q = _norm(query)
+    scored: list[tuple[float, str]] = []
     for spec in specs:
-        for label in [spec.name, *spec.aliases]:
-            labels.setdefault(_norm(label), label)
-    close = difflib.get_close_matches(_norm(query), list(labels), n=4, cutoff=0.4)
-    return [labels[c] for c in close]
+        best = max(difflib.SequenceMatcher(None, q, _norm(label)).ratio() for label in _labels(spec))
+        if best >= 0.4:
+            scored.append((best, spec.name))
+    return [name for _, name in sorted(scored, key=lambda t: (-t[0], t[1]))[:4]]
+
+
+def _prefix_of(query: str, specs: list[GpuSpec]) -> list[str]:
+    """Spec names with a name or alias that starts with ``query`` (a name several boards share the start of)."""
+    q = _norm(query)
+    if len(q) < 4:
+        return []
+    return sorted({spec.name for spec in specs for label in _labels(spec) if _norm(label).startswith(q)})
 
 
 def _unknown(query: str, specs: list[GpuSpec], what: str) -> SpecError:
-    close = _closest(query, specs)
+    shared = _prefix_of(query, specs)
+    close = [name for name in _closest(query, specs) if name not in shared]
     names = ", ".join(s.name for s in specs) or "none"
-    closest = f"closest known: {', '.join(close)}. " if close else ""
+    lead = ""
+    if len(shared) > 1:
+        lead = (f"'{query}' is the start of the names of {len(shared)} boards with different ceilings: "
+                f"{', '.join(shared)}; pass the one you have (--gpu NAME). ")
+    elif shared:
+        lead = f"closest known: {shared[0]}. "
+    closest = f"closest known: {', '.join(close)}. " if close and not lead else (
+        f"also close: {', '.join(close)}. " if close else "")
     return SpecError(
         f"unknown GPU {what}'{query}': no spec file names it",
-        hint=f"{closest}Known GPUs: {names}. " + _HOW_TO_ADD.format(dir=user_specs_dir()),
+        hint=f"{lead}{closest}Known GPUs: {names}. " + _HOW_TO_ADD.format(dir=user_specs_dir()),
     )
 
 
@@ -620,7 +831,9 @@ def find_spec(name_or_alias: str) -> GpuSpec:
     """The spec whose name or an alias matches, ignoring case, spaces, dashes and underscores.
 
     Args:
-        name_or_alias: e.g. ``H200``, ``h100-sxm``, ``NVIDIA H100 PCIe``.
+        name_or_alias: e.g. ``H200``, ``h100-sxm``, ``NVIDIA H100 PCIe``; or the per-device name of a
+            multi-device package (``MI250X-GCD``, ``Max-1550-stack``), which returns
+            :func:`per_device_spec` of it. A file's own name or alias returns the file's (package) values.
 
     Raises:
         SpecError: no spec matches (the hint names the closest entries, by :mod:`difflib`, and how to add
@@ -628,9 +841,12 @@ def find_spec(name_or_alias: str) -> GpuSpec:
     """
     specs = list_specs()
     spec = _name_index(specs).get(_norm(name_or_alias))
-    if spec is None:
-        raise _unknown(name_or_alias, specs, "")
-    return spec
+    if spec is not None:
+        return spec
+    package = _device_index(specs).get(_norm(name_or_alias))
+    if package is not None:
+        return per_device_spec(package)
+    raise _unknown(name_or_alias, specs, "")
 
 
 def match_device(device_name: str) -> GpuSpec:
@@ -639,7 +855,12 @@ def match_device(device_name: str) -> GpuSpec:
     Exact match on name or alias after normalising case, spaces, dashes and underscores, so
     ``NVIDIA H100 80GB HBM3`` (the SXM5 board; the PCIe card uses HBM2e and reports ``NVIDIA H100 PCIe``),
     ``NVIDIA H100 PCIe`` and ``NVIDIA H200`` each find their file. No partial matching: a MIG slice or an
-    unlisted variant (``NVIDIA H200 NVL``) has other ceilings and must not borrow a neighbour's.
+    unlisted variant (``NVIDIA H200 NVL``, ``NVIDIA A100-PCIE-40GB``), or a name several boards report
+    (a bare ``NVIDIA H100``), has other or unknown ceilings and must not borrow a neighbour's.
+
+    A device that is one die of a multi-device package (an MI250X GCD, a Max 1550 stack in Level Zero's
+    default flat hierarchy) reports the package's name; since a process runs on that one device, the
+    result is :func:`per_device_spec` of the file (``MI250X-GCD``: half the bandwidth, peaks and memory).
 
     Raises:
         SpecError: no spec lists the name (hint: closest entries and how to add the name or a file).
@@ -648,4 +869,4 @@ def match_device(device_name: str) -> GpuSpec:
     spec = _name_index(specs).get(_norm(device_name))
     if spec is None:
         raise _unknown(device_name, specs, "device ")
-    return spec
+    return per_device_spec(spec)
