@@ -65,3 +65,36 @@ def test_cli_show_and_cite_json():
     assert cited.exit_code == 0 and json.loads(cited.output)["value"]["value"] > 0
     bad = runner.invoke(app, ["specs", "cite", "sm_count", "--gpu", "nonesuch", "--json"])
     assert bad.exit_code == 1 and "unknown GPU" in json.loads(bad.output)["message"]
+
+
+def test_cli_show_names_the_datasheet_metric_of_each_measured_row_and_keeps_source_keys(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    shown = CliRunner().invoke(app, ["specs", "show", "H100-SXM"])
+    assert shown.exit_code == 0, shown.output
+    text = shown.output
+    # source keys in brackets are printed, not eaten as rich markup
+    assert "[h100-datasheet]" in text and "[hopper-tuning]" in text
+    # the measured bf16 GEMM appears once per datasheet metric it stands in for, each row naming that metric
+    rows = [line for line in text.splitlines() if "measured_bf16_gemm_tflops" in line]
+    assert len(rows) == 2
+    assert any("peak_bf16_tensor_dense_tflops" in r for r in rows) and any("peak_fp16_tensor_dense_tflops" in r for r in rows)
+    spec = find_spec("H100-SXM")
+    gemm, peak = spec.measured["measured_bf16_gemm_tflops"], spec.values["peak_bf16_tensor_dense_tflops"]
+    for row in rows:  # datasheet value, measured value and ratio on the row
+        assert "989.5 TFLOP/s" in row and f"{gemm.value_text} TFLOP/s" in row and f"{gemm.value / peak.value:.3f}" in row
+
+
+def test_cli_list_and_show_of_a_package_name_its_single_device(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    runner = CliRunner()
+    listed = json.loads(runner.invoke(app, ["specs", "list", "--json"]).output)
+    by_name = {s["name"]: s for s in listed["specs"]}
+    assert by_name["MI250X"]["per_device"] == "MI250X-GCD" and by_name["MI250X"]["devices_per_package"] == 2
+    assert by_name["Max-1550"]["per_device"] == "Max-1550-stack" and by_name["H200"]["per_device"] is None
+    shown = runner.invoke(app, ["specs", "show", "Max-1550-stack", "--json"])
+    assert shown.exit_code == 0, shown.output
+    spec = json.loads(shown.output)["spec"]
+    assert spec["package_of"] == "Max-1550" and "tdp_w" not in spec["values"]
+    cited = runner.invoke(app, ["specs", "cite", "dram_bandwidth_gbps", "--gpu", "MI250X-GCD"])
+    assert cited.exit_code == 0 and "dram_bandwidth_gbps: 1638.4 GB/s <- hardware/specs/MI250X.md:" in cited.output
+    assert "package value 3276.8 GB/s / 2" in cited.output

@@ -187,8 +187,16 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
              gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
              no_profile: bool = typer.Option(False, "--no-profile", help="Skip ncu (timing-only loop)."),
              no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip benchmark.md."),
+             strategy: str = typer.Option("guided", help="What proposes the next config: guided (the bottleneck "
+                                          "card's one-variable moves), exhaustive, random, local or bayes."),
+             seed: int = typer.Option(0, help="The strategy's seed."),
+             timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one version's check and timing may "
+                                             "take in its worker before it is recorded as a timeout (a hang)."),
              as_json: bool = JsonOpt) -> None:
-    """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports."""
+    """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
+
+    Each version runs in an isolated worker process: a crash, hang or illegal memory access is a failed version
+    with a typed failure, and the loop goes on with a fresh worker."""
     from kernelpilot import api
     from kernelpilot.report.final import versions_table
 
@@ -201,7 +209,8 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
 
     _run(as_json, lambda: api.optimize(path, out=folder, iterations=iterations, shape=_kv(shape, "--shape"),
                                        config=_kv(config, "--config"), ref=ref, gpu=gpu, profile=not no_profile,
-                                       benchmark=not no_benchmark, log=_log),
+                                       benchmark=not no_benchmark, strategy=strategy, seed=seed,
+                                       timeout_s=timeout_s, log=_log),
          human, ok=lambda r: r.run.best_version is not None)
 
 
@@ -217,25 +226,36 @@ def report(run: Path, as_json: bool = JsonOpt) -> None:
 
 @specs_app.command("list")
 def specs_list(as_json: bool = JsonOpt) -> None:
-    """Known GPUs, with their aliases and whether measured ceilings exist."""
-    from kernelpilot.hardware.specs import list_specs
+    """Known GPUs, with their aliases, whether measured ceilings exist, and the per-device name of multi-device packages."""
+    from rich.markup import escape
+
+    from kernelpilot.hardware.specs import list_specs, per_device_name
+
+    def build() -> dict[str, Any]:
+        return {"specs": [{"name": s.name, "aliases": s.aliases, "values": sorted(s.values),
+                           "measured": sorted(s.measured), "devices_per_package": s.devices_per_package,
+                           "per_device": per_device_name(s) if s.devices_per_package > 1 else None}
+                          for s in list_specs()]}
 
     def human(r: Any) -> None:
-        t = Table("name", "aliases", "values", "measured")
+        t = Table("name", "aliases", "values", "measured", "one device")
         for s in r["specs"]:
-            t.add_row(s["name"], ", ".join(s["aliases"]), str(len(s["values"])), ", ".join(s["measured"]) or "—")
+            device = f"{s['per_device']} (1/{s['devices_per_package']})" if s["per_device"] else "—"
+            t.add_row(escape(s["name"]), escape(", ".join(s["aliases"])), str(len(s["values"])),
+                      escape(", ".join(s["measured"])) or "—", escape(device))
         out.print(t)
 
-    _run(as_json, lambda: {"specs": [{"name": s.name, "aliases": s.aliases, "values": sorted(s.values),
-                                      "measured": sorted(s.measured)} for s in list_specs()]}, human)
+    _run(as_json, build, human)
 
 
 @specs_app.command("show")
 def specs_show(name: str, sources: bool = typer.Option(False, "--sources", help="Print each value's source text."),
                as_json: bool = JsonOpt) -> None:
     """Every value of one GPU with its citation; measured ceilings beside the datasheet; ridge points and targets."""
+    from rich.markup import escape
+
     from kernelpilot.hardware.derived import compare_ceilings, derived_points
-    from kernelpilot.hardware.specs import find_spec, format_number
+    from kernelpilot.hardware.specs import find_spec, format_number, per_device_name
 
     def build() -> dict[str, Any]:
         spec = find_spec(name)
@@ -244,27 +264,36 @@ def specs_show(name: str, sources: bool = typer.Option(False, "--sources", help=
 
     def human(r: dict[str, Any]) -> None:
         s = r["spec"]
-        out.print(f"[bold]{s.name}[/] — {s.title} ({s.vendor}"
-                  + (f", compute capability {s.compute_capability}" if s.compute_capability else "")
-                  + (f", {s.arch}" if s.arch else "") + ")")
+        out.print(f"[bold]{escape(s.name)}[/] — {escape(s.title)} ({escape(s.vendor)}"
+                  + (f", compute capability {escape(s.compute_capability)}" if s.compute_capability else "")
+                  + (f", {escape(s.arch)}" if s.arch else "") + ")")
+        if s.devices_per_package > 1:
+            out.print(f"values are for the whole package of {s.devices_per_package} devices; one device "
+                      f"({escape(s.device_unit)}) is {escape(per_device_name(s))}: "
+                      f"kernelpilot specs show {escape(per_device_name(s))}")
+        if s.package_of:
+            out.print(f"one {escape(s.device_unit)} of {escape(s.package_of)}: package ceilings divided per device "
+                      "(notes say 'derived: package value ... / N'); power and external links left out")
         t = Table("metric", "value", "unit", "citation", "other sources")
         for v in s.values.values():
             others = ", ".join(f"{format_number(a.value)} [{a.source_key}]" for a in v.alternatives)
             flag = " [red]CONFLICT[/]" if v.conflict else ""
             t.add_row(v.metric, format_number(v.value) + (" (derived)" if v.derived else ""), v.unit,
-                      f"{v.path}:{v.line} [{v.source_key}]", others + flag)
+                      escape(f"{v.path}:{v.line} [{v.source_key}]"), escape(others) + flag)
         out.print(t)
         if sources:
             for v in s.values.values():
-                out.print(f"  {v.cite()}   [dim]{v.source}[/]", markup=True)
+                out.print(f"  {escape(v.cite())}   [dim]{escape(v.source)}[/]", markup=True)
         if r["conflicts"]:
             out.print(f"[red]sources disagree on:[/] {', '.join(r['conflicts'])} (first line used, never averaged)")
         if r["measured_vs_datasheet"]:
-            t = Table("measured ceiling", "measured", "datasheet", "ratio", "provenance")
+            t = Table("measured ceiling", "vs datasheet metric", "datasheet", "measured", "ratio",
+                      "provenance")
             for c in r["measured_vs_datasheet"]:
-                t.add_row(c.measured.metric, f"{format_number(c.measured.value)} {c.measured.unit}",
-                          f"{format_number(c.datasheet.value)} {c.datasheet.unit}", f"{c.ratio:.3f}",
-                          c.measured.source.split(";")[0])
+                t.add_row(c.measured.metric, escape(f"{c.datasheet.metric} [{c.datasheet.source_key}]"),
+                          f"{format_number(c.datasheet.value)} {c.datasheet.unit}",
+                          f"{format_number(c.measured.value)} {c.measured.unit}", f"{c.ratio:.3f}",
+                          escape(c.measured.source.split(";")[0]))
             out.print(t)
         if r["derived"]:
             t = Table("unit", "peak", "BW GB/s", "ridge FLOP/B",
@@ -288,6 +317,8 @@ def specs_cite(metric: str, gpu: str = typer.Option(..., "--gpu", help="GPU name
         for cite, source in zip(c.citations, c.sources):
             out.print(cite, markup=False)
             out.print(f"    {source}", style="dim", markup=False)
+        if c.value.note:
+            out.print(f"    note: {c.value.note}", style="dim", markup=False)
         if c.conflict:
             out.print("[red]CONFLICT:[/] the sources disagree; the first line is the value used (never averaged)")
         if c.measured is not None:
