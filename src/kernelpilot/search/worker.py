@@ -105,7 +105,14 @@ def classify_exception(exc: BaseException) -> Status:
 
     Returns ``illegal_memory_access`` for CUDA errors that poison the context (:data:`POISONING_MARKERS`),
     ``compile_error`` for Triton compile/resource errors and ``ValueError`` (``run_kernel`` refusing a config,
-    the kernel-file contract's way to say "this config cannot run"), else ``runtime_error``. Raises nothing.
+    the kernel-file contract's way to say "this config cannot run"), else ``runtime_error``.
+
+    Under the Triton interpreter nothing is compiled: a config that would not compile fails at launch with an
+    ``InterpreterError`` wrapping the front end's own error (raised in ``triton/language``: a ``tl.arange`` range
+    that is not a power of two, incompatible shapes) or a failed ``tl.static_assert`` (a bare ``AssertionError``
+    raised by the interpreter's ``_new_static_assert``). Compiled for a GPU the same fault is a
+    ``CompilationError``, so these are ``compile_error`` too; faults of the interpreted program itself (a
+    failed ``tl.assume``, numpy errors) stay ``runtime_error``. Raises nothing.
     """
     text = f"{type(exc).__name__}: {exc}".lower()
     if any(marker in text for marker in POISONING_MARKERS):
@@ -113,6 +120,14 @@ def classify_exception(exc: BaseException) -> Status:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & set(_COMPILE_TYPES) or isinstance(exc, ValueError) or "out of resource" in text:
         return "compile_error"
+    if "InterpreterError" in names and exc.__cause__ is not None:
+        try:
+            frames = traceback.extract_tb(exc.__cause__.__traceback__)
+        except Exception:  # noqa: BLE001 - an unreadable traceback: not a front-end fault we can name
+            frames = []
+        if frames and ("/triton/language/" in frames[-1].filename.replace(os.sep, "/")
+                       or frames[-1].name == "_new_static_assert"):
+            return "compile_error"
     return "runtime_error"
 
 
