@@ -38,3 +38,158 @@ def test_time_under_the_floor_is_refused(matmul_light):
     with pytest.raises(ValueError):
         light_profile(EXAMPLES / "vector_add.py", {"BLOCK_SIZE": 1024, "num_warps": 4}, {"N": 65536},
                       timing_ns=roof.floor_ns / 2, roofline=roof, device_name=None, kernel_name="x", reason="test")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The arch follows the device; ncu missing or refused -> the light card (api.profile and the optimize loop).
+
+VECTOR_ADD = EXAMPLES / "vector_add.py"
+SMALL = {"N": 1 << 20, "dtype": "float32"}  # 12 MiB moved: a 2.6 µs floor on an H200
+
+
+@pytest.mark.parametrize("capability,arch", [((8, 0), "sm_80"), ((9, 0), "sm_90"), ((8, 9), "sm_89"),
+                                             ((10, 0), "sm_100")])
+def test_default_arch_follows_the_device(monkeypatch, capability, arch):
+    import torch
+
+    from kernelpilot.profile.static import default_arch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: capability)
+    assert default_arch() == arch
+
+
+def test_default_arch_without_a_usable_gpu_is_sm90(monkeypatch):
+    import torch
+
+    from kernelpilot.profile.static import DEFAULT_CPU_ARCH, default_arch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_arch() == DEFAULT_CPU_ARCH == "sm_90"
+
+    def broken(*_a, **_k):
+        raise RuntimeError("CUDA driver initialization failed")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", broken)
+    assert default_arch() == "sm_90"
+
+
+def test_static_inspection_without_arch_compiles_for_the_device(monkeypatch):
+    import torch
+
+    from kernelpilot.profile.static import inspect_config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, **k: (8, 0))
+    r = inspect_config(VECTOR_ADD, {"BLOCK_SIZE": 1024, "num_warps": 4}, SMALL)
+    assert r.arch == "sm_80" and r.compute_capability == (8, 0) and r.occupancy is not None
+
+
+def _fake_timing(median_ns: float):
+    from kernelpilot.measure.timing import TimingResult
+
+    return TimingResult(timer="test", is_measurement=True, samples_ns=[median_ns] * 3, n_samples=3,
+                        median_ns=median_ns, q1_ns=median_ns, q3_ns=median_ns, iqr_ns=0.0, min_ns=median_ns,
+                        mean_ns=median_ns, n_warmup=0, warmup_ms=0.0, warmup_stable=True, flush_bytes=0,
+                        l2_bytes=None)
+
+
+def _small_roofline():
+    # vector_add at N = 2^20 fp32: N FLOPs, 3 * 4 * N bytes, on the H200 spec.
+    return compute_roofline(1 << 20, 12 * (1 << 20), "fp32", find_spec("H200"))
+
+
+NCU_FAILURES = {
+    "ncu_missing": ("ToolMissingError", "ncu not found on PATH or under /usr/local/cuda/bin"),
+    "ERR_NVGPUCTRPERM": ("ProfileError", "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+                                         "NVIDIA GPU Performance Counters on the target device 0."),
+}
+
+
+@pytest.fixture
+def gpu_without_ncu(monkeypatch):
+    """api.profile on a pretend GPU: inputs on the CPU, a fixed time, the H200 roofline; ncu fails as asked."""
+    import torch
+
+    import kernelpilot.api as api
+    import kernelpilot.kernels.contract as contract
+    import kernelpilot.measure.timing as timing
+    from kernelpilot import errors
+
+    real_make_case = contract.make_case
+    monkeypatch.setattr(api, "detect_device", lambda *a, **k: "cuda")
+    monkeypatch.setattr(contract, "make_case", lambda kf, shape, seed, device: real_make_case(kf, shape, seed, "cpu"))
+    monkeypatch.setattr(timing, "time_callable", lambda fn, device, *a, **k: _fake_timing(10_000.0))
+    monkeypatch.setattr(api, "roofline_for", lambda kf, shape, device, gpu: (_small_roofline(), None, ""))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # static inspection compiles for sm_90
+
+    def failing(kind: str):
+        cls, message = NCU_FAILURES[kind] if kind in NCU_FAILURES else ("ProfileError", kind)
+
+        def profile_kernel(*_a, **_k):
+            raise getattr(errors, cls)(message, "test")
+
+        monkeypatch.setattr(api, "profile_kernel", profile_kernel)
+
+    return api, failing
+
+
+@pytest.mark.parametrize("failure", sorted(NCU_FAILURES))
+def test_api_profile_falls_back_to_the_light_card(gpu_without_ncu, failure):
+    api, fail = gpu_without_ncu
+    fail(failure)
+    result = api.profile(VECTOR_ADD, shape=SMALL, config={"BLOCK_SIZE": 1024, "num_warps": 4})
+    card = result.card
+    assert result.report is None and result.main is None and result.verdict is None and not result.kernels
+    assert card.light and NCU_FAILURES[failure][1] in card.light_reason
+    assert set(card.evidence_sources) == {"timing", "roofline", "compile"}
+    assert card.device_name == "NVIDIA H200" and card.class_ == "memory"
+
+
+def test_api_profile_reraises_other_ncu_failures(gpu_without_ncu):
+    from kernelpilot.errors import ProfileError
+
+    api, fail = gpu_without_ncu
+    fail("ncu exited with 1: ==ERROR== unknown option --set fuller")
+    with pytest.raises(ProfileError, match="unknown option"):
+        api.profile(VECTOR_ADD, shape=SMALL, config={"BLOCK_SIZE": 1024, "num_warps": 4})
+
+
+@pytest.mark.parametrize("failure,note", [("ncu_missing", "profiling disabled: ncu not found"),
+                                          ("ERR_NVGPUCTRPERM", "profiling disabled: counters not permitted")])
+def test_optimize_loop_turns_profiling_off_and_writes_a_light_card(monkeypatch, tmp_path, failure, note):
+    import json
+
+    import torch
+
+    import kernelpilot.loop as loop
+    from kernelpilot import errors
+    from kernelpilot.kernels.contract import load_kernel
+    from kernelpilot.records.models import VersionOutcome
+
+    cls, message = NCU_FAILURES[failure]
+
+    def profile_kernel(*_a, **_k):
+        raise getattr(errors, cls)(message, "test")
+
+    monkeypatch.setattr(loop, "profile_kernel", profile_kernel)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # static inspection compiles for sm_90
+    lines: list[str] = []
+    opt = loop.Optimizer(load_kernel(VECTOR_ADD, interpreted=True), None, SMALL, "cuda", profile=True, git=False,
+                         log=lines.append)
+    opt.roofline = _small_roofline()
+    config = {"BLOCK_SIZE": 1024, "num_warps": 4}
+    ev = loop._Evaluated(VersionOutcome(index=0, config=config, parent=None, move=None, status="rejected", reason="",
+                                        correct=True, median_ns=10_000.0, is_measurement=True),
+                         timing=_fake_timing(10_000.0))
+    opt._profile(tmp_path, config, ev)
+    assert ev.card is None and not opt.profile and opt.profile_note.startswith(note)
+    assert ev.outcome.profile_error
+    opt._light_card(tmp_path, ev)
+    assert ev.card is not None and ev.card.light and ev.card.light_reason.startswith(note)
+    assert set(ev.card.evidence_sources) == {"timing", "roofline", "compile"}
+    assert ev.outcome.bound == ev.card.class_ == "memory"
+    assert json.loads((tmp_path / "verdict.json").read_text())["light"] is True
