@@ -1,346 +1,831 @@
-"""GPU test (issue 3, item 4): the occupancy model equals the CUDA driver on every sampled example config.
+"""Issue 3, "occupancy you can trust": on the GPU, the occupancy model and the max-threads rule equal the CUDA driver
+for EVERY config of EVERY example (``src/kernelpilot/examples/*.py``).
 
-For every example in ``src/kernelpilot/examples`` and a set of configs (``DEFAULT_CONFIG`` plus a seeded,
-deterministic sample of ``TUNABLES``; 44 in all), the kernel is launched once through ``run_kernel`` at a
-small but real shape. The ``CompiledKernel`` Triton launched is captured by wrapping
-``triton.runtime.jit.JITFunction.run`` (which returns it; Triton 3.6 ``runtime/jit.py``), and its
+What runs, on the device (test marked ``gpu``):
 
-- ``n_regs`` (registers/thread, from ``cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS)`` at load),
-- ``metadata.shared`` (bytes of shared memory per block, passed at launch as *dynamic* shared memory),
-- ``metadata.num_warps`` (threads/block = 32 x that),
-- ``function`` (the ``CUfunction`` handle as an int)
+1. **Every config.** Each example's TUNABLES space is enumerated in full (``itertools.product`` order; a config
+   breaking one of the file's CONSTRAINTS is left out). vector_add 24, layer_norm 35, softmax 315, matmul 1152:
+   1526 configs.
+2. **Compiled as ``kernelpilot inspect`` does.** :func:`kernelpilot.profile.static.iter_tasks` captures each
+   config's launch at the example's SHAPE, compiles it with Triton for the device's arch and reads the binary
+   (``cuobjdump`` registers, Triton's ``metadata.shared``, ``num_warps``) in a ``ProcessPoolExecutor`` over every
+   CPU core (``KP_OCC_WORKERS``), slow configs first; results stream back as they finish. The SASS disassembly is
+   skipped (``sass=False``; occupancy does not need it). A config ``run_kernel`` refuses (ValueError) is counted
+   ``rejected``; one whose shared memory exceeds the per-block maximum is counted ``out_of_resources`` (Triton
+   raises OutOfResources before loading it) and checked against the device's own opt-in maximum.
+3. **Asked of the driver.** Each cubin is loaded with ``cuModuleLoadData``, its function taken with
+   ``cuModuleGetFunction`` and set up as Triton 3.6 ``loadBinary`` (``backends/nvidia/driver.c``) does: above
+   48 KB of dynamic shared memory, ``cuFuncSetCacheConfig(PREFER_SHARED)`` and
+   ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` = opt-in maximum - static shared. Then
+   ``cuOccupancyMaxActiveBlocksPerMultiprocessor(function, num_warps * 32, metadata.shared)`` (the block and the
+   dynamic shared memory Triton launches with) is compared with the model's ``blocks_per_sm`` and
+   ``cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)`` with ``max_threads_per_block``; NUM_REGS and
+   LOCAL_SIZE_BYTES are recorded beside the cuobjdump figures. cuda-python (``from cuda.bindings import driver``,
+   12.x and 13.x; each call returns ``(CUresult, value...)``), else the older ``cuda.cuda`` module, else
+   ``libcuda.so.1`` through ctypes.
 
-(Triton 3.6 ``compiler/compiler.py``, ``CompiledKernel._init_handles``) go to
-:func:`kernelpilot.profile.occupancy.theoretical_occupancy` and, with the same dynamic size, to the driver's
-``cuOccupancyMaxActiveBlocksPerMultiprocessor`` (cuda-python ``cuda.bindings.driver``; the older
-``cuda.cuda`` module; else ``libcuda.so.1`` through ctypes). Triton raises the function's
-``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` itself when it needs more than 48 KB (Triton 3.6
-``backends/nvidia/driver.c``, ``loadBinary``), so the driver sees the launch Triton makes.
+Environment: ``KP_OCC_EXAMPLES=vector_add,softmax`` (a subset, to split the run in two), ``KP_OCC_LIMIT=N`` (per
+example: DEFAULT_CONFIG plus a seeded sample), ``KP_OCC_SHARD=i/n`` (every n-th job from the i-th),
+``KP_OCC_WORKERS`` (default: CPU cores), ``KP_OCC_DEADLINE_S`` (stop compiling after this many seconds, default
+450; the test then fails listing the unfinished count), ``KP_OCC_OUT=path.json`` (the summary, rewritten as results
+arrive, so a killed run leaves what it had). The default is every config of every example.
 
-Configs whose launch fails with Triton's ``OutOfResources`` or whose ``run_kernel`` raises ``ValueError`` are
-skipped and counted. Compilation dominates the time, so the configs are spread over worker processes (this
-file run as a script with ``--worker``), each writing its results as it goes. With ``OUT`` set the results go
-to ``$OUT/occupancy_driver.json``.
+On the CPU the same job building, compile and comparison code runs against a stand-in driver (tests below without
+the ``gpu`` mark), so the device run cannot fail on a plain bug.
 """
 
 from __future__ import annotations
 
+import ast
 import itertools
 import json
+import math
 import os
 import random
-import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import pytest
 
-pytestmark = pytest.mark.gpu
-
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = ROOT / "src" / "kernelpilot" / "examples"
-
-#: Small but real shapes: the kernel variants (single tile or looped) of SHAPE still occur, in milliseconds.
-SHAPES: dict[str, dict[str, Any]] = {
-    "vector_add": {"N": 1 << 20, "dtype": "float32"},
-    "softmax": {"M": 64, "N": 8192, "dtype": "float32"},
-    "layer_norm": {"M": 64, "N": 4096, "dtype": "bfloat16"},
-    "matmul": {"M": 512, "N": 512, "K": 512, "dtype": "bfloat16"},
-}
-#: Configs sampled per example besides DEFAULT_CONFIG (4 + 40 = 44 jobs; matmul's space has the most
-#: configs that are skipped, OutOfResources or too many accumulator registers, so it gets the most).
-SAMPLES = {"vector_add": 6, "softmax": 10, "layer_norm": 8, "matmul": 16}
-#: Seed of the sample (a str seed is hashed with SHA-512 by ``random``: the same on every machine).
+#: Size of each example's TUNABLES space (the product of its candidate lists; no example has CONSTRAINTS).
+EXPECTED_SPACE = {"vector_add": 24, "layer_norm": 35, "softmax": 315, "matmul": 1152}
+#: Seed of the KP_OCC_LIMIT sample (a str seed is hashed with SHA-512 by ``random``: the same on every machine).
 SAMPLE_SEED = "kernelpilot-issue3-occupancy"
-#: Whole-test budget for the workers, seconds (env KP_OCC_TIMEOUT_S overrides).
-WORKERS_TIMEOUT_S = float(os.environ.get("KP_OCC_TIMEOUT_S", "200"))
-#: Worker processes (env KP_OCC_WORKERS overrides); each holds a CUDA context and compiles its configs.
-WORKERS = int(os.environ.get("KP_OCC_WORKERS", str(max(1, min(8, (os.cpu_count() or 2) // 2)))))
-
-# CUfunction_attribute values of the CUDA driver API (cuda.h), for the ctypes path.
-_FUNC_ATTRIBUTES = {"max_threads_per_block": 0, "static_shared_bytes": 1, "local_bytes_per_thread": 3,
-                    "num_regs": 4, "max_dynamic_shared_bytes": 8, "preferred_carveout_pct": 9}
+#: Triton sets the large-shared-memory function attributes above this dynamic size (Triton 3.6 driver.c).
+TRITON_SHARED_OPTIN_THRESHOLD_BYTES = 49152
 
 
-def build_jobs() -> list[dict[str, Any]]:
-    """Every job: {index, example, config}: each example's DEFAULT_CONFIG, then its seeded sample.
+# ---------------------------------------------------------------------------------------------------------------
+# jobs
 
-    The kernel files are read with ``ast`` (no import, so this runs anywhere): ``TUNABLES`` and
-    ``DEFAULT_CONFIG`` are literal dicts in all examples.
+
+def example_names() -> list[str]:
+    """The example kernel files' names (``src/kernelpilot/examples/*.py``), sorted."""
+    return sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def read_space_literals(path: Path) -> tuple[dict[str, list[Any]], dict[str, Any], list[str]]:
+    """(TUNABLES, DEFAULT_CONFIG, CONSTRAINTS) of a kernel file read with ``ast`` (no import: runs anywhere).
+
+    Raises:
+        ValueError: TUNABLES is missing or not a literal.
     """
-    import ast
+    tree = ast.parse(path.read_text())
+    found: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id in ("TUNABLES", "DEFAULT_CONFIG", "CONSTRAINTS"):
+                    found[target.id] = ast.literal_eval(node.value)
+    if "TUNABLES" not in found:
+        raise ValueError(f"{path}: no literal TUNABLES")
+    tunables = found["TUNABLES"]
+    default = found.get("DEFAULT_CONFIG") or {k: v[0] for k, v in tunables.items()}
+    return tunables, default, list(found.get("CONSTRAINTS") or [])
 
+
+def space_of(tunables: dict[str, list[Any]], constraints: list[str] = ()) -> list[dict[str, Any]]:
+    """Every config of the product space, in ``itertools.product`` order, keeping those that satisfy every constraint.
+
+    A constraint is a Python expression over tunable names (the kernel-file contract); one that names something else
+    (a device limit such as ``max_shared_mem_per_block``) cannot be judged here and filters nothing.
+    """
+    keys = list(tunables)
+    compiled = [compile(c, f"CONSTRAINTS[{i}]", "eval") for i, c in enumerate(constraints)]
+    out = []
+    for values in itertools.product(*(tunables[k] for k in keys)):
+        config = dict(zip(keys, values))
+        ok = True
+        for code in compiled:
+            try:
+                ok = bool(eval(code, {"__builtins__": {"min": min, "max": max, "abs": abs}}, dict(config)))
+            except NameError:
+                ok = True
+            if not ok:
+                break
+        if ok:
+            out.append(config)
+    return out
+
+
+def select_jobs(examples: Optional[list[str]] = None, limit: Optional[int] = None,
+                shard: Optional[tuple[int, int]] = None) -> list[dict[str, Any]]:
+    """The jobs ``{"index", "example", "kernel_path", "config", "is_default"}``: every config of every example (or
+    of ``examples``), in example then space order.
+
+    Args:
+        examples: example names (default: all of :func:`example_names`).
+        limit: per example, at most this many configs: DEFAULT_CONFIG plus a seeded sample, kept in space order.
+        shard: ``(i, n)``: only the jobs whose index is ``i`` modulo ``n`` (indices count the selection above).
+
+    Raises:
+        ValueError: an unknown example, ``limit < 1`` or a bad shard.
+    """
+    names = example_names()
+    chosen = examples or names
+    unknown = [e for e in chosen if e not in names]
+    if unknown:
+        raise ValueError(f"unknown examples {unknown} (known: {names})")
+    if limit is not None and limit < 1:
+        raise ValueError(f"KP_OCC_LIMIT={limit} must be at least 1")
+    if shard is not None and not (shard[1] >= 1 and 0 <= shard[0] < shard[1]):
+        raise ValueError(f"KP_OCC_SHARD={shard[0]}/{shard[1]}: want i/n with 0 <= i < n")
     rng = random.Random(SAMPLE_SEED)
     jobs: list[dict[str, Any]] = []
-    for name in SHAPES:
-        tree = ast.parse((EXAMPLES_DIR / f"{name}.py").read_text())
-        consts = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                  for t in node.targets if isinstance(t, ast.Name) and t.id in ("TUNABLES", "DEFAULT_CONFIG")}
-        tunables = consts["TUNABLES"]
-        default = {**{k: v[0] for k, v in tunables.items()}, **consts.get("DEFAULT_CONFIG", {})}
-        space = [dict(zip(tunables, values)) for values in itertools.product(*tunables.values())]
-        others = [c for c in space if c != default]
-        for config in [default, *rng.sample(others, min(SAMPLES[name], len(others)))]:
-            jobs.append({"index": len(jobs), "example": name, "config": config})
+    for name in chosen:
+        path = EXAMPLES_DIR / f"{name}.py"
+        tunables, default, constraints = read_space_literals(path)
+        configs = space_of(tunables, constraints)
+        if limit is not None and limit < len(configs):
+            rest = [i for i, c in enumerate(configs) if c != default]
+            keep = set(rng.sample(rest, limit - 1 if default in configs else limit))
+            configs = [c for i, c in enumerate(configs) if i in keep or c == default]
+        for config in configs:
+            jobs.append({"index": len(jobs), "example": name, "kernel_path": str(path), "config": config,
+                         "is_default": config == default})
+    if shard is not None:
+        jobs = [j for j in jobs if j["index"] % shard[1] == shard[0]]
     return jobs
 
 
-class DriverOccupancy:
-    """The CUDA driver's occupancy calculator and function attributes, through the first API available.
+def jobs_from_env(env: Optional[dict[str, str]] = None) -> list[dict[str, Any]]:
+    """:func:`select_jobs` as ``KP_OCC_EXAMPLES``, ``KP_OCC_LIMIT`` and ``KP_OCC_SHARD`` ask (default: everything)."""
+    env = os.environ if env is None else env
+    examples = [e.strip() for e in env.get("KP_OCC_EXAMPLES", "").split(",") if e.strip()] or None
+    limit = int(env["KP_OCC_LIMIT"]) if env.get("KP_OCC_LIMIT") else None
+    shard = None
+    if env.get("KP_OCC_SHARD"):
+        i, n = env["KP_OCC_SHARD"].split("/")
+        shard = (int(i), int(n))
+    return select_jobs(examples, limit, shard)
 
-    Order: ``cuda.bindings.driver`` (cuda-python >= 12.x), ``cuda.cuda`` (older cuda-python), ctypes on
-    ``libcuda.so.1``. Attributes: ``api`` names the one used.
+
+def compile_cost(config: dict[str, Any]) -> float:
+    """A rough relative compile cost, to start the slow configs first: tile elements (product of the ``BLOCK*``
+    tunables) per warp, times pipeline stages (big tiles on few warps spill, and ptxas is slowest there)."""
+    tile = math.prod(v for k, v in config.items() if k.upper().startswith("BLOCK") and isinstance(v, int)) or 1
+    return tile / config.get("num_warps", 4) * config.get("num_stages", 1) * config.get("ROWS_PER_PROGRAM", 1)
+
+
+def compile_order(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Jobs grouped by example (a worker keeps one example's inputs), the costliest example first, and within one
+    example the costliest configs first, so the pool ends on short compiles."""
+    by_example: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        by_example.setdefault(job["example"], []).append(job)
+    groups = sorted(by_example.values(), key=lambda js: -sum(compile_cost(j["config"]) for j in js))
+    return [j for group in groups for j in sorted(group, key=lambda j: (-compile_cost(j["config"]), j["index"]))]
+
+
+def static_tasks(jobs: list[dict[str, Any]], arch: str, save_dir: Path) -> list[dict[str, Any]]:
+    """The :func:`kernelpilot.profile.static.run_tasks` task of each job: its config at the example's SHAPE, for
+    ``arch``, cubin saved under ``save_dir``, no SASS, no ``ptxas -v`` rerun."""
+    return [{"kernel_path": j["kernel_path"], "config": dict(j["config"]), "arch": arch, "shape": {},
+             "keep_sass": False, "save_dir": str(save_dir), "spill_bytes": False, "sass": False} for j in jobs]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the driver
+
+
+# CUfunction_attribute and CUdevice_attribute values of cuda.h (for the ctypes path), and CU_FUNC_CACHE_PREFER_SHARED.
+_FUNC_ATTR = {"MAX_THREADS_PER_BLOCK": 0, "SHARED_SIZE_BYTES": 1, "LOCAL_SIZE_BYTES": 3, "NUM_REGS": 4,
+              "MAX_DYNAMIC_SHARED_SIZE_BYTES": 8}
+_DEV_ATTR = {"MULTIPROCESSOR_COUNT": 16, "COMPUTE_CAPABILITY_MAJOR": 75, "COMPUTE_CAPABILITY_MINOR": 76,
+             "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 81, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 97}
+_CU_FUNC_CACHE_PREFER_SHARED = 2
+
+
+class CudaDriver:
+    """The few CUDA driver calls this test needs, on device 0's primary context.
+
+    cuda-python's ``cuda.bindings.driver`` (or the older ``cuda.cuda``) mirrors the C API with outputs returned:
+    ``cuModuleLoadData(image) -> (err, CUmodule)``, ``cuModuleGetFunction(hmod, name: bytes) -> (err, CUfunction)``,
+    ``cuFuncGetAttribute(attrib, hfunc) -> (err, int)``, ``cuFuncSetAttribute(hfunc, attrib, value) -> (err,)``,
+    ``cuFuncSetCacheConfig(hfunc, config) -> (err,)``,
+    ``cuOccupancyMaxActiveBlocksPerMultiprocessor(func, blockSize, dynamicSMemSize) -> (err, int)``,
+    ``cuDeviceGetAttribute(attrib, dev) -> (err, int)``. Without it, ``libcuda.so.1`` through ctypes.
+
+    Args:
+        cu: the bindings module to use (tests pass a stand-in); None imports cuda-python, else uses ctypes.
     """
 
-    def __init__(self) -> None:
-        self._cu: Any = None
-        self._lib: Any = None
-        try:
-            from cuda.bindings import driver as cu  # type: ignore[import-not-found]
-            self.api = "cuda.bindings.driver"
-        except ImportError:
+    def __init__(self, cu: Any = None) -> None:
+        self.api = "given"
+        if cu is None:
             try:
-                from cuda import cuda as cu  # type: ignore[import-not-found,no-redef]
-                self.api = "cuda.cuda"
+                from cuda.bindings import driver as cu  # cuda-python 12.x / 13.x
+                self.api = "cuda.bindings.driver"
             except ImportError:
-                cu = None
-        if cu is not None:
-            self._cu = cu
-            self._ok(cu.cuInit(0), "cuInit")
-        else:
+                try:
+                    from cuda import cuda as cu  # cuda-python 11.x / early 12.x
+                    self.api = "cuda.cuda"
+                except ImportError:
+                    cu = None
+                    self.api = "ctypes libcuda.so.1"
+        self._cu = cu
+        self._lib: Any = None
+        if cu is None:
             import ctypes
-            self._lib = ctypes.CDLL("libcuda.so.1")
-            self.api = "ctypes:libcuda.so.1"
-            self._call_c("cuInit", ctypes.c_uint(0))
 
-    def _ok(self, result: Any, what: str) -> Any:
-        """Unpack a cuda-python result tuple (err, *values); raise on an error code."""
+            self._lib = ctypes.CDLL("libcuda.so.1")
+        self._call("cuInit", 0)
+        self.device = self._call("cuDeviceGet", 0)
+        self._context = self._call("cuDevicePrimaryCtxRetain", self.device)
+        self._call("cuCtxSetCurrent", self._context)
+        self.compute_capability = (self.device_attribute("COMPUTE_CAPABILITY_MAJOR"),
+                                   self.device_attribute("COMPUTE_CAPABILITY_MINOR"))
+        self.sm_count = self.device_attribute("MULTIPROCESSOR_COUNT")
+        self.shared_optin_bytes = self.device_attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        self.shared_per_sm_bytes = self.device_attribute("MAX_SHARED_MEMORY_PER_MULTIPROCESSOR")
+        self.name = self._device_name()
+
+    # -- plumbing
+    def _check(self, what: str, result: Any) -> Any:
+        """Unpack a cuda-python ``(err, *values)`` tuple; raise on an error."""
         err, *values = result if isinstance(result, tuple) else (result,)
         if int(err) != 0:
             raise RuntimeError(f"{what} failed: {err!r}")
-        return values[0] if values else None
+        return values[0] if len(values) == 1 else (tuple(values) or None)
 
-    def _call_c(self, name: str, *args: Any) -> None:
-        rc = getattr(self._lib, name)(*args)
-        if rc != 0:
-            raise RuntimeError(f"{name} failed: CUresult {rc}")
-
-    def max_active_blocks(self, function: int, threads_per_block: int, dynamic_smem_bytes: int) -> int:
-        """``cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, dynamic shared bytes)``."""
+    def _call(self, name: str, *args: Any) -> Any:
         if self._cu is not None:
-            cu = self._cu
-            return int(self._ok(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                cu.CUfunction(function), threads_per_block, dynamic_smem_bytes),
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor"))
-        import ctypes
-        blocks = ctypes.c_int(0)
-        self._call_c("cuOccupancyMaxActiveBlocksPerMultiprocessor", ctypes.byref(blocks), ctypes.c_void_p(function),
-                     ctypes.c_int(threads_per_block), ctypes.c_size_t(dynamic_smem_bytes))
-        return blocks.value
+            return self._check(name, getattr(self._cu, name)(*args))
+        return self._call_c(name, *args)
 
-    def attributes(self, function: int) -> dict[str, int]:
-        """The function attributes in ``_FUNC_ATTRIBUTES`` (``cuFuncGetAttribute``), by our names."""
-        out: dict[str, int] = {}
-        for key, code in _FUNC_ATTRIBUTES.items():
+    def _call_c(self, name: str, *args: Any) -> Any:
+        import ctypes
+
+        lib = self._lib
+        if name == "cuInit":
+            self._c(name, lib.cuInit(ctypes.c_uint(args[0])))
+            return None
+        if name == "cuDeviceGet":
+            dev = ctypes.c_int(0)
+            self._c(name, lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(args[0])))
+            return dev.value
+        if name == "cuDevicePrimaryCtxRetain":
+            ctx = ctypes.c_void_p(0)
+            self._c(name, lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), ctypes.c_int(args[0])))
+            return ctx
+        if name == "cuCtxSetCurrent":
+            self._c(name, lib.cuCtxSetCurrent(args[0]))
+            return None
+        raise NotImplementedError(name)
+
+    @staticmethod
+    def _c(what: str, rc: int) -> None:
+        if rc != 0:
+            raise RuntimeError(f"{what} failed: CUresult {rc}")
+
+    def _device_name(self) -> str:
+        try:
             if self._cu is not None:
-                cu = self._cu
-                out[key] = int(self._ok(cu.cuFuncGetAttribute(cu.CUfunction_attribute(code), cu.CUfunction(function)),
-                                        f"cuFuncGetAttribute({key})"))
+                raw = self._check("cuDeviceGetName", self._cu.cuDeviceGetName(128, self.device))
             else:
                 import ctypes
-                value = ctypes.c_int(0)
-                self._call_c("cuFuncGetAttribute", ctypes.byref(value), ctypes.c_int(code), ctypes.c_void_p(function))
-                out[key] = value.value
-        return out
 
+                buf = ctypes.create_string_buffer(128)
+                self._c("cuDeviceGetName", self._lib.cuDeviceGetName(buf, 128, ctypes.c_int(self.device)))
+                raw = buf.value
+            return bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+        except Exception as exc:  # noqa: BLE001 -- the name is only reported
+            return f"? ({exc})"
 
-def _write(path: Path, results: list[dict[str, Any]]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1))
-    tmp.replace(path)
+    # -- queries
+    def device_attribute(self, key: str) -> int:
+        """``cuDeviceGetAttribute(CU_DEVICE_ATTRIBUTE_<key>, device)``."""
+        if self._cu is not None:
+            attr = getattr(self._cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{key}")
+            return int(self._check(f"cuDeviceGetAttribute({key})", self._cu.cuDeviceGetAttribute(attr, self.device)))
+        import ctypes
 
+        value = ctypes.c_int(0)
+        self._c(f"cuDeviceGetAttribute({key})", self._lib.cuDeviceGetAttribute(
+            ctypes.byref(value), ctypes.c_int(_DEV_ATTR[key]), ctypes.c_int(self.device)))
+        return value.value
 
-def worker(jobs_file: Path, results_file: Path) -> int:
-    """Run the jobs in ``jobs_file`` on the GPU; rewrite ``results_file`` after each (partial results survive)."""
-    sys.path.insert(0, str(ROOT / "src"))
-    os.environ.pop("TRITON_INTERPRET", None)
-    import torch
-    from triton.runtime.jit import JITFunction
+    def function_attribute(self, function: Any, key: str) -> int:
+        """``cuFuncGetAttribute(CU_FUNC_ATTRIBUTE_<key>, function)``."""
+        if self._cu is not None:
+            attr = getattr(self._cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{key}")
+            return int(self._check(f"cuFuncGetAttribute({key})", self._cu.cuFuncGetAttribute(attr, function)))
+        import ctypes
 
-    from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
-    from kernelpilot.profile.occupancy import theoretical_occupancy
+        value = ctypes.c_int(0)
+        self._c(f"cuFuncGetAttribute({key})", self._lib.cuFuncGetAttribute(
+            ctypes.byref(value), ctypes.c_int(_FUNC_ATTR[key]), function))
+        return value.value
 
-    captured: list[Any] = []
-    original_run = JITFunction.run
+    def load(self, cubin: bytes, name: str, dynamic_shared_bytes: int) -> tuple[Any, Any]:
+        """Load a cubin and set its function up for ``dynamic_shared_bytes`` as Triton 3.6 ``loadBinary`` does.
 
-    def capturing_run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        kernel = original_run(self, *args, **kwargs)
-        captured.append(kernel)
-        return kernel
+        Returns:
+            (module, function) handles.
+        """
+        if self._cu is not None:
+            cu = self._cu
+            module = self._check("cuModuleLoadData", cu.cuModuleLoadData(cubin))
+            function = self._check("cuModuleGetFunction", cu.cuModuleGetFunction(module, name.encode()))
+        else:
+            import ctypes
 
-    JITFunction.run = capturing_run  # returns the CompiledKernel it launched (Triton 3.6 runtime/jit.py)
-
-    jobs = json.loads(jobs_file.read_text())
-    torch.cuda.init()
-    cc = torch.cuda.get_device_capability()
-    driver = DriverOccupancy()
-    loaded: dict[str, Any] = {}
-    results: list[dict[str, Any]] = []
-    for job in jobs:
-        name, config = job["example"], job["config"]
-        rec: dict[str, Any] = {**job, "shape": SHAPES[name], "api": driver.api}
-        start = time.monotonic()
-        try:
-            if name not in loaded:
-                kf = load_kernel(EXAMPLES_DIR / f"{name}.py", interpreted=False)
-                loaded[name] = (kf, make_case(kf, SHAPES[name], 0, "cuda"))
-            kf, case = loaded[name]
-            captured.clear()
-            run_kernel(kf, case.inputs, config)
-            torch.cuda.synchronize()
-            if not captured:
-                raise RuntimeError("run_kernel launched no JITFunction")
-            kernel = captured[-1]
-            if hasattr(kernel, "result"):  # an asynchronous compile's future
-                kernel = kernel.result()
-            if getattr(kernel, "function", None) is None:
-                kernel._init_handles()
-            threads = int(kernel.metadata.num_warps) * 32
-            shared = int(kernel.metadata.shared)
-            function = int(kernel.function)
-            model = theoretical_occupancy(int(kernel.n_regs), shared, threads, cc=cc)
-            driver_blocks = driver.max_active_blocks(function, threads, shared)
-            attrs = driver.attributes(function)
-            rec.update(
-                status="ok", kernel=kernel.name, n_regs=int(kernel.n_regs), n_spills=int(kernel.n_spills),
-                shared_bytes=shared, threads=threads, num_warps=int(kernel.metadata.num_warps),
-                num_stages=getattr(kernel.metadata, "num_stages", None),
-                model_blocks=model.blocks_per_sm, model_limiter=model.limiter, model_occupancy_pct=model.occupancy_pct,
-                driver_blocks=driver_blocks, match=model.blocks_per_sm == driver_blocks, driver_attributes=attrs)
-            if attrs.get("static_shared_bytes"):
-                # diagnosis only: what the model says if static shared memory counted too
-                try:
-                    alt = theoretical_occupancy(int(kernel.n_regs), shared + attrs["static_shared_bytes"], threads,
-                                                cc=cc)
-                    rec["model_blocks_with_static_shared"] = alt.blocks_per_sm
-                except ValueError as exc:
-                    rec["model_blocks_with_static_shared"] = str(exc)
-        except ValueError as exc:  # run_kernel's own rejection (e.g. matmul's accumulator limit)
-            rec.update(status="rejected", message=f"ValueError: {exc}")
-        except Exception as exc:  # noqa: BLE001 -- recorded per config; the test fails on any "error"
-            if type(exc).__name__ == "OutOfResources":
-                rec.update(status="out_of_resources", message=str(exc))
+            module, function = ctypes.c_void_p(0), ctypes.c_void_p(0)
+            self._c("cuModuleLoadData", self._lib.cuModuleLoadData(ctypes.byref(module), cubin))
+            self._c("cuModuleGetFunction", self._lib.cuModuleGetFunction(ctypes.byref(function), module,
+                                                                         name.encode()))
+        if dynamic_shared_bytes > TRITON_SHARED_OPTIN_THRESHOLD_BYTES and \
+                self.shared_optin_bytes > TRITON_SHARED_OPTIN_THRESHOLD_BYTES:
+            static = self.function_attribute(function, "SHARED_SIZE_BYTES")
+            if self._cu is not None:
+                cu = self._cu
+                self._check("cuFuncSetCacheConfig", cu.cuFuncSetCacheConfig(
+                    function, cu.CUfunc_cache.CU_FUNC_CACHE_PREFER_SHARED))
+                self._check("cuFuncSetAttribute", cu.cuFuncSetAttribute(
+                    function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    self.shared_optin_bytes - static))
             else:
-                rec.update(status="error", message=f"{type(exc).__name__}: {exc}",
-                           traceback=traceback.format_exc()[-3000:])
-        rec["seconds"] = round(time.monotonic() - start, 2)
-        results.append(rec)
-        _write(results_file, results)
-        print(f"[{job['index']:3d}] {name} {config} -> {rec['status']}"
-              + (f" model {rec['model_blocks']} driver {rec['driver_blocks']}" if rec["status"] == "ok" else "")
-              + f" ({rec['seconds']} s)", flush=True)
-    return 0
+                import ctypes
+
+                self._c("cuFuncSetCacheConfig", self._lib.cuFuncSetCacheConfig(
+                    function, ctypes.c_int(_CU_FUNC_CACHE_PREFER_SHARED)))
+                self._c("cuFuncSetAttribute", self._lib.cuFuncSetAttribute(
+                    function, ctypes.c_int(_FUNC_ATTR["MAX_DYNAMIC_SHARED_SIZE_BYTES"]),
+                    ctypes.c_int(self.shared_optin_bytes - static)))
+        return module, function
+
+    def unload(self, module: Any) -> None:
+        """``cuModuleUnload(module)``."""
+        if self._cu is not None:
+            self._check("cuModuleUnload", self._cu.cuModuleUnload(module))
+        else:
+            self._c("cuModuleUnload", self._lib.cuModuleUnload(module))
+
+    def max_active_blocks(self, function: Any, threads_per_block: int, dynamic_shared_bytes: int) -> int:
+        """``cuOccupancyMaxActiveBlocksPerMultiprocessor(function, threads, dynamic shared bytes)``: blocks per SM."""
+        if self._cu is not None:
+            return int(self._check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                                   self._cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                       function, threads_per_block, dynamic_shared_bytes)))
+        import ctypes
+
+        blocks = ctypes.c_int(0)
+        self._c("cuOccupancyMaxActiveBlocksPerMultiprocessor", self._lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(blocks), function, ctypes.c_int(threads_per_block), ctypes.c_size_t(dynamic_shared_bytes)))
+        return blocks.value
+
+    def describe(self) -> dict[str, Any]:
+        """What the JSON records about the device."""
+        return {"device": self.name, "compute_capability": list(self.compute_capability), "sm_count": self.sm_count,
+                "shared_optin_bytes": self.shared_optin_bytes, "shared_per_sm_bytes": self.shared_per_sm_bytes,
+                "api": self.api}
 
 
-def run_workers(jobs: list[dict[str, Any]], folder: Path, n_workers: int, timeout_s: float,
-                ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Split ``jobs`` round-robin over ``n_workers`` processes; collect their results and log tails."""
-    chunks = [jobs[i::n_workers] for i in range(n_workers)]
-    procs = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("TRITON_INTERPRET", None)
-    env["PYTHONPATH"] = str(ROOT / "src") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    for i, chunk in enumerate(c for c in chunks if c):
-        jobs_file, results_file, log_file = (folder / f"w{i}.jobs.json", folder / f"w{i}.results.json",
-                                             folder / f"w{i}.log")
-        jobs_file.write_text(json.dumps(chunk))
-        log = open(log_file, "w")  # noqa: SIM115 -- open while the worker runs; closed in the wait loop
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", str(jobs_file),
-                                 str(results_file)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        procs.append((proc, log, results_file, log_file))
-    deadline = time.monotonic() + timeout_s
-    results: list[dict[str, Any]] = []
-    logs: list[str] = []
-    for proc, log, results_file, log_file in procs:
+# ---------------------------------------------------------------------------------------------------------------
+# compile, ask the driver, compare
+
+
+def record_of(job: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The JSON record of one job from its static result: status ``ok`` / ``rejected`` (run_kernel refused it) /
+    ``out_of_resources`` / ``error``, and the model's numbers."""
+    rec: dict[str, Any] = {"index": job["index"], "example": job["example"], "config": job["config"]}
+    if result.status == "ok":
+        occ = result.occupancy
+        rec.update(status="ok", kernel=result.kernel_name, regs=result.registers_per_thread,
+                   local_bytes=result.local_mem_bytes_per_thread, shared_bytes=result.shared_mem_bytes,
+                   threads=result.threads_per_block, num_stages=result.num_stages, compile_s=result.compile_s,
+                   model_blocks=occ.blocks_per_sm if occ else None, model_limiter=occ.limiter if occ else None,
+                   model_occupancy_pct=occ.occupancy_pct if occ else None,
+                   model_max_threads=result.max_threads_per_block, cubin_path=result.cubin_path)
+    elif result.stage == "capture" and result.error_type == "ValueError":
+        rec.update(status="rejected", message=result.message.splitlines()[0] if result.message else "")
+    elif result.stage == "resources" and result.error_type == "OutOfResources":
+        rec.update(status="out_of_resources", message=result.message.splitlines()[0] if result.message else "",
+                   shared_bytes=result.shared_mem_bytes, regs=result.registers_per_thread)
+    else:
+        rec.update(status="error", stage=result.stage, error_type=result.error_type, message=result.message[:2000])
+    return rec
+
+
+def ask_driver(rec: dict[str, Any], driver: Any) -> None:
+    """Load ``rec``'s cubin, ask the driver, and add ``driver_*`` fields and the ``equal`` verdicts to ``rec``.
+
+    For an ``out_of_resources`` record over shared memory, ``confirmed`` says whether the device's opt-in maximum is
+    indeed below the shared memory the config needs.
+    """
+    if rec["status"] == "out_of_resources":
+        if "shared memory" in rec.get("message", ""):
+            rec["confirmed"] = rec["shared_bytes"] > driver.shared_optin_bytes
+        return
+    if rec["status"] != "ok":
+        return
+    try:
+        cubin = Path(rec["cubin_path"]).read_bytes()
+        module, function = driver.load(cubin, rec["kernel"], rec["shared_bytes"])
         try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        if results_file.is_file():
-            results += json.loads(results_file.read_text())
-        logs.append(f"--- {log_file.name} (rc {proc.returncode})\n" + "\n".join(log_file.read_text().splitlines()[-15:]))
-    return sorted(results, key=lambda r: r["index"]), logs
+            rec["driver_blocks"] = driver.max_active_blocks(function, rec["threads"], rec["shared_bytes"])
+            rec["driver_max_threads"] = driver.function_attribute(function, "MAX_THREADS_PER_BLOCK")
+            rec["driver_regs"] = driver.function_attribute(function, "NUM_REGS")
+            rec["driver_local_bytes"] = driver.function_attribute(function, "LOCAL_SIZE_BYTES")
+            rec["driver_static_shared_bytes"] = driver.function_attribute(function, "SHARED_SIZE_BYTES")
+        finally:
+            driver.unload(module)
+    except Exception as exc:  # noqa: BLE001 -- recorded; the test fails on any "error"
+        rec.update(status="error", stage="driver", error_type=type(exc).__name__, message=str(exc)[:2000],
+                   traceback=traceback.format_exc()[-2000:])
+        return
+    rec["blocks_equal"] = rec["model_blocks"] == rec["driver_blocks"]
+    rec["max_threads_equal"] = rec["model_max_threads"] == rec["driver_max_threads"]
+    rec["regs_equal"] = rec["regs"] == rec["driver_regs"]
+    rec["equal"] = rec["blocks_equal"] and rec["max_threads_equal"]
 
 
-def summarize(jobs: list[dict[str, Any]], results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts by status and example, the mismatches, and the jobs that never finished."""
-    done = {r["index"] for r in results}
-    compared = [r for r in results if r["status"] == "ok"]
+def summarize(jobs: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts over the records: compared / equal (blocks and max threads), rejected, out_of_resources, errors,
+    unfinished; per example; the mismatching job indices."""
+    done = {r["index"] for r in records}
+    compared = [r for r in records if r["status"] == "ok" and "equal" in r]
+    examples = sorted({j["example"] for j in jobs})
+    by_status = {s: sum(r["status"] == s for r in records) for s in ("ok", "rejected", "out_of_resources", "error")}
     return {
         "jobs": len(jobs),
         "compared": len(compared),
-        "matched": sum(1 for r in compared if r["match"]),
-        "by_status": {s: sum(1 for r in results if r["status"] == s)
-                      for s in ("ok", "rejected", "out_of_resources", "error")},
-        "compared_by_example": {n: sum(1 for r in compared if r["example"] == n) for n in SHAPES},
-        "mismatches": [r["index"] for r in compared if not r["match"]],
-        "unfinished": [j["index"] for j in jobs if j["index"] not in done],
+        "equal": sum(r["equal"] for r in compared),
+        "blocks_equal": sum(r["blocks_equal"] for r in compared),
+        "max_threads_equal": sum(r["max_threads_equal"] for r in compared),
+        "regs_equal": sum(r["regs_equal"] for r in compared),
+        "rejected_by_run_kernel": by_status["rejected"],
+        "out_of_resources": by_status["out_of_resources"],
+        "out_of_resources_confirmed": sum(bool(r.get("confirmed")) for r in records),
+        "errors": by_status["error"],
+        "unfinished": len(jobs) - len(done),
+        "by_example": {e: {"jobs": sum(j["example"] == e for j in jobs),
+                           "compared": sum(r["example"] == e for r in compared),
+                           "equal": sum(r["example"] == e and r["equal"] for r in compared),
+                           "rejected": sum(r["example"] == e and r["status"] == "rejected" for r in records),
+                           "out_of_resources": sum(r["example"] == e and r["status"] == "out_of_resources"
+                                                   for r in records)} for e in examples},
+        "mismatches": sorted(r["index"] for r in compared if not r["equal"]),
+        "error_indices": sorted(r["index"] for r in records if r["status"] == "error"),
     }
 
 
-def test_build_jobs_is_deterministic_and_covers_every_example():
-    jobs = build_jobs()
-    assert jobs == build_jobs()
-    assert {j["example"] for j in jobs} == set(SHAPES)
-    assert len(jobs) == len(SHAPES) + sum(SAMPLES.values())
+def write_json(path: Optional[str | Path], report: dict[str, Any]) -> None:
+    """Write ``report`` to ``path`` atomically (nothing when ``path`` is empty)."""
+    if not path:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=1, default=str))
+    tmp.replace(path)
 
 
-def test_occupancy_model_matches_driver_on_every_example_config(tmp_path, capsys):
-    import torch
+def run_comparison(jobs: list[dict[str, Any]], driver: Any, *, arch: str, workers: Optional[int] = None,
+                   deadline_s: float = 450.0, out_path: Optional[str | Path] = None,
+                   log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Compile every job for ``arch`` in parallel and, as each finishes, ask ``driver`` about it.
+
+    Args:
+        jobs: from :func:`select_jobs`.
+        driver: a :class:`CudaDriver` (or a stand-in with ``load``, ``unload``, ``max_active_blocks``,
+            ``function_attribute``, ``shared_optin_bytes`` and ``describe``).
+        arch: the compile target (the device's, ``sm_90``).
+        workers: compile processes (default: CPU cores).
+        deadline_s: stop handing out compiles after this many seconds (the rest count as unfinished).
+        out_path: where to (re)write the JSON report as results arrive.
+        log: progress lines.
+
+    Returns:
+        The report: device, versions, timing, ``summary`` (:func:`summarize`) and one record per finished job.
+    """
     import triton
 
-    jobs = build_jobs()
+    from kernelpilot.profile import static
+
     started = time.monotonic()
-    results, logs = run_workers(jobs, tmp_path, max(1, min(WORKERS, len(jobs))), WORKERS_TIMEOUT_S)
-    summary = summarize(jobs, results)
-    props = torch.cuda.get_device_properties(0)
-    report = {
-        "what": "kernelpilot.profile.occupancy.theoretical_occupancy vs cuOccupancyMaxActiveBlocksPerMultiprocessor",
-        "device": props.name, "compute_capability": list(torch.cuda.get_device_capability()),
-        "sm_count": props.multi_processor_count, "torch": torch.__version__, "triton": triton.__version__,
-        "shapes": SHAPES, "sample_seed": SAMPLE_SEED, "workers": WORKERS, "seconds": round(time.monotonic() - started, 1),
-        "summary": summary, "results": results,
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs) or 1))
+    ordered = compile_order(jobs)
+    records: list[dict[str, Any]] = []
+    report: dict[str, Any] = {
+        "what": ("kernelpilot inspect's occupancy model (blocks/SM) and max threads per block vs the driver's "
+                 "cuOccupancyMaxActiveBlocksPerMultiprocessor and CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, "
+                 "every config of every example at its SHAPE"),
+        **driver.describe(), "arch": arch, "triton": triton.__version__, "python": sys.version.split()[0],
+        "workers": workers, "env": {k: v for k, v in os.environ.items() if k.startswith("KP_OCC_")},
     }
-    if os.environ.get("OUT"):
-        Path(os.environ["OUT"]).mkdir(parents=True, exist_ok=True)
-        (Path(os.environ["OUT"]) / "occupancy_driver.json").write_text(json.dumps(report, indent=1))
-    line = (f"occupancy model == driver on {summary['matched']} of {summary['compared']} configs "
-            f"({summary['jobs']} jobs: {summary['by_status']}; unfinished {len(summary['unfinished'])}; "
-            f"{report['seconds']} s)")
-    with capsys.disabled():
-        print("\n" + line)
-        for r in results:
-            if (r["status"] == "ok" and not r["match"]) or r["status"] == "error":
-                print(json.dumps({k: v for k, v in r.items() if k != "traceback"}))
-    detail = line + "\n" + "\n".join(logs)
-    errors = [f"{r['example']} {r['config']}: {r.get('message')}" for r in results if r["status"] == "error"]
-    assert not summary["unfinished"], f"jobs never finished: {summary['unfinished']}\n{detail}"
-    assert not errors, "\n".join(errors) + "\n" + detail
-    assert all(summary["compared_by_example"].values()), detail
-    assert not summary["mismatches"], detail
-    assert summary["matched"] == summary["compared"] > 0
+    last_write = 0.0
+    with tempfile.TemporaryDirectory(prefix="kp-occ-") as tmp:
+        tasks = static_tasks(ordered, arch, Path(tmp))
+        stream = static.iter_tasks(tasks, max_workers=workers, in_process=False)
+        try:
+            for n, (i, result) in enumerate(stream, 1):
+                rec = record_of(ordered[i], result)
+                ask_driver(rec, driver)
+                rec.pop("cubin_path", None)
+                records.append(rec)
+                elapsed = time.monotonic() - started
+                if n % max(1, len(tasks) // 20) == 0 or n == len(tasks):
+                    ok = [r for r in records if "equal" in r]
+                    log(f"[{elapsed:5.0f} s] {n}/{len(tasks)} done; {sum(r['equal'] for r in ok)}/{len(ok)} equal")
+                if out_path and (elapsed - last_write > 15 or n == len(tasks)):
+                    last_write = elapsed
+                    write_json(out_path, {**report, "seconds": round(elapsed, 1), "partial": True,
+                                          "summary": summarize(jobs, records), "results": records})
+                if elapsed > deadline_s and n < len(tasks):
+                    log(f"deadline {deadline_s:.0f} s passed with {len(tasks) - n} configs not done; stopping")
+                    break
+        finally:
+            stream.close()  # cancels the compiles not started
+    records.sort(key=lambda r: r["index"])
+    report.update(seconds=round(time.monotonic() - started, 1), partial=False, summary=summarize(jobs, records),
+                  results=records)
+    write_json(out_path, report)
+    return report
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
-        sys.exit(worker(Path(sys.argv[2]), Path(sys.argv[3])))
-    if len(sys.argv) == 2 and sys.argv[1] == "--list":
-        for job in build_jobs():
-            print(job["index"], job["example"], json.dumps(job["config"]))
-        sys.exit(0)
-    sys.exit("usage: test_occupancy_driver.py --worker JOBS.json RESULTS.json | --list")
+# ---------------------------------------------------------------------------------------------------------------
+# CPU tests: the job list, the compile path and the comparison against a stand-in driver
+
+
+def test_jobs_cover_every_config_of_every_example():
+    jobs = select_jobs()
+    counts = {e: sum(j["example"] == e for j in jobs) for e in EXPECTED_SPACE}
+    assert set(example_names()) == set(EXPECTED_SPACE) and counts == EXPECTED_SPACE
+    assert len(jobs) == sum(EXPECTED_SPACE.values()) == 1526
+    assert [j["index"] for j in jobs] == list(range(len(jobs)))
+    for name in EXPECTED_SPACE:
+        configs = [json.dumps(j["config"], sort_keys=True) for j in jobs if j["example"] == name]
+        assert len(set(configs)) == len(configs)
+        assert sum(j["is_default"] for j in jobs if j["example"] == name) == 1
+    assert jobs_from_env({}) == jobs
+
+
+def test_jobs_can_be_split_by_example_limit_and_shard():
+    small = jobs_from_env({"KP_OCC_EXAMPLES": "vector_add,layer_norm,softmax"})
+    big = jobs_from_env({"KP_OCC_EXAMPLES": "matmul"})
+    assert len(small) == 24 + 35 + 315 and len(big) == 1152
+    full = select_jobs()
+    assert sorted(json.dumps([j["example"], j["config"]]) for j in small + big) == \
+        sorted(json.dumps([j["example"], j["config"]]) for j in full)
+    limited = jobs_from_env({"KP_OCC_LIMIT": "3"})
+    assert {e: sum(j["example"] == e for j in limited) for e in EXPECTED_SPACE} == dict.fromkeys(EXPECTED_SPACE, 3)
+    assert all(sum(j["is_default"] for j in limited if j["example"] == e) == 1 for e in EXPECTED_SPACE)
+    assert limited == jobs_from_env({"KP_OCC_LIMIT": "3"})  # seeded
+    halves = [jobs_from_env({"KP_OCC_SHARD": f"{i}/2"}) for i in (0, 1)]
+    assert sorted(j["index"] for h in halves for j in h) == list(range(1526))
+    with pytest.raises(ValueError):
+        select_jobs(["no_such_example"])
+    with pytest.raises(ValueError):
+        select_jobs(shard=(2, 2))
+
+
+def test_constraints_filter_the_space():
+    tunables = {"BLOCK_M": [32, 64, 128], "num_stages": [2, 3]}
+    space = space_of(tunables, ["BLOCK_M * num_stages <= 192", "num_stages <= max_stages_of_the_device"])
+    assert space == [{"BLOCK_M": 32, "num_stages": 2}, {"BLOCK_M": 32, "num_stages": 3},
+                     {"BLOCK_M": 64, "num_stages": 2}, {"BLOCK_M": 64, "num_stages": 3}]
+    assert len(space_of(tunables)) == 6
+
+
+def test_compile_order_starts_with_the_costliest_configs():
+    ordered = compile_order(select_jobs())
+    assert ordered[0]["example"] == "matmul" and len(ordered) == 1526
+    matmul = [j for j in ordered if j["example"] == "matmul"]
+    costs = [compile_cost(j["config"]) for j in matmul]
+    assert costs == sorted(costs, reverse=True)
+    examples_in_order = [e for e, _ in itertools.groupby(j["example"] for j in ordered)]
+    assert len(examples_in_order) == len(EXPECTED_SPACE)  # each example in one run of jobs
+
+
+class FakeCudaModule:
+    """A stand-in for ``cuda.bindings.driver`` that checks the argument order the real bindings take and answers
+    ``(CUresult, value)`` tuples, as cuda-python does (values: an H100's)."""
+
+    class CUresult(int):
+        pass
+
+    class CUdevice_attribute:  # noqa: N801 -- the bindings' name
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = "sm_count"
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = "cc_major"
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = "cc_minor"
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = "smem_sm"
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = "smem_optin"
+
+    class CUfunction_attribute:  # noqa: N801
+        CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = "max_threads"
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = "static_shared"
+        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = "local"
+        CU_FUNC_ATTRIBUTE_NUM_REGS = "regs"
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = "max_dynamic_shared"
+
+    class CUfunc_cache:  # noqa: N801
+        CU_FUNC_CACHE_PREFER_SHARED = "prefer_shared"
+
+    OK = CUresult(0)
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+        self.modules: dict[str, bytes] = {}
+        self.set_attributes: dict[str, Any] = {}
+
+    def _log(self, *call: Any) -> None:
+        self.calls.append(call)
+
+    def cuInit(self, flags):  # noqa: N802 -- the driver's names
+        assert flags == 0
+        return (self.OK,)
+
+    def cuDeviceGet(self, ordinal):  # noqa: N802
+        return self.OK, ("dev", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev):  # noqa: N802
+        assert dev == ("dev", 0)
+        return self.OK, "ctx"
+
+    def cuCtxSetCurrent(self, ctx):  # noqa: N802
+        assert ctx == "ctx"
+        return (self.OK,)
+
+    def cuDeviceGetName(self, length, dev):  # noqa: N802
+        assert length >= 64 and dev == ("dev", 0)
+        return self.OK, b"Fake H100\0\0\0"
+
+    def cuDeviceGetAttribute(self, attrib, dev):  # noqa: N802
+        assert dev == ("dev", 0)
+        values = {"sm_count": 132, "cc_major": 9, "cc_minor": 0, "smem_sm": 233472, "smem_optin": 232448}
+        return self.OK, values[attrib]
+
+    def cuModuleLoadData(self, image):  # noqa: N802
+        assert isinstance(image, bytes) and image[:4] == b"\x7fELF", "a cubin is an ELF image"
+        self.modules[f"mod{len(self.modules)}"] = image
+        return self.OK, f"mod{len(self.modules) - 1}"
+
+    def cuModuleGetFunction(self, module, name):  # noqa: N802
+        assert module in self.modules and isinstance(name, bytes) and name in self.modules[module]
+        return self.OK, ("fn", module, name.decode())
+
+    def cuModuleUnload(self, module):  # noqa: N802
+        self.modules.pop(module)
+        return (self.OK,)
+
+    def cuFuncSetCacheConfig(self, fn, config):  # noqa: N802
+        assert fn[0] == "fn" and config == "prefer_shared"
+        self._log("cache", fn, config)
+        return (self.OK,)
+
+    def cuFuncSetAttribute(self, fn, attrib, value):  # noqa: N802
+        assert fn[0] == "fn" and attrib == "max_dynamic_shared" and isinstance(value, int)
+        self.set_attributes[fn[1]] = value
+        return (self.OK,)
+
+    def cuFuncGetAttribute(self, attrib, fn):  # noqa: N802
+        assert fn[0] == "fn", "cuFuncGetAttribute takes (attribute, function)"
+        if attrib in ("static_shared", "local"):
+            return self.OK, 0
+        return self.OK, -1  # answered by FakeDriver below
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, fn, block_size, dynamic_smem):  # noqa: N802
+        assert fn[0] == "fn" and isinstance(block_size, int) and isinstance(dynamic_smem, int)
+        return self.OK, -1  # answered by FakeDriver below
+
+
+class FakeDriver(CudaDriver):
+    """:class:`CudaDriver` over :class:`FakeCudaModule`, answering occupancy and registers from the cubin itself
+    (``cuobjdump`` registers, the model's rules): the plumbing is what is tested on the CPU, not the numbers."""
+
+    def __init__(self) -> None:
+        super().__init__(FakeCudaModule())
+        self.regs: dict[Any, int] = {}
+
+    def load(self, cubin: bytes, name: str, dynamic_shared_bytes: int) -> tuple[Any, Any]:
+        module, function = super().load(cubin, name, dynamic_shared_bytes)
+        from kernelpilot.profile.static import _tool, parse_resource_usage
+
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(cubin)
+            f.flush()
+            import subprocess
+
+            text = subprocess.run([_tool("cuobjdump"), "--dump-resource-usage", f.name], capture_output=True,
+                                  text=True, check=True).stdout
+        self.regs[function] = parse_resource_usage(text)[name]["REG"]
+        return module, function
+
+    def function_attribute(self, function: Any, key: str) -> int:
+        from kernelpilot.profile.static import max_threads_per_block
+
+        value = super().function_attribute(function, key)
+        if key == "NUM_REGS":
+            return self.regs[function]
+        if key == "MAX_THREADS_PER_BLOCK":
+            return max_threads_per_block(self.regs[function])
+        return value
+
+    def max_active_blocks(self, function: Any, threads_per_block: int, dynamic_shared_bytes: int) -> int:
+        from kernelpilot.profile.occupancy import theoretical_occupancy
+
+        super().max_active_blocks(function, threads_per_block, dynamic_shared_bytes)
+        return theoretical_occupancy(self.regs[function], dynamic_shared_bytes, threads_per_block).blocks_per_sm
+
+
+def test_driver_wrapper_reads_the_device_as_cuda_python_answers():
+    driver = CudaDriver(FakeCudaModule())
+    assert driver.describe() == {"device": "Fake H100", "compute_capability": [9, 0], "sm_count": 132,
+                                 "shared_optin_bytes": 232448, "shared_per_sm_bytes": 233472, "api": "given"}
+
+
+def test_cpu_compile_and_compare_two_configs_per_example_with_a_stand_in_driver(tmp_path):
+    # Two vector_add configs and the matmul configs that exercise > 48 KB of shared memory, a rejection by
+    # run_kernel and an OutOfResources, compiled for sm_90 by the device test's own code path.
+    jobs = select_jobs(["vector_add"], limit=2)
+    matmul = [j for j in select_jobs(["matmul"]) if j["config"] in (
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 8, "num_stages": 3},  # 96 KB
+        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 2, "num_stages": 2},  # rejected
+        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 8, "num_stages": 5},  # OOR
+    )]
+    assert len(jobs) == 2 and len(matmul) == 3
+    driver = FakeDriver()
+    out = tmp_path / "occ.json"
+    lines: list[str] = []
+    report = run_comparison(jobs + matmul, driver, arch="sm_90", workers=2, out_path=out, log=lines.append)
+    s = report["summary"]
+    assert (s["jobs"], s["compared"], s["equal"], s["errors"], s["unfinished"]) == (5, 3, 3, 0, 0), report
+    assert (s["rejected_by_run_kernel"], s["out_of_resources"], s["out_of_resources_confirmed"]) == (1, 1, 1)
+    assert s["by_example"]["vector_add"]["compared"] == 2 and s["by_example"]["matmul"]["compared"] == 1
+    on_disk = json.loads(out.read_text())
+    assert on_disk["summary"] == s and not on_disk["partial"] and on_disk["device"] == "Fake H100"
+    assert on_disk["arch"] == "sm_90" and lines
+    for rec in on_disk["results"]:
+        assert {"index", "example", "config", "status"} <= set(rec)
+        if rec["status"] == "ok":
+            for key in ("kernel", "regs", "shared_bytes", "threads", "model_blocks", "model_max_threads",
+                        "driver_blocks", "driver_max_threads", "driver_regs", "equal", "blocks_equal"):
+                assert rec[key] is not None, (key, rec)
+            assert "cubin_path" not in rec
+    big = next(r for r in on_disk["results"] if r["example"] == "matmul" and r["status"] == "ok")
+    assert big["shared_bytes"] > TRITON_SHARED_OPTIN_THRESHOLD_BYTES
+    assert set(driver._cu.set_attributes.values()) == {232448}  # opt-in maximum minus 0 static, as Triton sets it
+    assert not driver._cu.modules  # every module unloaded
+
+
+def test_summary_counts_mismatches_and_unfinished_jobs():
+    jobs = [{"index": i, "example": "x", "config": {}} for i in range(4)]
+    records = [
+        {"index": 0, "example": "x", "status": "ok", "equal": True, "blocks_equal": True, "max_threads_equal": True,
+         "regs_equal": True},
+        {"index": 1, "example": "x", "status": "ok", "equal": False, "blocks_equal": False,
+         "max_threads_equal": True, "regs_equal": True},
+        {"index": 2, "example": "x", "status": "error"},
+    ]
+    s = summarize(jobs, records)
+    assert (s["compared"], s["equal"], s["blocks_equal"], s["errors"], s["unfinished"]) == (2, 1, 1, 1, 1)
+    assert s["mismatches"] == [1] and s["error_indices"] == [2]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the device test
+
+
+@pytest.mark.gpu
+def test_occupancy_model_and_max_threads_equal_the_driver_on_every_config_of_every_example(capsys):
+    from kernelpilot.profile.occupancy import ARCH_LIMITS
+
+    driver = CudaDriver()
+    if tuple(driver.compute_capability) not in ARCH_LIMITS:
+        pytest.skip(f"no occupancy limits for compute capability {driver.compute_capability}")
+    jobs = jobs_from_env()
+    arch = f"sm_{driver.compute_capability[0]}{driver.compute_capability[1]}"
+
+    def log(line: str) -> None:
+        with capsys.disabled():
+            print(line, flush=True)
+
+    log(f"\n{len(jobs)} configs of {sorted({j['example'] for j in jobs})} on {driver.name} ({arch}, {driver.api})")
+    report = run_comparison(jobs, driver, arch=arch, workers=int(os.environ.get("KP_OCC_WORKERS", "0")) or None,
+                            deadline_s=float(os.environ.get("KP_OCC_DEADLINE_S", "450")),
+                            out_path=os.environ.get("KP_OCC_OUT"), log=log)
+    s = report["summary"]
+    line = (f"occupancy model == driver (blocks/SM and max threads/block) on {s['equal']} of {s['compared']} "
+            f"compared configs; {s['jobs']} jobs: {s['rejected_by_run_kernel']} rejected by run_kernel, "
+            f"{s['out_of_resources']} OutOfResources ({s['out_of_resources_confirmed']} confirmed by the device), "
+            f"{s['errors']} errors, {s['unfinished']} unfinished; registers equal on {s['regs_equal']}; "
+            f"{report['seconds']} s with {report['workers']} workers")
+    log(line)
+    for r in report["results"]:
+        if r["status"] == "error" or (r["status"] == "ok" and not r.get("equal")):
+            log(json.dumps({k: v for k, v in r.items() if k != "traceback"}))
+    assert not s["unfinished"], f"{line}\nsplit the run: KP_OCC_EXAMPLES=vector_add,layer_norm,softmax then matmul"
+    assert not s["errors"], line
+    assert all(e["compared"] for e in s["by_example"].values()), line
+    assert s["compared"] + s["rejected_by_run_kernel"] + s["out_of_resources"] == s["jobs"], line
+    assert not s["mismatches"], line
+    assert s["equal"] == s["compared"] > 0, line
+    smem_oor = [r for r in report["results"] if r["status"] == "out_of_resources" and "confirmed" in r]
+    assert all(r["confirmed"] for r in smem_oor), line
