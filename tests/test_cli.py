@@ -38,9 +38,11 @@ def test_roofline_for_a_named_gpu_without_gpu():
     assert all("<-" in c and ".md:" in c for c in r["citations"])
 
 
-def test_roofline_unknown_gpu_names_closest():
+def test_roofline_unknown_gpu_is_an_error_naming_the_closest_and_how_to_add_one():
     code, data = run_json("roofline", str(EXAMPLES / "matmul.py"), "--gpu", "H2000")
-    assert code == 0 and data["roofline"] is None and "H200" in data["note"]
+    assert code == 1 and data["error"] == "SpecError"
+    assert "H2000" in data["message"] and "H200" in data["message"] + data["hint"]
+    assert "hardware/specs" in data["hint"] or "spec file" in data["hint"]
 
 
 def test_check_exits_one_on_a_wrong_kernel(write_kernel):

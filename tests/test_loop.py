@@ -114,3 +114,50 @@ def test_cli_optimize_json_is_one_object(tmp_path):
     data = json.loads(proc.stdout)
     assert data["run"]["kernel_name"] == "vector_add" and len(data["versions"]) == 2
     assert str(out) == data["out"]
+
+
+def test_hang_and_crash_are_failed_versions_and_the_loop_goes_on(write_kernel, tmp_path):
+    """Each version runs in a worker process: a hang is killed at the timeout, a segfault is a worker crash."""
+    body = ("import ctypes, time\n"
+            "    if BLOCK == 128:\n        time.sleep(3600)\n"
+            "    if num_warps == 8:\n        ctypes.string_at(0)\n"
+            "    out.copy_(x + y)")
+    result = api.optimize(write_kernel(body), out=tmp_path / "run", iterations=4, benchmark=False, timeout_s=15)
+    by_config = {(v.config["BLOCK"], v.config["num_warps"]): v for v in result.versions}
+    hang, crash = by_config[(128, 4)], by_config[(64, 8)]
+    assert hang.status == "failed" and hang.failure == "timeout" and "no answer within 15 s" in hang.reason
+    assert crash.status == "failed" and crash.failure == "worker_crash" and "died" in crash.reason
+    assert len(result.versions) == 5 and result.run.stop_reason == "iterations done (4)"
+    later = [v for v in result.versions if v.index > max(hang.index, crash.index)]
+    assert any(v.correct and v.median_ns for v in later)  # a fresh worker ran the next correct config
+    for v in result.versions:  # every failure is one of the planted ones
+        planted = "timeout" if v.config["BLOCK"] == 128 else "worker_crash" if v.config["num_warps"] == 8 else None
+        assert v.failure == planted and (v.status == "failed") == (planted is not None)
+    for v in (hang, crash):
+        saved = VersionOutcome.model_validate_json((tmp_path / "run" / f"v{v.index}" / "outcome.json").read_text())
+        assert saved.failure == v.failure
+
+
+def test_another_strategy_proposes_and_its_jumps_are_recorded(write_kernel, tmp_path):
+    result = api.optimize(write_kernel(), out=tmp_path / "run", iterations=3, benchmark=False, strategy="random",
+                          seed=3)
+    assert result.run.strategy == "random" and result.run.seed == 3 and len(result.versions) == 4
+    assert len({json.dumps(v.config, sort_keys=True) for v in result.versions}) == 4
+    for v in result.versions[1:]:
+        assert v.move is not None and v.move.rule == "strategy:random"
+        base = result.versions[v.parent].config
+        changed = [k for k in v.config if v.config[k] != base[k]]
+        assert v.move.tunable == "+".join(changed)  # a jump names every tunable it changed
+        text = (tmp_path / "run" / f"v{v.index}" / "hypothesis.md").read_text()
+        assert ("Several variables" if len(changed) > 1 else "One variable") in text
+
+
+def test_unknown_strategy_or_gpu_fails_before_the_run_folder_exists(write_kernel, tmp_path):
+    from kernelpilot.errors import SearchError, SpecError
+
+    with pytest.raises(SearchError, match="unknown search strategy"):
+        api.optimize(write_kernel(), out=tmp_path / "a", strategy="annealing")
+    with pytest.raises(SpecError) as info:
+        api.optimize(write_kernel(), out=tmp_path / "b", gpu="RTX9999")
+    assert "RTX9999" in info.value.message and info.value.hint
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

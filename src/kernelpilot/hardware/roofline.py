@@ -5,7 +5,8 @@ Rule (docs/PRODUCT.md, "Roofline")::
     floor = max(bytes / peak bandwidth, FLOPs / peak FLOP rate of the unit that does them)
 
 with measured ceilings preferred over datasheet values (:meth:`GpuSpec.ceiling`). A measured time under
-the floor is impossible and must be rejected (:meth:`Roofline.is_impossible`). Every ceiling used is
+the floor is impossible and must be rejected (:meth:`Roofline.is_impossible`, :func:`impossible_reason`: the one
+rule ``optimize``, ``tune``, ``bench`` and the light card all apply). Every ceiling used is
 cited as ``<metric>: <value> <unit> <- <path>:<line>``.
 
 Units: FLOPs (or integer ops for ``int8_tensor``) and bytes are plain counts; bandwidth in GB/s
@@ -28,7 +29,9 @@ __all__ = [
     "BANDWIDTH_METRICS",
     "DEFAULT_TARGET_FRACTION",
     "Roofline",
+    "SOL_TOLERANCE_MEASURED",
     "compute_roofline",
+    "impossible_reason",
     "render_roofline_md",
 ]
 
@@ -51,6 +54,32 @@ BANDWIDTH_METRICS: tuple[str, str] = ("dram_bandwidth_gbps", "measured_copy_band
 
 #: Fraction of the roofline a kernel is asked to reach (target_ns = floor_ns / 0.9); kernelpilot's default.
 DEFAULT_TARGET_FRACTION = 0.9
+
+#: How far under a floor set by a *measured* ceiling a time may fall before it is impossible (a fraction). A measured
+#: ceiling is what torch's copy or cuBLAS reached at one shape, not a physical limit: on the H200, cuBLAS ran a 4096³
+#: bf16 GEMM 3.7 % under the floor of the 8192³ measured GEMM rate (docs/device-runs/2026-11-22-h200/matmul), so 5 %
+#: keeps such runs and still rejects timing bugs and kernels that skip work (those land far under). A floor set by a
+#: datasheet peak is physical: tolerance 0.
+SOL_TOLERANCE_MEASURED = 0.05
+
+
+def impossible_reason(median_ns: float, floor_ns: float | None, tolerance: float) -> str | None:
+    """Why a time is impossible, or None: a median under ``floor_ns * (1 - tolerance)``.
+
+    Args:
+        median_ns: the measured median, ns.
+        floor_ns: the speed-of-light floor, ns (None or 0: no floor, nothing is impossible).
+        tolerance: the fraction a time may sit under the floor (:attr:`Roofline.sol_tolerance`).
+
+    Returns:
+        The reason for rejecting the time as impossible, or None when it is possible. Raises nothing.
+    """
+    if not floor_ns or median_ns >= floor_ns * (1 - tolerance):
+        return None
+    under = f"by more than {tolerance:.0%}" if tolerance else "(a datasheet peak: a physical limit)"
+    return (f"median {median_ns:.0f} ns is under the speed-of-light floor {floor_ns:.0f} ns {under}: a timing bug, "
+            f"wrong FLOP/byte counts, or a kernel skipping work")
+
 
 _PEAK_UNITS = ("TFLOP/s", "TOP/s")  # both 10^12 per second
 _NS_PER_S = 1e9
@@ -104,16 +133,37 @@ class Roofline(BaseModel):
         _check_time(measured_ns)
         return self.floor_ns / measured_ns * 100.0
 
+    @property
+    def floor_is_measured(self) -> bool:
+        """True when the ceiling that sets the floor (the peak when compute-bound, else the bandwidth) is measured."""
+        ceiling = self.peak if self.bound == "compute" else self.bandwidth
+        return ceiling.metric.startswith("measured_")
+
+    @property
+    def sol_tolerance(self) -> float:
+        """:data:`SOL_TOLERANCE_MEASURED` when the floor comes from a measured ceiling, else 0 (a datasheet floor)."""
+        return SOL_TOLERANCE_MEASURED if self.floor_is_measured else 0.0
+
+    def impossible_reason(self, measured_ns: float) -> str | None:
+        """Why ``measured_ns`` is impossible on this roofline (:func:`impossible_reason` with
+        :attr:`sol_tolerance`), or None.
+
+        Raises:
+            ValueError: ``measured_ns`` is not a positive finite number of nanoseconds.
+        """
+        _check_time(measured_ns)
+        return impossible_reason(measured_ns, self.floor_ns, self.sol_tolerance)
+
     def is_impossible(self, measured_ns: float) -> bool:
-        """True when ``measured_ns`` is below the floor: the timing (or the FLOP/byte count, or the ceiling) is wrong.
+        """True when ``measured_ns`` is under the floor beyond :attr:`sol_tolerance`: the timing (or the FLOP/byte
+        count, or the ceiling) is wrong.
 
         docs/PRODUCT.md ("Roofline"): a measured time under the floor is impossible; reject it and say so.
 
         Raises:
             ValueError: ``measured_ns`` is not a positive finite number of nanoseconds.
         """
-        _check_time(measured_ns)
-        return measured_ns < self.floor_ns
+        return self.impossible_reason(measured_ns) is not None
 
 
 def _check_time(measured_ns: float) -> None:

@@ -14,6 +14,7 @@ Status = Literal["baseline", "accepted", "rejected", "failed"]
 class RunInfo(BaseModel):
     """run.json: what was optimized, where, and how the run ended.
 
+    ``strategy`` proposed the configs (``guided`` unless asked otherwise), with ``seed``.
     ``mode`` is ``"cuda"`` (timed with CUDA events, profiled with ncu) or ``"interpreter"`` (Triton interpreter on
     the CPU: times are not measurements). ``floor_ns``/``target_ns`` come from roofline.md (None without a spec).
     """
@@ -31,6 +32,8 @@ class RunInfo(BaseModel):
     iterations: int
     profile: bool
     started_utc: str
+    strategy: str = "guided"
+    seed: int = 0
     finished_utc: str | None = None
     floor_ns: float | None = None
     target_ns: float | None = None
@@ -43,6 +46,9 @@ class VersionOutcome(BaseModel):
 
     ``status``: baseline (v0, correct), accepted (correct and faster than the incumbent beyond noise: interleaved A/B samples, Mann–Whitney + bootstrap CI),
     rejected (correct but not faster, or impossibly fast), failed (incorrect, raised, or crashed). Times in ns.
+    ``failure`` is the typed failure of a failed or impossible version, as the search records it
+    (:data:`kernelpilot.search.model.FAILURES`: ``compile_error``, ``runtime_error``, ``illegal_memory_access``,
+    ``timeout``, ``worker_crash``, ``nan``, ``wrong_result``, ``impossible``), None otherwise.
     """
 
     index: int
@@ -61,5 +67,6 @@ class VersionOutcome(BaseModel):
     bound: str | None = None
     verdict_summary: str | None = None
     profile_error: str | None = None
+    failure: str | None = None
     observed: str | None = None
     commit: str | None = None

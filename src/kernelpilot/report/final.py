@@ -11,7 +11,7 @@ def _us(ns: float | None) -> str:
 
 
 def _change(v: VersionOutcome) -> str:
-    return "baseline" if v.move is None else f"{v.move.tunable} {v.move.old}→{v.move.new}"
+    return "baseline" if v.move is None else v.move.label
 
 
 def versions_table(info: RunInfo, versions: list[VersionOutcome]) -> str:

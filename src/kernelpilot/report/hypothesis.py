@@ -31,7 +31,8 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
                   "", target]
         return "\n".join(lines) + "\n"
     po = parent.outcome
-    lines += [f"One variable: `{move.tunable}` {move.old} → {move.new} ({move.direction}); everything else as "
+    what = "Several variables" if move.direction == "jump" else "One variable"
+    lines += [f"{what}: `{move.tunable}` {move.old} → {move.new} ({move.direction}); everything else as "
               f"v{po.index}.", "", f"Rule: {move.rule}.", "", f"Why: {move.why}."]
     if parent.card is not None:
         fired = ", ".join(parent.card.fired_patterns) or "none"

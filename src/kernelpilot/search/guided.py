@@ -45,6 +45,11 @@ class Move(BaseModel):
         """A copy of ``config`` with this move applied."""
         return {**config, self.tunable: self.new}
 
+    @property
+    def label(self) -> str:
+        """``BLOCK_N 256→512``; for a strategy's jump over several tunables ``BLOCK_M+num_warps (64, 4)→(128, 8)``."""
+        return f"{self.tunable} {self.old}→{self.new}"
+
 
 def tunable_role(name: str) -> Role:
     """The role a tunable plays, from its name (see the module docstring)."""

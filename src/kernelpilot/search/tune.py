@@ -16,7 +16,9 @@ Per search:
 4. A config that looks faster than the incumbent replaces it only when faster beyond noise
    (:func:`kernelpilot.search.stats.decide` on interleaved A/B samples taken by the worker; on stored samples in
    a replay). Clearly slower candidates are raced out after a few samples.
-5. A time under the speed-of-light floor of the measured ceilings is ``impossible`` (recorded, never ranked).
+5. A time under the speed-of-light floor is ``impossible`` (recorded, never ranked): the roofline's rule
+   (:meth:`kernelpilot.hardware.roofline.Roofline.is_impossible`), measured ceilings preferred, 5 % slack under a
+   measured ceiling and none under a datasheet peak — the same rule ``kernelpilot optimize`` applies.
 """
 
 from __future__ import annotations
@@ -410,7 +412,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
             from kernelpilot.search.worker import WorkerOptions, WorkerPool
 
             opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shp, interpreted=interpreted,
-                                 floor_ns=floor_ns)
+                                 floor_ns=floor_ns, sol_tolerance=roof.sol_tolerance if roof is not None else 0.0)
             if ray_address:
                 from kernelpilot.search.ray_pool import RayPool
 

@@ -61,10 +61,10 @@ class WorkerOptions(BaseModel):
         shape: the problem shape.
         interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements).
         min_samples / max_samples / rep_ms: timing bounds (:func:`kernelpilot.measure.timing.time_cuda`).
-        floor_ns: the speed-of-light floor from the measured ceilings (None: no check).
-        sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``. cuBLAS ran 3.7 % under
-            the H200's measured-ceiling floor on a 4096³ bf16 GEMM (docs/device-runs/2026-11-22-h200), so a
-            measured floor is not a hard wall; 0.05 keeps such runs and rejects timing bugs.
+        floor_ns: the roofline's speed-of-light floor, measured ceilings preferred (None: no check).
+        sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``; callers pass the roofline's
+            :attr:`~kernelpilot.hardware.roofline.Roofline.sol_tolerance` (5 % under a measured ceiling, 0 under a
+            datasheet peak; see :data:`kernelpilot.hardware.roofline.SOL_TOLERANCE_MEASURED`).
         race_samples: samples taken first when racing against an incumbent.
         race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
             which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
@@ -84,20 +84,12 @@ class WorkerOptions(BaseModel):
 
 
 def below_floor(median_ns: float, floor_ns: float | None, tolerance: float) -> str | None:
-    """Why a time is impossible, or None: a median under ``floor_ns * (1 - tolerance)``.
+    """Why a time is impossible, or None: :func:`kernelpilot.hardware.roofline.impossible_reason` (the one rule
+    every command applies); ``tolerance`` is the roofline's :attr:`~kernelpilot.hardware.roofline.Roofline.sol_tolerance`.
+    Raises nothing."""
+    from kernelpilot.hardware.roofline import impossible_reason
 
-    Args:
-        median_ns: the measured median, ns.
-        floor_ns: the speed-of-light floor of the measured ceilings, ns (None: no floor, nothing is impossible).
-        tolerance: the fraction a time may sit under the floor (see :attr:`WorkerOptions.sol_tolerance`).
-
-    Returns:
-        The reason for the ``impossible`` status, or None when the time is possible. Raises nothing.
-    """
-    if not floor_ns or median_ns >= floor_ns * (1 - tolerance):
-        return None
-    return (f"median {median_ns:.0f} ns is under the speed-of-light floor {floor_ns:.0f} ns (measured ceilings) "
-            f"by more than {tolerance:.0%}: a timing bug, wrong FLOP/byte counts, or a kernel skipping work")
+    return impossible_reason(median_ns, floor_ns, tolerance)
 
 
 def classify_exception(exc: BaseException) -> Status:
@@ -135,8 +127,13 @@ def classify_exception(exc: BaseException) -> Status:
 
 
 def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
-                    race_against_ns: float | None) -> Evaluation:
-    """Evaluate one config inside the worker (see the module docstring); never raises for the config's faults."""
+                    race_against_ns: float | None, records: dict[str, Any] | None = None) -> Evaluation:
+    """Evaluate one config inside the worker (see the module docstring); never raises for the config's faults.
+
+    ``records``, when given, receives the full ``correctness`` and ``timing`` records (JSON dicts of
+    :class:`~kernelpilot.measure.correctness.CorrectnessResult` and :class:`~kernelpilot.measure.timing.TimingResult`)
+    as far as the evaluation got: ``kernelpilot optimize`` writes them into each version's folder.
+    """
     import torch
 
     from kernelpilot.errors import ContractError
@@ -166,6 +163,8 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
         return done(classify_exception(exc), f"{type(exc).__name__}: {exc}")
     base["compile_s"] = compile_s
     correctness = check_correctness(kf, opts.shape, config, "cuda" if device.startswith("cuda") else "cpu")
+    if records is not None:
+        records["correctness"] = correctness.model_dump(mode="json")
     if not correctness.passed:
         bad = next(s for s in correctness.seeds if not s.passed)
         if bad.error:
@@ -188,6 +187,8 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
         timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", **kwargs)
     except Exception as exc:  # noqa: BLE001
         return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
+    if records is not None:
+        records["timing"] = timing.model_dump(mode="json")
     fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
     why = None if opts.interpreted else below_floor(timing.median_ns, opts.floor_ns, opts.sol_tolerance)
     return done("impossible", why, **fields) if why else done("ok", **fields)
@@ -231,6 +232,10 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 return
             if kind == "eval":
                 conn.send(("eval", _child_evaluate(kf, opts, device, msg[1], msg[2]).model_dump_json()))
+            elif kind == "version":
+                rec: dict[str, Any] = {}
+                ev = _child_evaluate(kf, opts, device, msg[1], None, records=rec)
+                conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
                 conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
         except BaseException as exc:  # noqa: BLE001
@@ -326,11 +331,32 @@ class Worker:
         t0 = time.monotonic()
         kind, payload = self._request(("eval", config, race_against_ns))
         if kind == "eval":
-            ev = Evaluation.model_validate_json(payload)
-            if ev.status == "illegal_memory_access":
-                self._kill()  # the CUDA context is poisoned: the next request starts a fresh worker
-                self.restarts += 1
-            return ev
+            return self._answered(Evaluation.model_validate_json(payload))
+        return self._failed(config, kind, payload, t0)
+
+    def version(self, config: dict[str, Any]) -> tuple[Evaluation, dict[str, Any] | None, dict[str, Any] | None]:
+        """Evaluate one config with its full records (``kernelpilot optimize``'s versions); no racing.
+
+        Returns:
+            (the :class:`Evaluation`, the correctness record or None, the timing record or None): the records as
+            far as the evaluation got — none after a hang or a crash, correctness only after a wrong result.
+        """
+        t0 = time.monotonic()
+        kind, payload = self._request(("version", config))
+        if kind == "version":
+            ev = self._answered(Evaluation.model_validate_json(payload["evaluation"]))
+            return ev, payload.get("correctness"), payload.get("timing")
+        return self._failed(config, kind, payload, t0), None, None
+
+    def _answered(self, ev: Evaluation) -> Evaluation:
+        """An answer from the worker; after an illegal memory access the worker is replaced (its context is poisoned)."""
+        if ev.status == "illegal_memory_access":
+            self._kill()  # the next request starts a fresh worker
+            self.restarts += 1
+        return ev
+
+    def _failed(self, config: dict[str, Any], kind: str, payload: Any, t0: float) -> Evaluation:
+        """The :class:`Evaluation` of a request that got no answer (a hang, a dead worker, an unexpected error)."""
         status: Status = {"timeout": "timeout", "crash": "worker_crash"}.get(kind, "runtime_error")  # type: ignore[assignment]
         return Evaluation(config=config, status=status, message=str(payload)[:2000], wall_s=time.monotonic() - t0,
                           worker=self.device, measured=not self.opts.interpreted)
