@@ -263,3 +263,17 @@ def test_cli_inspect_json_and_errors():
     res = runner.invoke(app, ["inspect", str(MATMUL), "--config", "BLOCK_M=256", "--config", "BLOCK_N=256",
                               "--config", "num_warps=2", "--json"])
     assert res.exit_code == 1 and "accumulator registers" in json.loads(res.stdout)["message"]
+
+
+def test_cli_all_configs_table_fits_100_columns(monkeypatch):
+    from kernelpilot.cli import out
+
+    app, runner = _cli()
+    monkeypatch.setattr(out, "width", 100)
+    res = runner.invoke(app, ["inspect", str(MATMUL), "--all-configs", "--limit", "3", "--arch", "sm_90"])
+    assert res.exit_code == 0, res.stdout
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100, "\n".join(line for line in lines if len(line) > 100)
+    assert any("max thr" in line for line in lines) and any(line.startswith(" 64,64,32,1,4,2 ") for line in lines)
+    assert "config = BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages" in res.stdout
+    assert "inspected a sample of 3 of 1152 configs" in res.stdout

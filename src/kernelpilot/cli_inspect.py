@@ -128,8 +128,9 @@ def _human_space(space: Any) -> None:
     for _, r in failures:
         code = _failure_code(r)
         counts[code] = counts.get(code, 0) + 1
-    detail = "".join(f", {n} {code}" for code, n in sorted(counts.items()))
-    out.print(f"inspected {what}: {space.n_ok} ok, {space.n_failed} failed{detail}; {space.max_workers} processes, "
+    detail = f" ({', '.join(f'{n} {code}' for code, n in sorted(counts.items()))})" if counts else ""
+    out.print(f"inspected {what}:")
+    out.print(f"  {space.n_ok} ok, {space.n_failed} failed{detail}; {space.max_workers} processes, "
               f"{space.wall_s:.1f} s")
 
 
