@@ -30,6 +30,8 @@ __all__ = [
     "Evaluation",
     "Status",
     "config_key",
+    "evaluate_many",
+    "parallelism",
 ]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome recorded in the cache:
@@ -135,6 +137,23 @@ class Evaluation(BaseModel):
 #: A runner: config -> evaluation. Never raises for a bad config (that is a failure status); may raise
 #: :class:`BudgetExhausted` when wrapped by the tuner's budget.
 Evaluate = Callable[[dict[str, Any]], Evaluation]
+
+
+def parallelism(evaluate: Evaluate) -> int:
+    """How many configs ``evaluate`` can run at once: its ``parallel`` attribute (the tuner's: one per worker,
+    i.e. per GPU or Ray actor), else 1. Strategies propose that many configs per step."""
+    return max(1, int(getattr(evaluate, "parallel", 1) or 1))
+
+
+def evaluate_many(evaluate: Evaluate, configs: list[dict[str, Any]]) -> list[Evaluation]:
+    """Evaluate several configs, in parallel over the workers when ``evaluate`` offers ``many`` (the tuner), else
+    one after the other; results in input order, each judged as if evaluated alone in that order.
+
+    Raises:
+        BudgetExhausted: from ``evaluate`` (propagated; what was measured before is recorded by the tuner).
+    """
+    many = getattr(evaluate, "many", None)
+    return many(configs) if many is not None else [evaluate(c) for c in configs]
 
 
 class BudgetExhausted(Exception):

@@ -275,9 +275,14 @@ class RayPool:
         ref = self._slots[i].actor.evaluate.remote(config, race_against_ns)
         return self._collect(i, ref, config, t0, self.deadline_s)
 
-    def map(self, configs: Iterable[dict[str, Any]]) -> Iterator[Evaluation]:
+    @property
+    def parallel(self) -> int:
+        """Configs this pool evaluates at once: one per actor."""
+        return len(self._slots)
+
+    def map(self, configs: Iterable[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
         """Evaluate ``configs`` in parallel, one in flight per actor, each to the first free actor; yields the
-        results in input order."""
+        results in input order. ``race_against_ns``: the incumbent's time, to race clearly slower candidates out."""
         ray = self._ray
         configs = list(configs)
         todo = deque(range(len(configs)))
@@ -288,7 +293,7 @@ class RayPool:
         while nxt < len(configs):
             while todo and idle:
                 k, i = todo.popleft(), idle.popleft()
-                pending[self._slots[i].actor.evaluate.remote(configs[k], None)] = (k, i, time.monotonic())
+                pending[self._slots[i].actor.evaluate.remote(configs[k], race_against_ns)] = (k, i, time.monotonic())
             first_deadline = min(t + self.deadline_s for _, _, t in pending.values())
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, first_deadline - time.monotonic()))
             now = time.monotonic()

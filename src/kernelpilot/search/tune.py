@@ -224,7 +224,13 @@ class Tuner:
         self.history: list[IncumbentChange] = []
         self.n_new = 0
         self.device_s = 0.0
-        self.prefetched: set[str] = set()
+        #: results measured ahead of the strategy's call (a batch over several workers, or a known plan), by key
+        self.ready: dict[str, Evaluation] = {}
+
+    @property
+    def parallel(self) -> int:
+        """Configs the runner evaluates at once (one per GPU or Ray actor; 1 for a replay)."""
+        return max(1, int(getattr(self.runner, "parallel", 1) or 1))
 
     def __call__(self, config: dict[str, Any]) -> Evaluation:
         key = config_key(config)
@@ -236,17 +242,12 @@ class Tuner:
         elif key in self.pruned:
             ev = Evaluation(config=config, status="pruned", message=self.pruned[key])
         else:
-            ev = self.cache.get(config) if self.cache is not None else None
-            if ev is not None and key in self.prefetched:
-                ev = ev.model_copy(update={"cached": False})
+            ev = self.ready.pop(key, None)
+            if ev is None and self.cache is not None:
+                ev = self.cache.get(config)
             if ev is None:
                 self.budget.check()
-                ev = self._run(config)
-                self.budget.charge()
-                self.n_new += 1
-                self.device_s += ev.wall_s
-                if self.cache is not None:
-                    self.cache.put(ev)
+                ev = self._absorb(self._run(config))
         ev = self._judge(ev)
         self.seen[key] = ev
         self.order.append(ev)
@@ -254,6 +255,42 @@ class Tuner:
                  + (f" {ev.duration_ns / 1e3:.2f} µs" if ev.duration_ns else "")
                  + (" (cached)" if ev.cached else "") + (f" — {ev.decision}" if ev.decision else ""))
         return ev
+
+    def _needs_run(self, config: dict[str, Any]) -> bool:
+        """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""
+        key = config_key(config)
+        return not (key in self.seen or key in self.ready or key in self.pruned or self.space.why_invalid(config)
+                    or (self.cache is not None and self.cache.get(config) is not None))
+
+    def _absorb(self, ev: Evaluation) -> Evaluation:
+        """Count a new evaluation against the budget and append it to the cache (before anyone reads it)."""
+        self.budget.charge()
+        self.n_new += 1
+        self.device_s += ev.wall_s
+        if self.cache is not None:
+            self.cache.put(ev)
+        return ev
+
+    def many(self, configs: list[dict[str, Any]]) -> list[Evaluation]:
+        """Evaluate ``configs`` with the new ones measured in parallel over the runner's workers (one per GPU or
+        Ray actor), then answered and judged one by one in order, as :meth:`__call__` would.
+
+        Raises:
+            BudgetExhausted: the budget is spent (configs measured before are recorded and cached).
+        """
+        todo: list[dict[str, Any]] = []
+        for c in configs:
+            if self._needs_run(c) and config_key(c) not in {config_key(t) for t in todo}:
+                todo.append(c)
+        mapper = getattr(self.runner, "map", None)
+        if len(todo) > 1 and self.parallel > 1 and mapper is not None:
+            self.budget.check()
+            if self.budget.max_evals is not None:
+                todo = todo[: max(0, self.budget.max_evals - self.budget.evals)]
+            race_ns = self.incumbent.duration_ns if (self.race and self.incumbent is not None) else None
+            for ev in mapper(todo, race_against_ns=race_ns):
+                self.ready[ev.key] = self._absorb(ev)
+        return [self(c) for c in configs]
 
     def _run(self, config: dict[str, Any]) -> Evaluation:
         race_ns = self.incumbent.duration_ns if (self.race and self.incumbent is not None) else None
@@ -462,20 +499,15 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
 
 def _prefetch(strat: Any, space: Any, tuner: Tuner, pool: Any, seed: int, start: dict[str, Any]) -> None:
     """With several devices and a strategy whose order is known up front (``plan``), evaluate the next configs in
-    parallel over the devices into the cache, so the strategy's sequential calls are answered without waiting."""
+    parallel over the devices, so the strategy's sequential calls are answered without waiting."""
     plan = getattr(strat, "plan", None)
-    if plan is None or pool is None or len(getattr(pool, "devices", [])) < 2 or tuner.cache is None:
+    if plan is None or pool is None or tuner.parallel < 2:
         return
-    todo = [c for c in plan(space, seed=seed, start=start)
-            if tuner.cache.get(c) is None and config_key(c) not in tuner.pruned]
+    todo = [c for c in plan(space, seed=seed, start=start) if tuner._needs_run(c)]
     if tuner.budget.max_evals is not None:
         todo = todo[: max(0, tuner.budget.max_evals - tuner.budget.evals)]
     for ev in pool.map(todo):
-        tuner.cache.put(ev)
-        tuner.device_s += ev.wall_s
-        tuner.n_new += 1
-        tuner.budget.charge()
-        tuner.prefetched.add(ev.key)  # new in this run although the strategy reads it from the cache
+        tuner.ready[ev.key] = tuner._absorb(ev)
 
 
 def _light_card_for(kf: Any, shape: dict[str, Any], roof: Any, gpu: str | None) -> Callable[[Evaluation], dict | None]:

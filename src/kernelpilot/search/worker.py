@@ -398,23 +398,31 @@ class WorkerPool:
         """Workers replaced so far (after a timeout, a crash or a poisoned CUDA context)."""
         return sum(w.restarts for w in self.workers)
 
+    @property
+    def parallel(self) -> int:
+        """Configs this pool evaluates at once: one per worker (per device)."""
+        return len(self.workers)
+
     def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
         """Evaluate one config on the first device."""
         return self.workers[0].evaluate(config, race_against_ns)
 
-    def map(self, configs: Iterable[dict[str, Any]]) -> Iterator[Evaluation]:
-        """Evaluate ``configs`` spread over all devices (one worker each); yields results in input order."""
+    def map(self, configs: Iterable[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
+        """Evaluate ``configs`` spread over all devices (one worker each); yields results in input order.
+
+        ``race_against_ns``: the incumbent's time, to race clearly slower candidates out (see :meth:`Worker.evaluate`).
+        """
         configs = list(configs)
         if len(self.workers) == 1:
             for c in configs:
-                yield self.workers[0].evaluate(c)
+                yield self.workers[0].evaluate(c, race_against_ns)
             return
         chunks: list[list[int]] = [list(range(i, len(configs), len(self.workers))) for i in range(len(self.workers))]
         results: list[Evaluation | None] = [None] * len(configs)
 
         def run(worker: Worker, idx: list[int]) -> None:
             for i in idx:
-                results[i] = worker.evaluate(configs[i])
+                results[i] = worker.evaluate(configs[i], race_against_ns)
 
         with ThreadPoolExecutor(len(self.workers)) as ex:
             list(ex.map(run, self.workers, chunks))

@@ -6,7 +6,7 @@ import math
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.search.model import config_key
+from kernelpilot.search.model import config_key, evaluate_many, parallelism
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
@@ -26,7 +26,9 @@ class BayesStrategy:
     nearest valid untried config instead (fewest differing tunables, then value-position distance; see
     :meth:`SearchSpace.nearest`) and adds it to the study as a completed trial, so every step costs exactly one
     evaluation and the search ends when every valid config was tried. A valid ``start`` is evaluated first and
-    added to the study. Optuna's logging is silenced while it runs.
+    added to the study. Optuna's logging is silenced while it runs. With several workers (one per GPU or Ray
+    actor) each step asks for that many configs and evaluates them as one parallel batch (TPE's batch mode:
+    asked trials stay open until their batch is measured); with one worker it is the sequential loop above.
 
     Args:
         n_startup_trials: random trials before TPE models the results (Optuna's default is 10).
@@ -69,6 +71,7 @@ class BayesStrategy:
             return
         distributions = {n: CategoricalDistribution(list(v)) for n, v in space.tunables.items()}
         tried: dict[str, float] = {}
+        width = parallelism(evaluate)
 
         def run(config: dict[str, Any]) -> float:
             value = evaluate(config).objective
@@ -97,17 +100,37 @@ class BayesStrategy:
                     add(start, run(dict(start)))
                 size = space.size
                 while len(tried) < size:
-                    trial = study.ask(distributions)
-                    config = {n: trial.params[n] for n in space.names}
-                    key = config_key(config)
-                    if key not in tried and space.is_valid(config):
-                        study.tell(trial, told(run(config)))
-                        continue
-                    # Invalid: TPE learns it is bad. Tried: TPE hears the known value again. Neither is evaluated.
-                    study.tell(trial, told(tried[key]) if key in tried else PENALTY)
-                    substitute = space.nearest(config, exclude=set(tried))
-                    if substitute is None:
+                    # one batch: up to `width` valid untried configs (asked, or nearest substitutes)
+                    batch: list[tuple[Any, dict[str, Any]]] = []  # (open trial or None for a substitute, config)
+                    repeats: list[tuple[Any, str]] = []  # trials that asked for a config already in this batch
+                    exhausted = False
+                    while len(batch) < width and len(tried) + len(batch) < size:
+                        pending = {config_key(c) for _, c in batch}
+                        trial = study.ask(distributions)
+                        config = {n: trial.params[n] for n in space.names}
+                        key = config_key(config)
+                        if key not in tried and key not in pending and space.is_valid(config):
+                            batch.append((trial, config))
+                            continue
+                        if key in pending:  # told once its batch is measured
+                            repeats.append((trial, key))
+                        else:  # invalid: TPE learns it is bad; tried: TPE hears the known value again
+                            study.tell(trial, told(tried[key]) if key in tried else PENALTY)
+                        substitute = space.nearest(config, exclude=set(tried) | pending)
+                        if substitute is None:
+                            exhausted = True
+                            break
+                        batch.append((None, substitute))
+                    evs = evaluate_many(evaluate, [c for _, c in batch])
+                    for (trial, config), ev in zip(batch, evs):
+                        tried[config_key(config)] = ev.objective
+                        if trial is None:
+                            add(config, ev.objective)
+                        else:
+                            study.tell(trial, told(ev.objective))
+                    for trial, key in repeats:
+                        study.tell(trial, told(tried[key]))
+                    if exhausted or not batch:
                         return
-                    add(substitute, run(substitute))
         finally:
             optuna.logging.set_verbosity(verbosity)

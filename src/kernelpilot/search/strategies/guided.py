@@ -9,6 +9,10 @@ the tuner gives an ncu card when it profiles, else a light card (timing + roofli
 replay gives the card stored with the evaluation. When every neighbour of the incumbent was tried, the search
 steps from the best evaluated config whose neighbourhood still has untried configs, so every call makes
 progress and a budget is never left unspent while the space has connected configs; it stops when none is left.
+
+With several workers (``parallelism(evaluate)`` > 1: one per GPU or Ray actor) each step evaluates the card's
+top moves at once, one per worker, and keeps the last one the tuner accepted (each is judged against the
+incumbent of the moment, in rank order); with one worker it is the sequential walk above.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.search.guided import propose_moves
-from kernelpilot.search.model import Evaluation, config_key
+from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
 
 if TYPE_CHECKING:
     from kernelpilot.profile.card import BottleneckCard
@@ -52,29 +56,33 @@ class GuidedStrategy:
             return
         start = start if start is not None and space.is_valid(start) else configs[0]
         tried: dict[str, Evaluation] = {}
+        width = parallelism(evaluate)
 
-        def run(config: dict[str, Any]) -> Evaluation:
-            ev = evaluate(config)
-            tried[config_key(config)] = ev
-            return ev
+        def run(batch: list[dict[str, Any]]) -> list[Evaluation]:
+            evs = evaluate_many(evaluate, batch)
+            for ev in evs:
+                tried[ev.key] = ev
+            return evs
 
-        incumbent = run(start)
+        incumbent = run([start])[0]
         while True:
             card = self.card_for(incumbent) if incumbent.ok else None
             moves = [m for m in propose_moves(incumbent.config, space.tunables, tried, card=card)
                      if space.is_valid(m.apply(incumbent.config)) and config_key(m.apply(incumbent.config)) not in tried]
             if moves:
-                candidate = run(moves[0].apply(incumbent.config))
+                candidates = run([m.apply(incumbent.config) for m in moves[:width]])
             else:  # neighbourhood done: step from the best config that still has an untried neighbour
                 restart = _restart_point(space, tried)
                 if restart is None:
                     return
                 incumbent = restart
-                step = next(n for n in space.neighbours(restart.config) if config_key(n) not in tried)
-                candidate = run(step)
-            better = candidate.accepted if candidate.accepted is not None else candidate.objective < incumbent.objective
-            if better:
-                incumbent = candidate
+                steps = [n for n in space.neighbours(restart.config) if config_key(n) not in tried]
+                candidates = run(steps[:width])
+            for candidate in candidates:
+                better = (candidate.accepted if candidate.accepted is not None
+                          else candidate.objective < incumbent.objective)
+                if better:
+                    incumbent = candidate
 
 
 def _restart_point(space: SearchSpace, tried: dict[str, Evaluation]) -> Evaluation | None:

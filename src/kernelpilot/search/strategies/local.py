@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.search.model import config_key
+from kernelpilot.search.model import config_key, evaluate_many
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
@@ -21,7 +21,8 @@ class LocalStrategy:
     and stops at a local optimum otherwise (ties never move, so the climb cannot cycle). Then it restarts from a
     config drawn uniformly from the untried ones. Failures have an infinite objective: a failed neighbour is
     never moved to, and a failed start moves to any neighbour that ran. It ends when every valid config was tried
-    or after ``max_restarts`` restarts.
+    or after ``max_restarts`` restarts. A config's untried neighbours are evaluated as one batch, in parallel over
+    the workers when there are several (:func:`kernelpilot.search.model.evaluate_many`).
 
     Args:
         adjacent: neighbourhood of one step in a tunable's list (True) or of any other value (False).
@@ -63,6 +64,12 @@ class LocalStrategy:
                 tried[key] = evaluate(config).objective
             return tried[key]
 
+        def objectives(configs: list[dict[str, Any]]) -> list[float]:
+            new = [c for c in configs if config_key(c) not in tried]
+            for ev in evaluate_many(evaluate, new):
+                tried[ev.key] = ev.objective
+            return [tried[config_key(c)] for c in configs]
+
         def next_restart() -> dict[str, Any] | None:
             return next((c for c in restarts if config_key(c) not in tried), None)
 
@@ -81,7 +88,7 @@ class LocalStrategy:
             value = objective(current)
             while True:
                 neighbours = space.neighbours(current, adjacent=self.adjacent)
-                values = [objective(n) for n in neighbours]
+                values = objectives(neighbours)
                 if not neighbours:
                     break
                 best = min(range(len(neighbours)), key=values.__getitem__)
