@@ -10,10 +10,9 @@ order is expected to, ``(n + 1) / (k + 1)`` for ``k`` configs within 3 % among `
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import functools
 import statistics
+from pathlib import Path
 
 import pytest
 
