@@ -1101,6 +1101,20 @@ def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shap
             the arch is not an arch name.
         KernelRunError: a worker process died (see :func:`run_tasks`).
     """
+    tasks = config_tasks(kernel_path, configs, shape, arch, keep_sass=keep_sass, save_dir=save_dir,
+                         spill_bytes=spill_bytes)
+    return run_tasks(tasks, max_workers=max_workers, in_process=in_process, progress=progress)
+
+
+def config_tasks(kernel_path: str | Path, configs: list[dict[str, Any]], shape: Optional[dict[str, Any]] = None,
+                 arch: Optional[str] = None, *, keep_sass: bool = False, save_dir: str | Path | None = None,
+                 spill_bytes: bool = True) -> list[dict[str, Any]]:
+    """The tasks :func:`run_tasks` / :func:`iter_tasks` take for ``configs`` (arguments as :func:`inspect_configs`),
+    one per config in order, each config completed from DEFAULT_CONFIG and validated.
+
+    Raises:
+        ContractError: as :func:`inspect_configs`.
+    """
     arch = arch or default_arch()
     parse_arch(arch)
     path, tunables, default, base_shape = read_kernel_meta(kernel_path)
@@ -1112,9 +1126,8 @@ def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shap
         merged = {**default, **cfg}
         validate_config(merged, tunables, path, what="--config")
         full.append(merged)
-    tasks = [{"kernel_path": path, "config": c, "arch": arch, "shape": dict(shape or {}), "keep_sass": keep_sass,
-              "save_dir": str(save_dir) if save_dir else None, "spill_bytes": spill_bytes} for c in full]
-    return run_tasks(tasks, max_workers=max_workers, in_process=in_process, progress=progress)
+    return [{"kernel_path": path, "config": c, "arch": arch, "shape": dict(shape or {}), "keep_sass": keep_sass,
+             "save_dir": str(save_dir) if save_dir else None, "spill_bytes": spill_bytes} for c in full]
 
 
 def inspect_config(kernel_path: str | Path, config: Optional[dict[str, Any]] = None,

@@ -5,11 +5,12 @@ Per search:
 
 1. The space: TUNABLES and CONSTRAINTS of the kernel file, plus the device's limits
    (:class:`kernelpilot.search.space.SearchSpace`).
-2. Static pruning before any GPU time (:func:`static_prune`): every config is compiled for the target in parallel
-   over CPU cores; configs over the shared-memory limit, with more spills than the threshold (16 by default,
-   the threshold TorchInductor's Triton autotuner uses to drop spilling configs), under an occupancy floor, or
-   that fail to compile are answered ``pruned`` / ``compile_error`` without a GPU. On a GPU machine this also
-   fills Triton's cache, so measurement workers load instead of compiling.
+2. Static pruning before any GPU time (:class:`CompileAhead`): every config is compiled for the target in
+   parallel over CPU cores, in a background thread while the workers measure, in the order the strategy will
+   ask; configs over the shared-memory limit, with more spills than the threshold (16 by default, the threshold
+   TorchInductor's Triton autotuner uses to drop spilling configs), under an occupancy floor, or that fail to
+   compile are answered ``pruned`` without a GPU. A config asked for before its compile finished is measured
+   unchecked rather than keeping the GPU idle.
 3. The strategy calls ``evaluate(config)``; the tuner answers from its own memory (no config runs twice), from
    the cache (no budget spent), or by a worker (one budget unit); every new answer is appended to the cache
    before the strategy sees it, so a killed search resumes where it stopped.
@@ -48,11 +49,16 @@ class PruneReport(BaseModel):
 
     Attributes:
         arch: the target compiled for (``sm_90``).
-        n_configs: configs compiled.
+        n_configs: configs handed to the compiler (the search space).
+        n_compiled: configs whose compile finished (fewer than ``n_configs`` when a search ended first and the
+            rest were cancelled).
+        unchecked: configs the strategy asked for before their compile finished, measured without a static check.
+        waited_s: seconds the search waited for compiles (the part of pruning not overlapped with measurement).
         n_pruned: configs removed (never sent to a GPU).
         by_reason: reason -> count (``shared memory``, ``spills``, ``occupancy``, ``compile``).
         compile_s: CPU seconds of compiling, summed over configs.
-        wall_s: wall seconds the pruning took (parallel over CPU cores).
+        wall_s: wall seconds from the first compile to the last (parallel over CPU cores, overlapped with measurement
+            in a search).
         pruned: config key -> the reason with its numbers.
     """
 
@@ -64,6 +70,9 @@ class PruneReport(BaseModel):
     wall_s: float = 0.0
     pruned: dict[str, str] = Field(default_factory=dict)
     static: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    n_compiled: int = 0
+    unchecked: list[str] = Field(default_factory=list)
+    waited_s: float = 0.0
 
 
 class IncumbentChange(BaseModel):
@@ -138,7 +147,8 @@ def to_triton_config(config: dict[str, Any]) -> str:
 def static_prune(kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], *, arch: str | None,
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
                  max_workers: int | None = None) -> PruneReport:
-    """Compile ``configs`` for ``arch`` in parallel over CPU cores and decide which never need a GPU.
+    """Compile ``configs`` for ``arch`` in parallel over CPU cores and decide which never need a GPU (blocking; the
+    tuner overlaps the same work with measurement through :class:`CompileAhead`).
 
     Args:
         kernel: the kernel file.
@@ -156,42 +166,135 @@ def static_prune(kernel: str | Path, configs: list[dict[str, Any]], shape: dict[
     Raises:
         ContractError: the kernel file or the arch is invalid.
     """
-    from kernelpilot.profile.static import StaticFailure, default_arch, inspect_configs
+    ahead = CompileAhead(kernel, configs, shape, arch, max_spills=max_spills, min_occupancy_pct=min_occupancy_pct,
+                         max_workers=max_workers)
+    return ahead.finish()
 
-    arch = arch or default_arch()
-    t0 = time.monotonic()
-    results = inspect_configs(kernel, configs, shape=shape, arch=arch, max_workers=max_workers, in_process=False,
-                              spill_bytes=False)
-    report = PruneReport(arch=arch, n_configs=len(configs), wall_s=0.0)
-    reasons: Counter[str] = Counter()
-    for config, res in zip(configs, results):
+
+def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> tuple[str, str] | None:
+    """Why one static inspection result (:class:`~kernelpilot.profile.static.StaticReport` or
+    :class:`~kernelpilot.profile.static.StaticFailure`) can never win: ``(kind, reason)`` with kind ``shared memory``,
+    ``spills``, ``occupancy`` or ``compile``; None when the config must be measured. Raises nothing."""
+    from kernelpilot.profile.static import StaticFailure
+
+    if isinstance(res, StaticFailure):
+        if res.stage == "resources":
+            return "shared memory", f"needs {res.shared_mem_bytes} B of shared memory per block: {res.message}"
+        return "compile", f"{res.stage} failed: {res.error_type}: {res.message}"[:500]
+    limit = res.shared_mem_limit_bytes
+    occ = res.occupancy.occupancy_pct if res.occupancy else None
+    if limit is not None and res.shared_mem_bytes > limit:
+        return "shared memory", f"{res.shared_mem_bytes} B of shared memory per block > limit {limit} B"
+    if res.n_spills > max_spills:
+        return "spills", f"{res.n_spills} spilled registers > {max_spills} (--max-spills)"
+    if min_occupancy_pct is not None and occ is not None and occ < min_occupancy_pct:
+        return "occupancy", f"theoretical occupancy {occ:.1f} % < floor {min_occupancy_pct:g} %"
+    return None
+
+
+class CompileAhead:
+    """Static compile of a search's configs in a background thread, in parallel over CPU cores, while the workers
+    measure: the compile-ahead half of static pruning.
+
+    Configs are compiled in the given order (the tuner passes the strategy's plan, or the configs nearest the
+    start first). :meth:`reason` answers whether a config can be skipped; it waits up to ``wait_s`` for a config
+    whose compile has not finished, then lets it be measured unchecked (counted in ``unchecked``) rather than keep a
+    GPU idle. On a GPU machine the compiles also fill Triton's cache for the measurement workers.
+
+    Args:
+        kernel, configs, shape, arch, max_spills, min_occupancy_pct, max_workers: as :func:`static_prune`.
+        wait_s: longest wait in :meth:`reason` for one config, seconds.
+
+    Raises:
+        ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
+    """
+
+    def __init__(self, kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], arch: str | None, *,
+                 max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
+                 max_workers: int | None = None, wait_s: float = 30.0) -> None:
+        import threading
+
+        from kernelpilot.profile.static import config_tasks, default_arch
+
+        arch = arch or default_arch()
+        self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
+        self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False)
+        self._keys = [config_key(c) for c in configs]
+        self.report = PruneReport(arch=arch, n_configs=len(configs))
+        self.verdicts: dict[str, str | None] = {}  # key -> prune reason, or None to measure
+        self.unchecked: list[str] = []
+        self.waited_s = 0.0
+        self.error: BaseException | None = None
+        self._reasons: Counter[str] = Counter()
+        self._done = False
+        self._stop = False
+        self._cv = threading.Condition()
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, args=(max_workers,), name="kp-compile-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self, max_workers: int | None) -> None:
+        from kernelpilot.profile.static import iter_tasks
+
+        gen = iter_tasks(self._tasks, max_workers=max_workers, in_process=False)
+        try:
+            for i, res in gen:
+                self._record(self._keys[i], res)
+                if self._stop:
+                    break
+        except BaseException as exc:  # noqa: BLE001 - kept; reason() then lets configs be measured unchecked
+            self.error = exc
+        finally:
+            gen.close()  # cancels the compiles not started yet
+            with self._cv:
+                self._done = True
+                self.report.wall_s = time.monotonic() - self._t0
+                self._cv.notify_all()
+
+    def _record(self, key: str, res: Any) -> None:
+        why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
+        with self._cv:
+            self.report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
+            if not hasattr(res, "stage"):
+                self.report.static[key] = {"registers_per_thread": res.registers_per_thread, "spills": res.n_spills,
+                                           "shared_bytes": res.shared_mem_bytes,
+                                           "occupancy_pct": res.occupancy.occupancy_pct if res.occupancy else None}
+            if why is not None:
+                self._reasons[why[0]] += 1
+                self.report.pruned[key] = f"{why[0]}: {why[1]}"
+                self.report.n_pruned = len(self.report.pruned)
+                self.report.by_reason = dict(self._reasons)
+            self.report.n_compiled += 1
+            self.verdicts[key] = self.report.pruned.get(key)
+            self._cv.notify_all()
+
+    def reason(self, config: dict[str, Any]) -> str | None:
+        """The prune reason of ``config`` (None: measure it), waiting up to ``wait_s`` for its compile; a config
+        not compiled by then (or outside the compiled set) is measured unchecked."""
         key = config_key(config)
-        report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
-        why = None
-        if isinstance(res, StaticFailure):
-            if res.stage == "resources":
-                why = ("shared memory", f"needs {res.shared_mem_bytes} B of shared memory per block: {res.message}")
-            else:
-                why = ("compile", f"{res.stage} failed: {res.error_type}: {res.message}"[:500])
-        else:
-            report.static[key] = {"registers_per_thread": res.registers_per_thread, "spills": res.n_spills,
-                                  "shared_bytes": res.shared_mem_bytes,
-                                  "occupancy_pct": res.occupancy.occupancy_pct if res.occupancy else None}
-            limit = res.shared_mem_limit_bytes
-            occ = res.occupancy.occupancy_pct if res.occupancy else None
-            if limit is not None and res.shared_mem_bytes > limit:
-                why = ("shared memory", f"{res.shared_mem_bytes} B of shared memory per block > limit {limit} B")
-            elif res.n_spills > max_spills:
-                why = ("spills", f"{res.n_spills} spilled registers > {max_spills} (--max-spills)")
-            elif min_occupancy_pct is not None and occ is not None and occ < min_occupancy_pct:
-                why = ("occupancy", f"theoretical occupancy {occ:.1f} % < floor {min_occupancy_pct:g} %")
-        if why is not None:
-            reasons[why[0]] += 1
-            report.pruned[key] = f"{why[0]}: {why[1]}"
-    report.n_pruned = len(report.pruned)
-    report.by_reason = dict(reasons)
-    report.wall_s = time.monotonic() - t0
-    return report
+        t0 = time.monotonic()
+        with self._cv:
+            if key not in self.verdicts and key in self._keys:
+                self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
+            self.waited_s += time.monotonic() - t0
+            if key in self.verdicts:
+                return self.verdicts[key]
+            self.unchecked.append(key)
+            return None
+
+    def finish(self, *, stop: bool = False) -> PruneReport:
+        """Wait for the compiles (or, with ``stop``, cancel those not started) and return the report.
+
+        Raises:
+            KernelRunError: a compile worker process died (from :func:`kernelpilot.profile.static.iter_tasks`).
+        """
+        self._stop = stop
+        self._thread.join()
+        if self.error is not None and not stop:
+            raise self.error
+        self.report.unchecked = list(self.unchecked)
+        self.report.waited_s = self.waited_s
+        return self.report
 
 
 class Tuner:
@@ -202,7 +305,9 @@ class Tuner:
         runner: the worker pool (``evaluate``/``ab_samples``), or a replay callable ``config -> Evaluation``.
         cache: an :class:`kernelpilot.search.cache.EvaluationCache`, or None (replay, or caching off).
         budget: evaluations and/or seconds (only new evaluations count).
-        pruned: config key -> reason, from :func:`static_prune`.
+        pruned: config key -> reason, from :func:`static_prune` (known before the search).
+        ahead: a :class:`CompileAhead` whose verdicts prune configs as their compiles finish (overlapped with
+            measurement), or None.
         ab_samples: interleaved samples per side for a replacement decision (0: decide on stored samples).
         race: race clearly slower candidates out after a few samples.
         card_for: optional ``Evaluation -> card dict`` attached to accepted incumbents (guided strategy's evidence).
@@ -210,12 +315,14 @@ class Tuner:
     """
 
     def __init__(self, space: Any, runner: Any, *, cache: Any = None, budget: Budget | None = None,
-                 pruned: dict[str, str] | None = None, ab_samples: int = 30, race: bool = True,
+                 pruned: dict[str, str] | None = None, ahead: CompileAhead | None = None, ab_samples: int = 30,
+                 race: bool = True,
                  card_for: Callable[[Evaluation], dict[str, Any] | None] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.space, self.runner, self.cache = space, runner, cache
         self.budget = (budget or Budget()).start()
         self.pruned = pruned or {}
+        self.ahead = ahead
         self.ab_samples, self.race, self.card_for = ab_samples, race, card_for
         self.log = log or (lambda _msg: None)
         self.seen: dict[str, Evaluation] = {}
@@ -239,8 +346,8 @@ class Tuner:
         why = self.space.why_invalid(config)
         if why is not None:
             ev = Evaluation(config=config, status="invalid_config", message=why)
-        elif key in self.pruned:
-            ev = Evaluation(config=config, status="pruned", message=self.pruned[key])
+        elif self._prune_reason(config) is not None:
+            ev = Evaluation(config=config, status="pruned", message=self._prune_reason(config) or "")
         else:
             ev = self.ready.pop(key, None)
             if ev is None and self.cache is not None:
@@ -259,8 +366,17 @@ class Tuner:
     def _needs_run(self, config: dict[str, Any]) -> bool:
         """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""
         key = config_key(config)
-        return not (key in self.seen or key in self.ready or key in self.pruned or self.space.why_invalid(config)
+        return not (key in self.seen or key in self.ready or self.space.why_invalid(config)
+                    or self._prune_reason(config) is not None
                     or (self.cache is not None and self.cache.get(config) is not None))
+
+    def _prune_reason(self, config: dict[str, Any]) -> str | None:
+        """Why static pruning drops ``config`` (None: measure it): the reasons known up front, else the compile-ahead's
+        verdict (waiting a little for a compile still running)."""
+        key = config_key(config)
+        if key in self.pruned:
+            return self.pruned[key]
+        return self.ahead.reason(config) if self.ahead is not None else None
 
     def _absorb(self, ev: Evaluation) -> Evaluation:
         """Count a new evaluation against the budget and append it to the cache (before anyone reads it)."""
@@ -436,16 +552,16 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     start_cfg = start or resolve_config(kf, None)
 
     report: PruneReport | None = None
+    ahead: CompileAhead | None = None
     pool: Any = None
     cache = None
     try:
         if replay is None:
             if prune and not kf.extras.get("autotuner"):
-                log(f"static pruning: compiling {space.size} configs in parallel")
-                report = static_prune(kf.path, space.configs(), shp, arch=None if device == "cuda" else "sm_90",
-                                      max_spills=max_spills, min_occupancy_pct=min_occupancy_pct)
-                log(f"static pruning: {report.n_pruned} of {report.n_configs} pruned {report.by_reason} "
-                    f"in {report.wall_s:.1f} s")
+                log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
+                ahead = CompileAhead(kf.path, compile_order(strat, space, seed, start_cfg), shp,
+                                     arch=None if device == "cuda" else "sm_90", max_spills=max_spills,
+                                     min_occupancy_pct=min_occupancy_pct)
             from kernelpilot.search.worker import WorkerOptions, WorkerPool
 
             opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shp, interpreted=interpreted,
@@ -463,7 +579,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                 cache = EvaluationCache(CacheContext.for_kernel(kf, shp, collect_env(probe_ncu=False)), root=cache_root)
         card_for = _light_card_for(kf, shp, roof, gpu) if strategy == "guided" else None
         tuner = Tuner(space, runner, cache=cache, budget=Budget(max_evals=budget_evals, max_s=budget_s),
-                      pruned=report.pruned if (report and prune != "report") else None, ab_samples=ab_samples if replay is None else 0,
+                      ahead=ahead if prune is True else None, ab_samples=ab_samples if replay is None else 0,
                       race=race and replay is None, card_for=card_for, log=log)
         _prefetch(strat, space, tuner, pool, seed, start_cfg)
         try:
@@ -478,6 +594,11 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                 restarts = pool.restarts
             finally:
                 pool.close()
+        if ahead is not None:  # "report" wants every config's verdict; a dropping search cancels what it no longer needs
+            report = ahead.finish(stop=prune is True)
+            log(f"static pruning: {report.n_pruned} of {report.n_compiled} compiled ({report.n_configs} in the space) "
+                f"pruned {report.by_reason}; compiles ran {report.wall_s:.1f} s beside the measurements, the search "
+                f"waited {report.waited_s:.1f} s for them; {len(report.unchecked)} measured before their compile ended")
     failures = Counter(ev.status for ev in tuner.order if ev.status != "ok")
     best = tuner.incumbent
     result = TuneResult(
@@ -495,6 +616,31 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     if out is not None:
         write_tune_records(result, Path(out))
     return result
+
+
+def compile_order(strat: Any, space: Any, seed: int, start: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every config of ``space``, in the order the strategy is expected to ask for them: its ``plan`` when it has one,
+    else nearest the start first (breadth-first over one-step neighbours), then the rest in space order."""
+    plan = getattr(strat, "plan", None)
+    ordered: list[dict[str, Any]] = list(plan(space, seed=seed, start=start)) if plan is not None else []
+    if not ordered:
+        try:
+            first = start if space.is_valid(start) else space.nearest(start)
+        except Exception:  # noqa: BLE001 - a start outside the space: space order only
+            first = None
+        frontier = [first] if first is not None else []
+        seen = {config_key(first)} if first is not None else set()
+        while frontier:
+            ordered += frontier
+            nxt = []
+            for c in frontier:
+                for n in space.neighbours(c):
+                    if config_key(n) not in seen:
+                        seen.add(config_key(n))
+                        nxt.append(n)
+            frontier = nxt
+    seen = {config_key(c) for c in ordered}
+    return ordered + [c for c in space.configs() if config_key(c) not in seen]
 
 
 def _prefetch(strat: Any, space: Any, tuner: Tuner, pool: Any, seed: int, start: dict[str, Any]) -> None:
@@ -563,8 +709,12 @@ def render_tune_md(r: TuneResult) -> str:
         lines += [f"| {h.evaluations} | `{h.config}` | {h.duration_ns / 1e3:.2f} | {h.decision} |" for h in r.history]
         lines.append("")
     if r.prune is not None:
-        lines += ["## Static pruning", "", f"{r.prune.n_pruned} of {r.prune.n_configs} configs pruned on "
-                  f"{r.prune.arch} before any GPU time ({r.prune.by_reason}), {r.prune.wall_s:.1f} s.", ""]
+        pr = r.prune
+        lines += ["## Static pruning", "", f"{pr.n_pruned} of {pr.n_compiled} configs compiled for {pr.arch} were "
+                  f"pruned before any GPU time ({pr.by_reason}); {pr.n_configs} in the space. Compiles ran "
+                  f"{pr.wall_s:.1f} s in parallel with the measurements ({pr.compile_s:.1f} CPU-seconds); the search "
+                  f"waited {pr.waited_s:.1f} s for them; {len(pr.unchecked)} configs were measured before their "
+                  f"compile finished.", ""]
     if r.failures:
         lines += ["## Failures (kept as data)", "", "| status | count |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in sorted(r.failures.items())]
