@@ -190,3 +190,49 @@ def test_speed_of_light_floor():
     assert below_floor(90.0, 100.0, 0.05) and "under the speed-of-light floor 100 ns" in below_floor(90.0, 100.0, 0.05)
     assert below_floor(96.3, 100.0, 0.05) is None, "3.7 % under a measured floor is possible (cuBLAS did it)"
     assert below_floor(50.0, None, 0.05) is None and below_floor(150.0, 100.0, 0.05) is None
+
+
+def _vector_add_with_warps(tmp_path, warps: list[int]) -> Path:
+    """The bundled vector_add with TUNABLES narrowed to BLOCK_SIZE 128 and the given num_warps (fast to compile)."""
+    from kernelpilot.api import bundled_example
+
+    src = Path(bundled_example("vector_add")).read_text()
+    start = src.index("TUNABLES = {")
+    end = src.index("}\n", start) + 2
+    path = tmp_path / "vector_add_warps.py"
+    path.write_text(src[:start] + f'TUNABLES = {{"BLOCK_SIZE": [128], "num_warps": {warps!r}}}\n' + src[end:])
+    return path
+
+
+def test_occupancy_floor_prunes_below_and_keeps_above(tmp_path):
+    """Static pruning compiles for sm_90 on the CPU: one warp per block is capped at 50 % theoretical occupancy by
+    the 32 blocks per SM limit, 4 warps reach 100 %; a 60 % floor prunes the first and keeps the second."""
+    from kernelpilot.search.tune import static_prune
+
+    kernel = _vector_add_with_warps(tmp_path, [1, 4])
+    low, high = ({"BLOCK_SIZE": 128, "num_warps": w} for w in (1, 4))
+    r = static_prune(kernel, [low, high], {"N": 4096, "dtype": "float32"}, arch="sm_90", min_occupancy_pct=60)
+    occ = {k: v["occupancy_pct"] for k, v in r.static.items()}
+    assert occ[config_key(low)] < 60 <= occ[config_key(high)], occ
+    assert r.arch == "sm_90" and r.n_configs == 2 and r.n_pruned == 1 and r.by_reason == {"occupancy": 1}
+    assert list(r.pruned) == [config_key(low)]
+    assert r.pruned[config_key(low)].startswith("occupancy: theoretical occupancy") and "< floor 60 %" in \
+        r.pruned[config_key(low)]
+
+
+def test_min_occupancy_option_of_tune_cli(tmp_path):
+    """``kernelpilot tune --min-occupancy``: the config under the floor is answered ``pruned`` without running,
+    the one above it runs (here under the interpreter)."""
+    from typer.testing import CliRunner
+
+    from kernelpilot.cli import app
+
+    kernel = _vector_add_with_warps(tmp_path, [1, 4])
+    res = CliRunner().invoke(app, ["tune", str(kernel), "--strategy", "exhaustive", "--min-occupancy", "60",
+                                   "--no-cache", "--ab-samples", "3", "--json"])
+    assert res.exit_code == 0, res.stdout[-2000:]
+    data = json.loads(res.stdout)
+    status = {e["config"]["num_warps"]: e for e in data["evaluations"]}
+    assert status[1]["status"] == "pruned" and "occupancy" in status[1]["message"] and status[1]["wall_s"] == 0
+    assert status[4]["status"] == "ok"
+    assert data["prune"]["by_reason"] == {"occupancy": 1}
