@@ -5,9 +5,11 @@
 #   block vs cuOccupancyMaxActiveBlocksPerMultiprocessor and CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK on EVERY config
 #   of EVERY example (1526 configs: compiled on all CPU cores, then loaded with cuModuleLoadData)
 #   -> $OUT/occupancy_driver.json (summary + one record per config) and the pytest output in the log.
-#   Expected ~4-6 min on a 16-core H100/H200 host with a cold Triton cache. To split it in two calls:
-#     KP_OCC_EXAMPLES=vector_add,layer_norm,softmax bash scripts/issue3-device.sh    (374 configs, ~1-2 min)
-#     KP_OCC_EXAMPLES=matmul bash scripts/issue3-device.sh                           (1152 configs, ~3-5 min)
+#   Expected ~3 min on a 16-core H100/H200 host with a cold Triton cache: the cold compiles took ~2,100
+#   core-seconds on this project's 2-core CPU machine (docs/cpu-runs/inspect-all-configs.md), / 16 cores, plus
+#   start-up; the compile deadline (KP_OCC_DEADLINE_S, default budget - 60 s) bounds it. To split it in two calls:
+#     KP_OCC_EXAMPLES=vector_add,layer_norm,softmax bash scripts/issue3-device.sh    (374 configs, ~1 min)
+#     KP_OCC_EXAMPLES=matmul bash scripts/issue3-device.sh                           (1152 configs, ~2 min)
 #   (KP_OCC_LIMIT=N: N configs per example, for a quick check.)
 # capture: scripts/capture_fixtures.py -- the six Nsight Compute fixtures of issue 3 (--set full --clock-control
 #   none, one ncu process per case) -> $OUT/fixtures/h200_<case>.ncu-rep (done 2026-11-22, kept in
