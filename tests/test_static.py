@@ -277,3 +277,13 @@ def test_cli_all_configs_table_fits_100_columns(monkeypatch):
     assert any("max thr" in line for line in lines) and any(line.startswith(" 64,64,32,1,4,2 ") for line in lines)
     assert "config = BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages" in res.stdout
     assert "inspected a sample of 3 of 1152 configs" in res.stdout
+
+
+def test_sass_can_be_skipped_and_occupancy_is_still_read():
+    from kernelpilot.profile.static import config_tasks, run_tasks
+
+    tasks = config_tasks(VECTOR_ADD, [{"BLOCK_SIZE": 2048, "num_warps": 1}], arch="sm_90", sass=False)
+    assert tasks[0]["sass"] is False
+    r = _ok(run_tasks(tasks, max_workers=1, in_process=False)[0])
+    assert r.registers_per_thread > 0 and r.occupancy is not None and r.max_threads_per_block
+    assert r.n_instructions == 0 and not any(r.instruction_mix.values()) and any("SASS not read" in n for n in r.notes)
