@@ -218,7 +218,7 @@ class CompileAhead:
 
         arch = arch or default_arch()
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
-        self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False)
+        self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
         self._keys = [config_key(c) for c in configs]
         self.report = PruneReport(arch=arch, n_configs=len(configs))
         self.verdicts: dict[str, str | None] = {}  # key -> prune reason, or None to measure
