@@ -36,16 +36,19 @@ def test_compile_order_follows_the_plan_or_the_start_neighbourhood():
 
 def test_a_config_not_compiled_yet_is_measured_unchecked_not_waited_for():
     configs = _space().configs()
+    blocking = static_prune(VECTOR_ADD, configs, SHAPE, arch="sm_90", max_spills=0, max_workers=1)
+    assert blocking.pruned, "max_spills=0 prunes vector_add's spilling config"
+    doomed = next(c for c in configs if config_key(c) in blocking.pruned)
     ahead = CompileAhead(VECTOR_ADD, configs, SHAPE, "sm_90", max_spills=0, wait_s=0.0, max_workers=1)
-    last = configs[-1]
     t0 = time.monotonic()
-    assert ahead.reason(last) is None and config_key(last) in ahead.unchecked  # answered at once
+    assert ahead.reason(doomed) is None and config_key(doomed) in ahead.unchecked  # answered at once
     assert time.monotonic() - t0 < 1.0
     report = ahead.finish()
-    assert report.n_compiled == len(configs) and report.unchecked == [config_key(last)]
+    assert report.n_compiled == len(configs) and report.unchecked == [config_key(doomed)]
     # once compiled, the verdicts agree with the blocking pruning of the same configs
-    blocking = static_prune(VECTOR_ADD, configs, SHAPE, arch="sm_90", max_spills=0, max_workers=1)
     assert report.pruned == blocking.pruned and report.by_reason == blocking.by_reason
+    # ... but a config already let through stays measurable: its late verdict does not prune it
+    assert ahead.reason(doomed) is None and report.unchecked == [config_key(doomed)]
 
 
 def test_tune_overlaps_compiles_with_measurements_and_reports_them():

@@ -220,6 +220,8 @@ class CompileAhead:
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
         self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
         self._keys = [config_key(c) for c in configs]
+        self._key_set = set(self._keys)
+        self._unchecked: set[str] = set()
         self.report = PruneReport(arch=arch, n_configs=len(configs))
         self.verdicts: dict[str, str | None] = {}  # key -> prune reason, or None to measure
         self.unchecked: list[str] = []
@@ -270,16 +272,20 @@ class CompileAhead:
 
     def reason(self, config: dict[str, Any]) -> str | None:
         """The prune reason of ``config`` (None: measure it), waiting up to ``wait_s`` for its compile; a config
-        not compiled by then (or outside the compiled set) is measured unchecked."""
+        not compiled by then (or outside the compiled set) is measured unchecked, and stays so: a verdict arriving
+        later does not turn a config already sent to a worker into a pruned one."""
         key = config_key(config)
         t0 = time.monotonic()
         with self._cv:
-            if key not in self.verdicts and key in self._keys:
+            if key in self._unchecked:
+                return None
+            if key not in self.verdicts and key in self._key_set:
                 self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
             self.waited_s += time.monotonic() - t0
             if key in self.verdicts:
                 return self.verdicts[key]
             self.unchecked.append(key)
+            self._unchecked.add(key)
             return None
 
     def finish(self, *, stop: bool = False) -> PruneReport:
@@ -346,8 +352,8 @@ class Tuner:
         why = self.space.why_invalid(config)
         if why is not None:
             ev = Evaluation(config=config, status="invalid_config", message=why)
-        elif self._prune_reason(config) is not None:
-            ev = Evaluation(config=config, status="pruned", message=self._prune_reason(config) or "")
+        elif (why := self._prune_reason(config)) is not None:
+            ev = Evaluation(config=config, status="pruned", message=why)
         else:
             ev = self.ready.pop(key, None)
             if ev is None and self.cache is not None:
