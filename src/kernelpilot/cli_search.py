@@ -30,8 +30,9 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, "--seed", help="The strategy's seed."),
         shape: list[str] | None = ShapeOpt, ref: Path | None = RefOpt,
         gpu: str | None = typer.Option(None, "--gpu", help="GPU spec for limits and the floor (default: this GPU)."),
-        prune: str = typer.Option("drop", "--prune", help="drop: compile all configs first and skip those that "
-                                  "cannot win; report: compile and report, run all; off: no compile-ahead."),
+        prune: str = typer.Option("drop", "--prune", help="drop: compile the configs in parallel with the "
+                                  "measurements and skip those that cannot win; report: compile and report, run all; "
+                                  "off: no compile-ahead."),
         constraint: list[str] | None = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
                                                        "'GROUP_M == 8' (repeatable)."),
         max_spills: int = typer.Option(16, "--max-spills", help="Prune configs spilling more registers than this."),
@@ -60,7 +61,8 @@ def register(app: typer.Typer) -> None:
             out.print(f"stopped: {r.stopped}; {len(r.evaluations)} evaluations ({r.n_new} new, {r.n_cached} cached); "
                       f"failures {r.failures or 'none'}; worker restarts {r.worker_restarts}")
             if r.prune is not None:
-                out.print(f"static pruning: {r.prune.n_pruned} of {r.prune.n_configs} pruned {r.prune.by_reason}")
+                out.print(f"static pruning: {r.prune.n_pruned} of {r.prune.n_compiled} compiled "
+                          f"({r.prune.n_configs} in the space) pruned {r.prune.by_reason}")
             if r.cache_file:
                 out.print(f"cache: {r.cache_file}")
 
