@@ -10,7 +10,8 @@ from kernelpilot.api import bundled_example
 from kernelpilot.search.model import config_key
 from kernelpilot.search.space import SearchSpace
 from kernelpilot.search.strategies import get_strategy
-from kernelpilot.search.tune import CompileAhead, compile_order, static_prune, tune
+from kernelpilot.engine.prune import CompileAhead, compile_order
+from kernelpilot.app.tune import tune
 
 VECTOR_ADD = bundled_example("vector_add")
 SHAPE = {"N": 4096}
@@ -36,7 +37,7 @@ def test_compile_order_follows_the_plan_or_the_start_neighbourhood():
 
 def test_a_config_not_compiled_yet_is_measured_unchecked_not_waited_for():
     configs = _space().configs()
-    blocking = static_prune(VECTOR_ADD, configs, SHAPE, arch="sm_90", max_spills=0, max_workers=1)
+    blocking = CompileAhead(VECTOR_ADD, configs, SHAPE, arch="sm_90", max_spills=0, max_workers=1).finish()
     assert blocking.pruned, "max_spills=0 prunes vector_add's spilling config"
     doomed = next(c for c in configs if config_key(c) in blocking.pruned)
     ahead = CompileAhead(VECTOR_ADD, configs, SHAPE, "sm_90", max_spills=0, wait_s=0.0, max_workers=1)

@@ -102,7 +102,7 @@ def _small_roofline():
 
 NCU_FAILURES = {
     "ncu_missing": ("ToolMissingError", "ncu not found on PATH or under /usr/local/cuda/bin"),
-    "ERR_NVGPUCTRPERM": ("ProfileError", "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
+    "ERR_NVGPUCTRPERM": ("CountersNotPermitted", "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access "
                                          "NVIDIA GPU Performance Counters on the target device 0."),
 }
 
@@ -158,38 +158,53 @@ def test_api_profile_reraises_other_ncu_failures(gpu_without_ncu):
 
 
 @pytest.mark.parametrize("failure,note", [("ncu_missing", "profiling disabled: ncu not found"),
-                                          ("ERR_NVGPUCTRPERM", "profiling disabled: counters not permitted")])
-def test_optimize_loop_turns_profiling_off_and_writes_a_light_card(monkeypatch, tmp_path, failure, note):
-    import json
-
+                                          ("ERR_NVGPUCTRPERM", "profiling disabled: ==ERROR== ERR_NVGPUCTRPERM")])
+def test_ncu_evidence_turns_profiling_off_and_falls_back_to_a_light_card(monkeypatch, tmp_path, failure, note):
+    """The engine's evidence source: a typed ncu failure (tool missing, counters refused) switches ncu off for the
+    rest of the run and every later card is a light one saying why; ncu is not tried again."""
     import torch
 
-    import kernelpilot.loop as loop
+    import kernelpilot.profile.ncu_run as ncu_run
     from kernelpilot import errors
-    from kernelpilot.kernels.contract import load_kernel
-    from kernelpilot.records.models import VersionOutcome
+    from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
+    from kernelpilot.records.evaluation import Evaluation
 
     cls, message = NCU_FAILURES[failure]
+    calls: list[int] = []
 
     def profile_kernel(*_a, **_k):
+        calls.append(1)
         raise getattr(errors, cls)(message, "test")
 
-    monkeypatch.setattr(loop, "profile_kernel", profile_kernel)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA H200")
+    monkeypatch.setattr(ncu_run, "profile_kernel", profile_kernel)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # static inspection compiles for sm_90
-    lines: list[str] = []
-    opt = loop.Optimizer(load_kernel(VECTOR_ADD, interpreted=True), None, SMALL, "cuda", profile=True, git=False,
-                         log=lines.append)
-    opt.roofline = _small_roofline()
+    light = LightEvidence(VECTOR_ADD, SMALL, _small_roofline(), "NVIDIA H200", "vector_add", "unused", arch="sm_90")
+    ncu = NcuEvidence(VECTOR_ADD, None, SMALL, lambda ev: tmp_path / "p.ncu-rep", light)
     config = {"BLOCK_SIZE": 1024, "num_warps": 4}
-    ev = loop._Evaluated(VersionOutcome(index=0, config=config, parent=None, move=None, status="rejected", reason="",
-                                        correct=True, median_ns=10_000.0, is_measurement=True),
-                         timing=_fake_timing(10_000.0))
-    opt._profile(tmp_path, config, ev)
-    assert ev.card is None and not opt.profile and opt.profile_note.startswith(note)
-    assert ev.outcome.profile_error
-    opt._light_card(tmp_path, ev)
-    assert ev.card is not None and ev.card.light and ev.card.light_reason.startswith(note)
-    assert set(ev.card.evidence_sources) == {"timing", "roofline", "compile"}
-    assert ev.outcome.bound == ev.card.class_ == "memory"
-    assert json.loads((tmp_path / "verdict.json").read_text())["light"] is True
+    ev = Evaluation(config=config, status="ok", duration_ns=10_000.0, samples_ns=[10_000.0])
+    got = ncu.evidence(ev)
+    assert ncu.disabled.startswith(note) and got.profile_error.startswith(note)
+    assert got.card is not None and got.card["light"] and got.card["light_reason"].startswith(note)
+    assert set(got.card["evidence_sources"]) == {"timing", "roofline", "compile"}
+    assert got.bound == got.card["class"] == "memory"
+    again = ncu.evidence(ev.model_copy(update={"config": {"BLOCK_SIZE": 512, "num_warps": 4}}))
+    assert len(calls) == 1 and again.card["light"]  # ncu is not tried again once it is known to be unusable
+
+
+def test_other_ncu_failures_fall_back_for_that_config_only(monkeypatch, tmp_path):
+    import torch
+
+    import kernelpilot.profile.ncu_run as ncu_run
+    from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
+    from kernelpilot.errors import ProfileError
+    from kernelpilot.records.evaluation import Evaluation
+
+    def profile_kernel(*_a, **_k):
+        raise ProfileError("ncu exited with 1: the target crashed", "test")
+
+    monkeypatch.setattr(ncu_run, "profile_kernel", profile_kernel)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    light = LightEvidence(VECTOR_ADD, SMALL, _small_roofline(), "NVIDIA H200", "vector_add", "no ncu", arch="sm_90")
+    ncu = NcuEvidence(VECTOR_ADD, None, SMALL, lambda ev: tmp_path / "p.ncu-rep", light)
+    got = ncu.evidence(Evaluation(config={"BLOCK_SIZE": 1024, "num_warps": 4}, status="ok", duration_ns=10_000.0))
+    assert ncu.disabled is None and "target crashed" in got.profile_error and got.card["light"]

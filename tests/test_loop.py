@@ -12,7 +12,7 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from kernelpilot import api
 from kernelpilot.errors import RunFolderError
-from kernelpilot.records.models import VersionOutcome
+from kernelpilot.records.models import outcome_from_json
 
 VERSION_FILES = ("config.json", "hypothesis.md", "correctness.json", "outcome.json")
 
@@ -25,10 +25,10 @@ def assert_consistent(out, result):
         d = out / f"v{v.index}"
         for f in VERSION_FILES:
             assert (d / f).is_file(), f"v{v.index}/{f}"
-        assert VersionOutcome.model_validate_json((d / "outcome.json").read_text()) == v
+        assert outcome_from_json(json.loads((d / "outcome.json").read_text())) == v
         # the hypothesis is written before the version runs
         assert (d / "hypothesis.md").stat().st_mtime_ns <= (d / "correctness.json").stat().st_mtime_ns
-        if v.correct:
+        if v.ok:
             timing = json.loads((d / "timing.json").read_text())
             assert timing["is_measurement"] is False and "not a measurement" in timing["timer"]
             assert len(timing["samples_ns"]) == timing["n_samples"] >= 3
@@ -36,22 +36,23 @@ def assert_consistent(out, result):
             assert sum(v.config[k] != versions[v.parent].config[k] for k in v.config) == 1  # one variable
     repo = git.Repo(out)
     subjects = [c.summary for c in repo.iter_commits()]
-    kept = [v for v in versions if v.status in ("baseline", "accepted")]
+    kept = [v for v in versions if v.version_status in ("baseline", "accepted")]
     assert len(subjects) == len(kept) + 2  # run set-up + one per accepted version + final record
     for v in kept:
-        assert sum(s.startswith(f"v{v.index}: {v.status}") for s in subjects) == 1
+        assert sum(s.startswith(f"v{v.index}: {v.version_status}") for s in subjects) == 1
         assert v.commit in {c.hexsha for c in repo.iter_commits()}
     tracked = set(repo.git.ls_files().splitlines())
     for v in versions:
         assert f"v{v.index}/outcome.json" in tracked  # rejected versions are recorded, not lost
     assert not repo.is_dirty(untracked_files=True)
     best = result.run.best_version
-    accepted = [v.index for v in versions if v.status == "accepted"]
-    assert best == (accepted[-1] if accepted else 0)
+    accepted = [v for v in versions if v.accepted]
+    assert best == min(accepted, key=lambda v: v.duration_ns).index  # best: the fastest accepted version
+    assert all(v.duration_ns >= versions[best].duration_ns for v in accepted)
     report = (out / "final_report.md").read_text()
     assert "Interpreted — not a measurement" in report
     for v in versions:
-        assert f"| v{v.index} |" in report and v.status in report
+        assert f"| v{v.index} |" in report and v.version_status in report
     assert (out / "benchmark.md").is_file() and "PyTorch eager" in (out / "benchmark.md").read_text()
     for f in ("env.json", "env.md", "roofline.md", "kernel.py", "run.json"):
         assert (out / f).is_file(), f
@@ -63,7 +64,7 @@ def test_optimize_interpreted(name, tmp_path):
     result = api.optimize(EXAMPLES / f"{name}.py", out=out, iterations=3)
     assert len(result.versions) == 4
     assert result.run.mode == "interpreter" and result.run.stop_reason.startswith("iterations done")
-    assert all(v.profile_error and "no GPU" in v.profile_error for v in result.versions)
+    assert result.run.profile is False and all(v.card is None for v in result.versions)
     assert_consistent(out, result)
     # the report is rebuilt from the records alone, identically
     before = (out / "final_report.md").read_text()
@@ -76,14 +77,15 @@ def test_failing_config_is_recorded_and_the_loop_goes_on(write_kernel, tmp_path)
     out = tmp_path / "run"
     result = api.optimize(path, out=out, iterations=2, benchmark=False)
     v1 = result.versions[1]
-    assert v1.status == "failed" and "illegal tile" in v1.reason and v1.config["BLOCK"] == 128
+    assert v1.version_status == "failed" and "illegal tile" in v1.message and v1.config["BLOCK"] == 128
     assert result.versions[2].config["BLOCK"] != 128  # the loop moved on to another neighbour
     assert "v1" in (out / "final_report.md").read_text().split("## What did not")[1]
 
 
 def test_incorrect_baseline_stops_with_a_reason(write_kernel, tmp_path):
     result = api.optimize(write_kernel("out.copy_(x - y)"), out=tmp_path / "run", iterations=3)
-    assert [v.status for v in result.versions] == ["failed"] and result.run.best_version is None
+    assert [v.version_status for v in result.versions] == ["failed"] and result.run.best_version is None
+    assert result.versions[0].status == "wrong_result"
     assert "v0 is not correct" in result.run.stop_reason
 
 
@@ -125,17 +127,17 @@ def test_hang_and_crash_are_failed_versions_and_the_loop_goes_on(write_kernel, t
     result = api.optimize(write_kernel(body), out=tmp_path / "run", iterations=4, benchmark=False, timeout_s=15)
     by_config = {(v.config["BLOCK"], v.config["num_warps"]): v for v in result.versions}
     hang, crash = by_config[(128, 4)], by_config[(64, 8)]
-    assert hang.status == "failed" and hang.failure == "timeout" and "no answer within 15 s" in hang.reason
-    assert crash.status == "failed" and crash.failure == "worker_crash" and "died" in crash.reason
-    assert len(result.versions) == 5 and result.run.stop_reason == "iterations done (4)"
+    assert hang.version_status == "failed" and hang.status == "timeout" and "no answer within 15 s" in hang.message
+    assert crash.version_status == "failed" and crash.status == "worker_crash" and "died" in crash.message
+    assert len(result.versions) == 5 and result.run.stop_reason == "iterations done (4 after v0)"
     later = [v for v in result.versions if v.index > max(hang.index, crash.index)]
-    assert any(v.correct and v.median_ns for v in later)  # a fresh worker ran the next correct config
+    assert any(v.ok and v.duration_ns for v in later)  # a fresh worker ran the next correct config
     for v in result.versions:  # every failure is one of the planted ones
         planted = "timeout" if v.config["BLOCK"] == 128 else "worker_crash" if v.config["num_warps"] == 8 else None
-        assert v.failure == planted and (v.status == "failed") == (planted is not None)
+        assert v.status == (planted or "ok") and (v.version_status == "failed") == (planted is not None)
     for v in (hang, crash):
-        saved = VersionOutcome.model_validate_json((tmp_path / "run" / f"v{v.index}" / "outcome.json").read_text())
-        assert saved.failure == v.failure
+        saved = outcome_from_json(json.loads((tmp_path / "run" / f"v{v.index}" / "outcome.json").read_text()))
+        assert saved.status == v.status
 
 
 def test_another_strategy_proposes_and_its_jumps_are_recorded(write_kernel, tmp_path):

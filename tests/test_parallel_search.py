@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.search.cache import ReplayRunner
+from kernelpilot.engine.runner import ReplayRunner
 from kernelpilot.search.model import Budget, BudgetExhausted
 from kernelpilot.search.space import SearchSpace
 from kernelpilot.search.strategies import get_strategy

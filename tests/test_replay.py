@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelpilot.search.cache import NotInCache, ReplayRunner
+from kernelpilot.engine.runner import ReplayRunner
+from kernelpilot.search.cache import NotInCache
 from kernelpilot.search.model import Budget, BudgetExhausted
 from kernelpilot.search.space import SearchSpace
 from kernelpilot.search.strategies import get_strategy

@@ -92,7 +92,7 @@ def test_rerun_is_answered_from_the_cache_and_replay_needs_no_worker(write_kerne
     assert again.n_new == 0 and again.n_cached == 9
     [summary] = list_caches()
     replayed = tune(kernel, strategy="local", replay=summary.file, budget_evals=5)
-    assert replayed.n_new == 5 and replayed.device == "cpu" and all(e.worker == "replay" for e in replayed.evaluations)
+    assert replayed.n_new == 5 and replayed.device == "replay" and all(e.worker == "replay" for e in replayed.evaluations)
     assert ReplayRunner(summary.file).best() is not None
 
 
@@ -207,11 +207,11 @@ def _vector_add_with_warps(tmp_path, warps: list[int]) -> Path:
 def test_occupancy_floor_prunes_below_and_keeps_above(tmp_path):
     """Static pruning compiles for sm_90 on the CPU: one warp per block is capped at 50 % theoretical occupancy by
     the 32 blocks per SM limit, 4 warps reach 100 %; a 60 % floor prunes the first and keeps the second."""
-    from kernelpilot.search.tune import static_prune
+    from kernelpilot.engine.prune import CompileAhead
 
     kernel = _vector_add_with_warps(tmp_path, [1, 4])
     low, high = ({"BLOCK_SIZE": 128, "num_warps": w} for w in (1, 4))
-    r = static_prune(kernel, [low, high], {"N": 4096, "dtype": "float32"}, arch="sm_90", min_occupancy_pct=60)
+    r = CompileAhead(kernel, [low, high], {"N": 4096, "dtype": "float32"}, arch="sm_90", min_occupancy_pct=60).finish()
     occ = {k: v["occupancy_pct"] for k, v in r.static.items()}
     assert occ[config_key(low)] < 60 <= occ[config_key(high)], occ
     assert r.arch == "sm_90" and r.n_configs == 2 and r.n_pruned == 1 and r.by_reason == {"occupancy": 1}

@@ -23,7 +23,8 @@ from kernelpilot.profile.card import BottleneckCard, card_from_metrics
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
-from kernelpilot.records.models import RunInfo, VersionOutcome
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.models import RunInfo, outcome_from_json
 from kernelpilot.records.workspace import Workspace, read_json, write_text
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.report.final import render_final_report
@@ -182,7 +183,7 @@ class ReportResult(BaseModel):
     """``kernelpilot report``: the run's records, re-read and validated, and the report file rebuilt."""
 
     run: RunInfo
-    versions: list[VersionOutcome]
+    versions: list[Evaluation]
     final_report: str
 
 
@@ -194,7 +195,28 @@ def report(run_folder: str | Path) -> ReportResult:
     """
     ws = Workspace.open(Path(run_folder))
     info = read_json(ws.root / "run.json", RunInfo)
-    versions = [read_json(ws.root / f"v{i}" / "outcome.json", VersionOutcome) for i in ws.version_indices()]
+    versions = [_read_outcome(ws.root / f"v{i}" / "outcome.json") for i in ws.version_indices()]
     roof = read_json(ws.root / "roofline.json", Roofline) if (ws.root / "roofline.json").is_file() else None
     path = write_text(ws.root / "final_report.md", render_final_report(info, versions, roof))
     return ReportResult(run=info, versions=versions, final_report=str(path))
+
+
+def _read_outcome(path: Path) -> Evaluation:
+    """One version's outcome.json (either record format), validated.
+
+    Raises:
+        RunFolderError: missing, not JSON, or matching neither format (the message names the file).
+    """
+    import json
+
+    from pydantic import ValidationError
+
+    from kernelpilot.errors import RunFolderError
+
+    if not path.is_file():
+        raise RunFolderError(f"record missing: {path}", "the run folder is incomplete; re-run that version")
+    try:
+        return outcome_from_json(json.loads(path.read_text()))
+    except (ValidationError, ValueError, KeyError, TypeError) as exc:
+        raise RunFolderError(f"record corrupt: {path}: {str(exc).splitlines()[0]}",
+                             "restore it from the run's git history (`git -C RUN checkout -- FILE`)") from exc

@@ -181,22 +181,31 @@ def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spe
 
 @app.command()
 def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (default: the bundled softmax example)."),
-             iterations: int = typer.Option(6, help="Changes to try after the baseline v0."),
+             iterations: Optional[int] = typer.Option(None, help="Cap on the versions after v0 (default: the budget "
+                                                      "decides)."),
+             budget_s: Optional[float] = typer.Option(None, "--budget-s", help="Wall seconds for the search (default "
+                                                      "200 on a GPU, 45 under the interpreter, none for a replay)."),
              output: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/<kernel>-<time>)."),
              shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
              gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
-             no_profile: bool = typer.Option(False, "--no-profile", help="Skip ncu (timing-only loop)."),
-             no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip benchmark.md."),
+             no_profile: bool = typer.Option(False, "--no-profile", help="Skip ncu (light cards from timing + "
+                                             "roofline + compile metadata)."),
+             no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip the eager/torch.compile baselines "
+                                               "and benchmark.md."),
              strategy: str = typer.Option("guided", help="What proposes the next config: guided (the bottleneck "
                                           "card's one-variable moves), exhaustive, random, local or bayes."),
              seed: int = typer.Option(0, help="The strategy's seed."),
              timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one version's check and timing may "
                                              "take in its worker before it is recorded as a timeout (a hang)."),
+             replay: Optional[str] = typer.Option(None, "--replay", help="Answer every version from this evaluation "
+                                                  "cache (a `tune` cache file or prefix; no GPU)."),
              as_json: bool = JsonOpt) -> None:
     """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
 
-    Each version runs in an isolated worker process: a crash, hang or illegal memory access is a failed version
-    with a typed failure, and the loop goes on with a fresh worker."""
+    Every config tried is a version folder with its hypothesis written first. Versions run in isolated worker
+    processes (a crash, hang or illegal memory access is a failed version with a typed failure, and the loop goes on);
+    ncu profiles each new incumbent; the search stops at the budget, at --iterations, or at the roofline target once
+    no measured baseline (eager, torch.compile) is faster."""
     from kernelpilot import api
     from kernelpilot.report.final import versions_table
 
@@ -204,13 +213,14 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     folder = output or Path("runs") / f"{path.stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
     def human(r: Any) -> None:
-        out.print(versions_table(r.run, r.versions))
-        out.print(f"\nstopped: {r.run.stop_reason}\nbest: v{r.run.best_version} — records in {r.out}")
+        out.print(versions_table(r.run, r.versions), markup=False)
+        best = f"v{r.run.best_version}" if r.run.best_version is not None else "none (no correct version)"
+        out.print(f"\nstopped: {r.run.stop_reason}\nbest: {best} — records in {r.out}", markup=False)
 
-    _run(as_json, lambda: api.optimize(path, out=folder, iterations=iterations, shape=_kv(shape, "--shape"),
-                                       config=_kv(config, "--config"), ref=ref, gpu=gpu, profile=not no_profile,
-                                       benchmark=not no_benchmark, strategy=strategy, seed=seed,
-                                       timeout_s=timeout_s, log=_log),
+    _run(as_json, lambda: api.optimize(path, out=folder, iterations=iterations, budget_s=budget_s,
+                                       shape=_kv(shape, "--shape"), config=_kv(config, "--config"), ref=ref, gpu=gpu,
+                                       profile=not no_profile, benchmark=not no_benchmark, strategy=strategy,
+                                       seed=seed, timeout_s=timeout_s, replay=replay, log=_log),
          human, ok=lambda r: r.run.best_version is not None)
 
 
@@ -221,7 +231,7 @@ def report(run: Path, as_json: bool = JsonOpt) -> None:
     from kernelpilot.report.final import versions_table
 
     _run(as_json, lambda: api.report(run),
-         lambda r: (out.print(versions_table(r.run, r.versions)), out.print(f"wrote {r.final_report}")))
+         lambda r: (out.print(versions_table(r.run, r.versions), markup=False), out.print(f"wrote {r.final_report}")))
 
 
 @specs_app.command("list")

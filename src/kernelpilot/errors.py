@@ -40,6 +40,11 @@ class ProfileError(KernelpilotError):
     """Nsight Compute ran but produced no usable report (permission, crash, no kernel matched)."""
 
 
+class CountersNotPermitted(ProfileError):
+    """The driver refused Nsight Compute access to the GPU's performance counters (``ERR_NVGPUCTRPERM``): no
+    profile can be taken on this machine until an administrator allows it; a light card is the fallback."""
+
+
 class ReportError(KernelpilotError):
     """An Nsight Compute report or a kernelpilot record could not be read (missing, corrupt, wrong kind)."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.childproc import child_env
-from kernelpilot.errors import ProfileError, ToolMissingError
+from kernelpilot.errors import CountersNotPermitted, ProfileError, ToolMissingError
 from kernelpilot.measure.env import find_ncu
 from kernelpilot.profile.target import NVTX_RANGE
 
@@ -38,7 +38,8 @@ def profile_kernel(kernel: Path, shape: dict[str, Any], config: dict[str, Any], 
 
     Raises:
         ToolMissingError: ncu is not installed.
-        ProfileError: ncu refused counters (ERR_NVGPUCTRPERM), the program failed, ncu timed out, or no kernel
+        CountersNotPermitted: the driver refused counter access (ERR_NVGPUCTRPERM; a ProfileError).
+        ProfileError: the program failed, ncu timed out, or no kernel
             launch was profiled; the message carries ncu's last lines.
     """
     ncu = find_ncu()
@@ -66,7 +67,7 @@ def profile_kernel(kernel: Path, shape: dict[str, Any], config: dict[str, Any], 
     (report_path.parent / (report_path.stem + ".ncu.log")).write_text(" ".join(cmd) + "\n\n" + text)
     tail = "\n".join(text.strip().splitlines()[-8:])
     if "ERR_NVGPUCTRPERM" in text:
-        raise ProfileError("ncu may not read GPU performance counters here (ERR_NVGPUCTRPERM)",
+        raise CountersNotPermitted("ncu may not read GPU performance counters here (ERR_NVGPUCTRPERM)",
                            "ask an administrator to allow counter access (NVreg_RestrictProfilingToAdminUsers=0), "
                            "or run with --no-profile")
     if proc.returncode != 0:

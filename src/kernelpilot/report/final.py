@@ -3,60 +3,75 @@
 from __future__ import annotations
 
 from kernelpilot.hardware.roofline import Roofline
-from kernelpilot.records.models import RunInfo, VersionOutcome
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.models import RunInfo
+from kernelpilot.report.hypothesis import DECISION_RULE
 
 
 def _us(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e3:.2f}"
 
 
-def _change(v: VersionOutcome) -> str:
+def _change(v: Evaluation) -> str:
     return "baseline" if v.move is None else v.move.label
 
 
-def versions_table(info: RunInfo, versions: list[VersionOutcome]) -> str:
-    """The Markdown versions table: time (µs, median ± IQR), % of roofline, verdict, status, speedup vs v0."""
-    rows = ["| version | change | status | median µs | IQR µs | % of roofline | verdict | speedup vs v0 |",
+def _why(v: Evaluation) -> str:
+    return (v.decision or v.message or "").replace("|", "/").replace("\n", " ")
+
+
+def versions_table(info: RunInfo, versions: list[Evaluation]) -> str:
+    """The Markdown versions table: status, median and IQR (µs; the median the decision used), % of roofline, the
+    card's class, speedup vs the first correct version."""
+    rows = ["| version | change | status | median µs | IQR µs | % of roofline | verdict | speedup vs first |",
             "|---|---|---|---|---|---|---|---|"]
     for v in versions:
         pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
-        sp = "—" if v.speedup_vs_v0 is None else f"{v.speedup_vs_v0:.3f}x"
-        rows.append(f"| v{v.index} | {_change(v)} | {v.status} | {_us(v.median_ns)} | {_us(v.iqr_ns)} | {pct} | "
+        sp = "—" if v.speedup_vs_first is None else f"{v.speedup_vs_first:.3f}x"
+        status = v.version_status + ("" if v.ok or v.status == "ok" else f" ({v.status})")
+        rows.append(f"| v{v.index} | {_change(v)} | {status} | {_us(v.duration_ns)} | {_us(v.iqr_ns)} | {pct} | "
                     f"{v.bound or '—'} | {sp} |")
     return "\n".join(rows)
 
 
-def render_final_report(info: RunInfo, versions: list[VersionOutcome], roofline: Roofline | None) -> str:
+def best_version(versions: list[Evaluation]) -> Evaluation | None:
+    """The fastest accepted version (the incumbent at the end), or None when no version was correct."""
+    accepted = [v for v in versions if v.ok and v.accepted]
+    return min(accepted, key=lambda v: v.objective) if accepted else None
+
+
+def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roofline | None) -> str:
     """The whole final_report.md for a run (also rebuilt by ``kernelpilot report RUN``)."""
-    best = next((v for v in versions if v.index == info.best_version), None)
+    best = best_version(versions)
     timing_note = ("Times are CUDA-event medians with L2 flushed between samples."
                    if info.mode == "cuda" else
                    "**Interpreted — not a measurement.** No GPU: kernels ran under the Triton interpreter on the "
-                   "CPU; times only order configs under the interpreter and say nothing about GPU speed.")
+                   "CPU; times only order configs under the interpreter and say nothing about GPU speed."
+                   if info.mode == "interpreter" else "Times replayed from a cache measured on the GPU named above.")
     out = [f"# {info.kernel_name}: final report", "",
            f"Kernel `{info.kernel}` (sha256 {info.source_sha256[:12]}), shape `{info.shape}`, on "
            f"{info.device_name}. Started {info.started_utc}, finished {info.finished_utc or '—'}.", "",
-           timing_note, ""]
+           timing_note, "", f"Decision rule for every version after the first: {DECISION_RULE}.", ""]
     if roofline is not None:
         out += [f"Roofline ({roofline.gpu}): floor {_us(roofline.floor_ns)} µs ({roofline.bound}-bound), target "
                 f"{_us(roofline.target_ns)} µs = {roofline.target_fraction * 100:.0f} % of the roofline; see "
                 "roofline.md for the cited specs.", ""]
     out += ["## Versions", "", versions_table(info, versions), "", f"Stopped: {info.stop_reason}.", ""]
-    worked = [v for v in versions if v.status == "accepted"]
-    failed = [v for v in versions if v.status in ("rejected", "failed")]
+    worked = [v for v in versions if v.version_status == "accepted"]
+    failed = [v for v in versions if v.version_status in ("rejected", "failed")]
     out += ["## What worked", ""]
-    out += [f"- v{v.index}: {_change(v)} ({v.move.rule}) — {v.reason}" + (f"; observed {v.observed}" if v.observed else "")
-            for v in worked if v.move] or ["- nothing beat the baseline beyond the measured spread"]
+    out += [f"- v{v.index}: {_change(v)} ({v.move.rule}) — {_why(v)}" + (f"; observed {v.observed}" if v.observed else "")
+            for v in worked if v.move] or ["- nothing beat the first correct version beyond the measured spread"]
     out += ["", "## What did not", ""]
-    out += [f"- v{v.index}: {_change(v)}" + (f" ({v.move.rule})" if v.move else "") + f" — {v.status}: {v.reason}"
-            for v in failed] or ["- every change tried was accepted"]
+    out += [f"- v{v.index}: {_change(v)}" + (f" ({v.move.rule})" if v.move else "") + f" — {v.version_status}"
+            f"{'' if v.ok else ' (' + v.status + ')'}: {_why(v)[:300]}" for v in failed] or ["- every change tried was accepted"]
     out += ["", "## Best", ""]
     if best is None:
         out.append("No correct version.")
     else:
-        sp = f"{best.speedup_vs_v0:.3f}x vs v0" if best.speedup_vs_v0 else ""
+        sp = f"{best.speedup_vs_first:.3f}x vs the first correct version" if best.speedup_vs_first else ""
         pct = f", {best.pct_of_roofline:.1f} % of the roofline" if best.pct_of_roofline is not None else ""
-        out += [f"v{best.index}: `{best.config}` — median {_us(best.median_ns)} µs ({sp}{pct}).", "",
+        out += [f"v{best.index}: `{best.config}` — median {_us(best.duration_ns)} µs ({sp}{pct}).", "",
                 "As `triton.Config`-style keyword arguments: " + ", ".join(f"{k}={v!r}" for k, v in best.config.items())]
     notes = [v for v in versions if v.profile_error]
     if notes:

@@ -1,45 +1,60 @@
-"""hypothesis.md: written BEFORE a version runs — the one variable changed, why, and what should move."""
+"""hypothesis.md: written BEFORE a version runs — the variable changed, why, what should move, and the rule that will
+decide."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kernelpilot.hardware.roofline import Roofline
-from kernelpilot.search.guided import Move
+from kernelpilot.records.evaluation import Evaluation, Move
+
+#: The one decision rule, in words (the code is :meth:`kernelpilot.engine.evaluator.Evaluator._judge` with
+#: :func:`kernelpilot.search.stats.decide`); the same sentence goes into every hypothesis and the final report.
+DECISION_RULE = ("correct on 3 fresh seeds (NaN-poisoned outputs, dtype-aware tolerances), median under the "
+                 "incumbent's, and faster beyond noise on interleaved A/B samples of both on the same inputs: a "
+                 "one-sided Mann–Whitney U test at α = 0.05 and a 95 % bootstrap CI of the ratio of medians entirely "
+                 "below 1; never faster than the speed-of-light floor")
 
 
 def _fmt_ns(ns: float | None) -> str:
     return "—" if ns is None else f"{ns / 1e3:.2f} µs"
 
 
-def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, parent: Any,
-                      roofline: Roofline | None) -> str:
-    """The hypothesis of version ``index``.
+def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, parent: Evaluation | None,
+                      roofline: Roofline | None, incumbent: Evaluation | None = None) -> str:
+    """The hypothesis of version ``index`` (Markdown).
 
     Args:
-        config: the config about to run. move: the change from ``parent`` (None for the baseline v0).
-        parent: the incumbent it derives from (has ``outcome``, ``timing``, ``card``), or None.
+        index: the version number. config: the config about to run.
+        move: the change from ``parent`` (None for the baseline v0).
+        parent: the evaluation it derives from (None for v0). incumbent: the version it must beat (default: parent).
         roofline: the run's roofline, for the target line (None without a spec).
     """
+    incumbent = incumbent or parent
     lines = [f"# v{index} — hypothesis", "", f"Config: `{config}`", ""]
     target = (f"Speed-of-light floor {_fmt_ns(roofline.floor_ns)}, target {_fmt_ns(roofline.target_ns)} "
               f"({roofline.target_fraction * 100:.0f} % of the roofline, {roofline.bound}-bound)."
               if roofline else "No roofline for this device (no spec or no GPU).")
-    if move is None:
+    if move is None or parent is None:
         lines += ["Baseline: the starting config, nothing changed.", "",
                   "Expected: correct on 3 fresh seeds; the measured time and the profile say where it stands.",
                   "", target]
         return "\n".join(lines) + "\n"
-    po = parent.outcome
     what = "Several variables" if move.direction == "jump" else "One variable"
     lines += [f"{what}: `{move.tunable}` {move.old} → {move.new} ({move.direction}); everything else as "
-              f"v{po.index}.", "", f"Rule: {move.rule}.", "", f"Why: {move.why}."]
-    if parent.card is not None:
-        fired = ", ".join(parent.card.fired_patterns) or "none"
-        lines += ["", f"Evidence from v{po.index} ({'light card' if parent.card.light else 'ncu'}): "
-                      f"{parent.card.class_} — {parent.card.summary} Patterns fired: {fired}."]
-    lines += ["", f"Expected: `{move.expected_metric}` — {move.expected}.", "",
-              f"Accept if: correct on 3 fresh seeds and median time under v{po.index}'s "
-              f"{_fmt_ns(po.median_ns)} by more than the larger IQR (v{po.index} IQR {_fmt_ns(po.iqr_ns)}).", "",
-              target]
+              f"v{parent.index}.", "", f"Rule: {move.rule}.", "", f"Why: {move.why}."]
+    card = parent.card
+    if card:
+        fired = ", ".join(card.get("fired_patterns") or []) or "none"
+        source = "light card" if card.get("light") else "ncu"
+        lines += ["", f"Evidence from v{parent.index} ({source}): {card.get('class')} — {card.get('summary')} "
+                      f"Patterns fired: {fired}."]
+    lines += ["", f"Expected: `{move.expected_metric}` — {move.expected}.", ""]
+    if incumbent is not None and incumbent.ok:
+        lines += [f"Accept if: {DECISION_RULE}. The incumbent is v{incumbent.index} at "
+                  f"{_fmt_ns(incumbent.duration_ns)} (IQR {_fmt_ns(incumbent.iqr_ns)}).", ""]
+    else:
+        lines += ["Accept if: correct on 3 fresh seeds — no correct version yet, so the first correct one becomes the "
+                  "incumbent.", ""]
+    lines.append(target)
     return "\n".join(lines) + "\n"

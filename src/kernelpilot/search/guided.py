@@ -18,37 +18,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from kernelpilot.search.model import config_key
+from kernelpilot.records.evaluation import Move, config_key
 
 if TYPE_CHECKING:
     from kernelpilot.profile.card import BottleneckCard, CardChange
 
 Role = str
 UP, DOWN = "up", "down"
-
-
-class Move(BaseModel):
-    """One proposed change: ``tunable`` from ``old`` to ``new``, with the rule that chose it and what should move."""
-
-    tunable: str
-    old: Any
-    new: Any
-    direction: str
-    rule: str
-    why: str
-    expected_metric: str
-    expected: str
-
-    def apply(self, config: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``config`` with this move applied."""
-        return {**config, self.tunable: self.new}
-
-    @property
-    def label(self) -> str:
-        """``BLOCK_N 256→512``; for a strategy's jump over several tunables ``BLOCK_M+num_warps (64, 4)→(128, 8)``."""
-        return f"{self.tunable} {self.old}→{self.new}"
 
 
 def tunable_role(name: str) -> Role:

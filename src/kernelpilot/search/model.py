@@ -14,13 +14,11 @@ A failed config is data, never an exception: its ``status`` names the failure (:
 
 from __future__ import annotations
 
-import json
-import math
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 __all__ = [
     "FAILURES",
@@ -34,104 +32,7 @@ __all__ = [
     "parallelism",
 ]
 
-#: ``ok``: correct and timed. The failures, each a typed outcome recorded in the cache:
-#:
-#: * ``invalid_config`` — outside TUNABLES or breaking a constraint (never run);
-#: * ``pruned`` — removed before any GPU time by static inspection (shared memory over the per-block limit,
-#:   spills over the threshold, occupancy under the floor); ``message`` says which;
-#: * ``compile_error`` — the kernel did not compile for this config (Triton ``CompilationError``,
-#:   ``OutOfResources``, or a ``ValueError`` from ``run_kernel`` refusing the config);
-#: * ``runtime_error`` — any other exception while running the kernel;
-#: * ``illegal_memory_access`` — the CUDA context was poisoned (illegal address, misaligned address,
-#:   unspecified launch failure); the worker that saw it is replaced;
-#: * ``timeout`` — the worker did not answer within the per-config time limit (a hang); it is killed;
-#: * ``worker_crash`` — the worker process died (segfault, OOM kill) without answering;
-#: * ``nan`` — an output held NaN or Inf where the reference did not;
-#: * ``wrong_result`` — outputs outside the tolerance (docs/PRODUCT.md "Correctness");
-#: * ``impossible`` — faster than the speed-of-light floor of the measured ceilings (a timing bug or a kernel
-#:   that skips work); kept with its time for the record, never ranked.
-Status = Literal[
-    "ok",
-    "invalid_config",
-    "pruned",
-    "compile_error",
-    "runtime_error",
-    "illegal_memory_access",
-    "timeout",
-    "worker_crash",
-    "nan",
-    "wrong_result",
-    "impossible",
-]
-FAILURES: tuple[str, ...] = (
-    "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
-    "worker_crash", "nan", "wrong_result", "impossible",
-)
-
-
-def config_key(config: dict[str, Any]) -> str:
-    """A canonical string for a config: its JSON with sorted keys (``{"BLOCK": 64, "num_warps": 4}``).
-
-    Two configs with the same values give the same key whatever their key order; raises nothing.
-    """
-    return json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
-
-
-class Evaluation(BaseModel):
-    """The outcome of one config at one shape on one device.
-
-    Attributes:
-        config: tunable name -> value.
-        status: ``ok`` or one of :data:`FAILURES`.
-        duration_ns: median kernel time in nanoseconds (``ok`` and ``impossible`` only).
-        iqr_ns: inter-quartile range of the samples, ns.
-        samples_ns: the raw per-launch times, ns (kept so later decisions can test against them).
-        message: why it failed (the exception's text, the tolerance broken), or a note.
-        measured: False when the time came from the Triton interpreter (not a measurement).
-        wall_s: wall seconds this evaluation cost (compile + check + timing), the unit budgets count.
-        compile_s: seconds spent compiling, when known.
-        static: compile facts when known (``registers_per_thread``, ``spills``, ``shared_bytes``, ...).
-        card: the bottleneck card's compact form for this config when one was made (class, suggested
-            changes); used by the guided strategy, also when replayed.
-        cached: True when the answer came from the cache (then ``wall_s`` is what it cost when measured).
-        worker: which worker produced it (``cpu``, ``cuda:0``, ``replay`` ...).
-        accepted: set by the tuner: True when this config replaced the incumbent (faster beyond noise,
-            :func:`kernelpilot.search.stats.decide`), False when it did not, None before it was judged.
-        decision: the reason of that judgement (one sentence), when judged.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    config: dict[str, Any]
-    status: Status
-    duration_ns: float | None = None
-    iqr_ns: float | None = None
-    samples_ns: list[float] = Field(default_factory=list)
-    message: str = ""
-    measured: bool = True
-    wall_s: float = 0.0
-    compile_s: float | None = None
-    static: dict[str, Any] = Field(default_factory=dict)
-    card: dict[str, Any] | None = None
-    cached: bool = False
-    worker: str = ""
-    accepted: bool | None = None
-    decision: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True when the config ran correctly and was timed (``status == "ok"``)."""
-        return self.status == "ok" and self.duration_ns is not None
-
-    @property
-    def objective(self) -> float:
-        """What strategies minimise: ``duration_ns`` for ``ok`` evaluations, ``inf`` for every failure."""
-        return float(self.duration_ns) if self.ok else math.inf  # type: ignore[arg-type]
-
-    @property
-    def key(self) -> str:
-        """:func:`config_key` of this evaluation's config."""
-        return config_key(self.config)
+from kernelpilot.records.evaluation import FAILURES, Evaluation, Status, config_key  # noqa: E402,F401  (re-exported)
 
 
 #: A runner: config -> evaluation. Never raises for a bad config (that is a failure status); may raise

@@ -231,9 +231,11 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
             if kind == "stop":
                 return
             if kind == "eval":
-                conn.send(("eval", _child_evaluate(kf, opts, device, msg[1], msg[2]).model_dump_json()))
-            elif kind == "version":
                 rec: dict[str, Any] = {}
+                ev = _child_evaluate(kf, opts, device, msg[1], msg[2], records=rec)
+                conn.send(("eval", {"evaluation": ev.model_dump_json(), **rec}))
+            elif kind == "version":
+                rec = {}
                 ev = _child_evaluate(kf, opts, device, msg[1], None, records=rec)
                 conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
@@ -331,7 +333,9 @@ class Worker:
         t0 = time.monotonic()
         kind, payload = self._request(("eval", config, race_against_ns))
         if kind == "eval":
-            return self._answered(Evaluation.model_validate_json(payload))
+            ev = self._answered(Evaluation.model_validate_json(payload["evaluation"]))
+            ev.records = {k: payload.get(k) for k in ("correctness", "timing")}
+            return ev
         return self._failed(config, kind, payload, t0)
 
     def version(self, config: dict[str, Any]) -> tuple[Evaluation, dict[str, Any] | None, dict[str, Any] | None]:

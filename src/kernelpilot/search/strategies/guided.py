@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kernelpilot.records.evaluation import Candidate
 from kernelpilot.search.guided import propose_moves
 from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
 
@@ -70,7 +71,7 @@ class GuidedStrategy:
             moves = [m for m in propose_moves(incumbent.config, space.tunables, tried, card=card)
                      if space.is_valid(m.apply(incumbent.config)) and config_key(m.apply(incumbent.config)) not in tried]
             if moves:
-                candidates = run([m.apply(incumbent.config) for m in moves[:width]])
+                candidates = run([Candidate(m.apply(incumbent.config), m) for m in moves[:width]])
             else:  # neighbourhood done: step from the best config that still has an untried neighbour
                 restart = _restart_point(space, tried)
                 if restart is None:

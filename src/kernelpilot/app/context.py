@@ -1,0 +1,162 @@
+"""What every campaign (``optimize``, ``tune``) sets up before the first evaluation, done once and the same way.
+
+:func:`prepare` resolves, in order: the device (a GPU, else the Triton interpreter, or a replay that needs neither),
+the kernel file (contract checked), the shape, the GPU spec (a ``--gpu`` the user names must exist: an unknown name is
+a :class:`~kernelpilot.errors.SpecError` in every command), the roofline at the shape (measured ceilings preferred),
+the search space (TUNABLES × CONSTRAINTS × the device's limits) and the starting config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.errors import SearchError, SpecError
+from kernelpilot.hardware.roofline import Roofline, compute_roofline
+from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
+from kernelpilot.kernels.workload import Workload, workload
+
+__all__ = ["RunContext", "detect_device", "gpu_name", "prepare", "roofline_at", "roofline_for"]
+
+
+def detect_device() -> str:
+    """``"cuda"`` when torch sees a GPU, else ``"cpu"``; without a GPU it switches the Triton interpreter on
+    (``TRITON_INTERPRET=1``) right away, before triton is imported (see
+    :func:`kernelpilot.kernels.contract.use_interpreter`)."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        use_interpreter(True)
+    return device
+
+
+def gpu_name(index: int = 0) -> str | None:
+    """The name NVML gives GPU ``index`` (no CUDA context is created), or None without NVML or a GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+        pynvml.nvmlShutdown()
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no NVML: no name
+        return None
+
+
+def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, str]:
+    """(spec or None, note). A name the user gave must resolve (SpecError otherwise); a detected device that has no
+    spec file only gives a note (no floor, no limits)."""
+    from kernelpilot.hardware.specs import find_spec, match_device
+
+    if gpu:
+        try:
+            return find_spec(gpu), ""
+        except SpecError:
+            if detected is None or gpu != detected:
+                raise
+    name = gpu or detected
+    if not name:
+        return None, ("no GPU and no --gpu NAME: FLOPs and bytes only, no speed-of-light floor" if device != "cuda"
+                      else "no GPU name: no speed-of-light floor")
+    try:
+        return match_device(name), ""
+    except SpecError as exc:
+        return None, f"no spec for this GPU: {exc.message} ({exc.hint})"
+
+
+def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "") -> tuple[Roofline | None, Workload, str]:
+    """The roofline at ``shape`` on ``spec`` (measured ceilings preferred), the workload, and a note saying why there
+    is no roofline when there is none (no spec, or no bytes moved). Inputs are built on the CPU only to count bytes.
+
+    Raises:
+        ContractError: ``setup``, ``flops`` or ``bytes_moved`` fail at the shape.
+    """
+    work = workload(kf, make_case(kf, shape, 0, "cpu"))
+    if spec is None:
+        return None, work, note or "no GPU spec: no speed-of-light floor"
+    if work.bytes_moved <= 0:
+        return None, work, "bytes moved is 0: no roofline"
+    return compute_roofline(work.flops, work.bytes_moved, kf.compute_unit, spec), work, ""
+
+
+def roofline_at(kf: KernelFile, shape: dict[str, Any], device: str, gpu: str | None) -> tuple[Roofline | None, Workload, str]:
+    """:func:`roofline_for` on the spec of ``gpu`` (a name the user gave: SpecError when unknown) or of the GPU
+    present (``device == "cuda"``; no spec only gives a note).
+
+    Raises:
+        SpecError: ``gpu`` names no known GPU. ContractError: as :func:`roofline_for`.
+    """
+    spec, note = _spec_for(gpu, device, gpu_name() if device == "cuda" else None)
+    return roofline_for(kf, shape, spec, note)
+
+
+@dataclass
+class RunContext:
+    """The resolved set-up of one campaign.
+
+    Attributes:
+        device: ``cuda``, ``cpu`` (the Triton interpreter) or ``replay`` (answers from a cache, no kernel runs).
+        interpreted: True under the Triton interpreter (times are not measurements).
+        kf: the loaded kernel file. shape: the problem shape. start: the starting config.
+        gpu: the GPU name the spec was matched from (None without one). spec: the GPU spec (None without one).
+        roofline / work / roofline_note: the roofline at the shape (None with the reason in the note).
+        space: the search space (TUNABLES × CONSTRAINTS × the spec's limits).
+    """
+
+    device: str
+    interpreted: bool
+    kf: KernelFile
+    shape: dict[str, Any]
+    start: dict[str, Any]
+    gpu: str | None
+    spec: Any
+    roofline: Roofline | None
+    work: Workload
+    roofline_note: str
+    space: Any
+
+
+def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[str, Any] | None = None,
+            config: dict[str, Any] | None = None, gpu: str | None = None, constraints: list[str] | None = None,
+            replay: Any = None) -> RunContext:
+    """Set up a campaign (see the module docstring).
+
+    Args:
+        kernel / ref: the kernel file and an optional reference file.
+        shape / config: overrides of SHAPE (CPU_SHAPE under the interpreter) and of the starting config.
+        gpu: a GPU spec name for limits and the floor (default: the GPU present, or the replayed cache's GPU).
+        constraints: extra constraint expressions added to the file's CONSTRAINTS.
+        replay: a :class:`~kernelpilot.engine.runner.ReplayRunner` (its cache's context gives shape and GPU).
+
+    Raises:
+        ContractError: the kernel file breaks the contract, or a shape/config override is wrong.
+        SpecError: ``gpu`` names no known GPU.
+        SearchError: the cache was measured with another version of the kernel file, or no config satisfies the
+            constraints.
+    """
+    from kernelpilot.search.space import SearchSpace, limits_from_spec
+
+    device = "replay" if replay is not None else detect_device()
+    interpreted = device == "cpu"
+    kf = load_kernel(kernel, ref, interpreted=interpreted)
+    if constraints:
+        kf.constraints = [*kf.constraints, *constraints]
+    ctx = getattr(replay, "context", None)
+    if ctx is not None and ctx.kernel_sha256 != kf.source_sha256:
+        raise SearchError(f"the cache {replay.path} was measured with another version of {kf.path.name} "
+                          f"(sha256 {ctx.kernel_sha256[:12]} vs {kf.source_sha256[:12]} now)",
+                          "replay with the kernel file the cache was filled with, or fill a new cache")
+    shp = dict(ctx.shape) if ctx is not None and not shape else resolve_shape(kf, shape)
+    detected = (ctx.gpu if ctx is not None and ctx.gpu != "cpu" else None) if device == "replay" else (
+        gpu_name() if device == "cuda" else None)
+    spec, note = _spec_for(gpu, device, detected)
+    roof, work, note = roofline_for(kf, shp, spec, note)
+    space = SearchSpace.from_kernel(kf, limits_from_spec(spec) if spec is not None else None)
+    if space.size == 0:
+        raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
+                          "relax CONSTRAINTS or add candidate values to TUNABLES")
+    return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=resolve_config(kf, config),
+                      gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof, work=work,
+                      roofline_note=note, space=space)

@@ -1,0 +1,345 @@
+"""The one evaluation pipeline: every command that evaluates configs (``optimize``, ``tune``) goes through
+:class:`Evaluator`.
+
+A strategy (``search/strategies``) calls the evaluator like a function, with a config or a :class:`Candidate` (a
+config with the :class:`~kernelpilot.records.evaluation.Move` that produced it). Per call the evaluator:
+
+1. answers a config it has already answered from its memory (no config runs twice);
+2. checks the stop rules (:class:`StopRule`: the target met, the version cap) and the :class:`Budget`, raising
+   :class:`BudgetExhausted` when the search must end — before any new work;
+3. answers ``invalid_config`` (outside the space) and ``pruned`` (the :class:`Pruner`'s static verdict) without a
+   GPU;
+4. otherwise takes the answer measured ahead (a parallel batch), else the cache's, else the runner's (an isolated
+   worker, a Ray actor or a replay): a new answer is appended to the cache before anyone reads it;
+5. judges it against the incumbent with the one decision rule: a correct config replaces the incumbent only when
+   its median is lower **and** interleaved A/B samples of both, taken by the runner on the same inputs, are faster
+   beyond noise (one-sided Mann–Whitney U and a bootstrap CI of the ratio of medians entirely below 1:
+   :func:`kernelpilot.search.stats.decide`); clearly slower candidates are raced out after a few samples;
+6. asks the :class:`EvidenceSource` for a bottleneck card of each new incumbent (ncu, else a light card): the guided
+   strategy's evidence;
+7. hands the result to the :class:`Recorder` (``optimize``'s run folder and git history), which also wrote the
+   version's hypothesis before the run.
+
+This is Kernel Tuner's strategy → runner layering, with one place for what sits between them.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic import BaseModel
+
+from kernelpilot.records.evaluation import Candidate, Evaluation, Move, config_key
+from kernelpilot.search.model import Budget, BudgetExhausted
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
+    from kernelpilot.hardware.roofline import Roofline
+    from kernelpilot.search.space import SearchSpace
+
+__all__ = ["Candidate", "EvidenceSource", "Evaluator", "IncumbentChange", "Pruner", "Recorder", "StopRule",
+           "StopSearch", "TargetMet", "MaxVersions"]
+
+
+class StopSearch(BudgetExhausted):
+    """Raised by a stop rule: ends the strategy like a spent budget; the message says why."""
+
+
+class StopRule(Protocol):
+    """A reason to end a search before the budget: ``check(evaluator)`` returns the reason, or None to go on."""
+
+    def check(self, evaluator: Evaluator) -> str | None:
+        """Why the search should stop now (checked before every new evaluation), or None."""
+        ...
+
+
+class Pruner(Protocol):
+    """Static pruning handed to the evaluator (``engine/prune.py:CompileAhead``)."""
+
+    def reason(self, config: dict[str, Any]) -> str | None:
+        """Why ``config`` can never win (it is answered ``pruned``), or None to measure it."""
+        ...
+
+
+class EvidenceSource(Protocol):
+    """Makes a bottleneck card for an evaluation that became the incumbent (ncu, else a light card)."""
+
+    def evidence(self, ev: Evaluation) -> Evaluation:
+        """``ev`` with ``card`` (and ``bound``, ``verdict_summary``, ``profile_error``) filled as far as possible.
+        Never raises for the kernel's faults."""
+        ...
+
+
+class Recorder(Protocol):
+    """Keeps the record of each evaluation (``optimize``'s run folder; ``tune`` keeps none per evaluation)."""
+
+    def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
+               incumbent: Evaluation | None) -> None:
+        """Called before the evaluation runs: write what is planned (``config.json``, ``hypothesis.md``)."""
+        ...
+
+    def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
+        """Called with the judged evaluation: write its records; returns it (with ``commit`` set when committed)."""
+        ...
+
+
+class IncumbentChange(BaseModel):
+    """One change of the incumbent: after ``evaluations`` evaluations, ``config`` at ``duration_ns``, and why."""
+
+    evaluations: int
+    config: dict[str, Any]
+    duration_ns: float
+    decision: str
+
+
+@dataclass
+class TargetMet:
+    """Stop when the incumbent runs at or above ``target_pct`` of the roofline — unless a measured baseline (PyTorch
+    eager or torch.compile, ``baselines_ns``) is still faster than the incumbent: then the target is not enough."""
+
+    target_pct: float
+    baselines_ns: dict[str, float]
+
+    def check(self, evaluator: Evaluator) -> str | None:
+        """The stop reason, or None (see the class docstring)."""
+        inc = evaluator.incumbent
+        if inc is None or inc.pct_of_roofline is None or inc.pct_of_roofline < self.target_pct:
+            return None
+        faster = {n: t for n, t in self.baselines_ns.items() if inc.duration_ns is not None and t < inc.duration_ns}
+        if faster:
+            return None
+        where = f"v{inc.index}" if inc.index is not None else str(inc.config)
+        return (f"target met: {where} runs at {inc.pct_of_roofline:.1f} % of the roofline (target "
+                f"{self.target_pct:.0f} %) and no measured baseline is faster")
+
+
+@dataclass
+class MaxVersions:
+    """Stop after ``max_versions`` evaluations (``optimize --iterations`` caps the versions after v0)."""
+
+    max_versions: int
+
+    def check(self, evaluator: Evaluator) -> str | None:
+        """The stop reason, or None."""
+        if len(evaluator.order) >= self.max_versions:
+            return f"iterations done ({self.max_versions - 1} after v0)"
+        return None
+
+
+class Evaluator:
+    """The evaluate function handed to a strategy (see the module docstring for what it does per call).
+
+    Args:
+        space: the search space.
+        runner: the :class:`~kernelpilot.engine.runner.Runner` (isolated workers, Ray actors, or a replay).
+        cache: an :class:`~kernelpilot.search.cache.EvaluationCache` (None: no cache; a replay needs none).
+        budget: evaluations and/or seconds (only new evaluations count).
+        pruner: static pruning (None: every valid config is measured).
+        evidence: bottleneck cards for new incumbents (None: no card).
+        recorder: per-evaluation records (None: none).
+        stop: stop rules checked before every new evaluation.
+        roofline: for ``pct_of_roofline`` (None: not computed).
+        ab_samples: interleaved samples per side for a replacement decision (0: decide on stored samples).
+        race: race clearly slower candidates out after a few samples.
+        strategy: the strategy's name (in derived moves).
+        tunables: the kernel's TUNABLES (for derived moves' directions).
+        log: progress callback, one line per evaluation.
+    """
+
+    def __init__(self, space: SearchSpace, runner: Runner, *, cache: Any = None, budget: Budget | None = None,
+                 pruner: Pruner | None = None, evidence: EvidenceSource | None = None, recorder: Recorder | None = None,
+                 stop: Sequence[StopRule] = (), roofline: Roofline | None = None, ab_samples: int = 30,
+                 race: bool = True, strategy: str = "", log: Callable[[str], None] | None = None) -> None:
+        self.space, self.runner, self.cache = space, runner, cache
+        self.budget = (budget or Budget()).start()
+        self.pruner, self.evidence, self.recorder, self.stop = pruner, evidence, recorder, list(stop)
+        self.roofline, self.ab_samples, self.race, self.strategy = roofline, ab_samples, race, strategy
+        self.log = log or (lambda _msg: None)
+        self.seen: dict[str, Evaluation] = {}
+        self.order: list[Evaluation] = []
+        self.incumbent: Evaluation | None = None
+        self.history: list[IncumbentChange] = []
+        self.n_new = 0
+        self.device_s = 0.0
+        #: results measured ahead of the strategy's call (a batch over several workers, or a known plan), by key
+        self.ready: dict[str, Evaluation] = {}
+
+    @property
+    def parallel(self) -> int:
+        """Configs the runner evaluates at once (one per GPU or Ray actor; 1 for a replay)."""
+        return max(1, self.runner.parallel)
+
+    # -- the strategy's evaluate -----------------------------------------------------------------------------------
+    def __call__(self, candidate: Candidate | dict[str, Any]) -> Evaluation:
+        """Evaluate one config (see the module docstring).
+
+        Args:
+            candidate: a config dict, or a :class:`Candidate` carrying the move that produced it.
+
+        Returns:
+            The judged :class:`Evaluation` (the same object again for a config already answered).
+
+        Raises:
+            BudgetExhausted: the budget is spent or a stop rule fired (:class:`StopSearch`); nothing is lost:
+                every evaluation before it is recorded and cached.
+        """
+        cand = candidate if isinstance(candidate, Candidate) else Candidate(candidate)
+        config, key = cand.config, config_key(cand.config)
+        if key in self.seen:
+            return self.seen[key]
+        for rule in self.stop:
+            why = rule.check(self)
+            if why is not None:
+                raise StopSearch(why)
+        if self.needs_run(config):
+            self.budget.check()  # before anything is written for a version that would never run
+        index = len(self.order)
+        parent, move = self._derivation(cand)
+        if self.recorder is not None:
+            self.recorder.before(index, config, parent, move, self.incumbent)
+        ev = self._answer(config, key)
+        ev = ev.model_copy(update={"index": index, "parent": parent.index if parent is not None else None,
+                                   "move": move})
+        ev = self._judge(self._measures(ev, parent))
+        if self.recorder is not None:
+            ev = self.recorder.after(ev, self.incumbent)
+        self.seen[key] = ev
+        self.order.append(ev)
+        self.log(f"[{len(self.order)}] {key} -> {ev.status}"
+                 + (f" {ev.duration_ns / 1e3:.2f} µs" if ev.duration_ns else "")
+                 + (" (cached)" if ev.cached else "") + (f" — {ev.decision}" if ev.decision else
+                                                         (f" — {ev.message[:160]}" if not ev.ok else "")))
+        return ev
+
+    def many(self, candidates: Sequence[Candidate | dict[str, Any]]) -> list[Evaluation]:
+        """Evaluate several configs: the new ones measured in parallel over the runner's workers (one per GPU or Ray
+        actor), then answered and judged one by one in order, as :meth:`__call__` would.
+
+        Raises:
+            BudgetExhausted: the budget is spent (configs measured before are recorded and cached).
+        """
+        cands = [c if isinstance(c, Candidate) else Candidate(c) for c in candidates]
+        todo: list[dict[str, Any]] = []
+        for c in cands:
+            if self.needs_run(c.config) and config_key(c.config) not in {config_key(t) for t in todo}:
+                todo.append(c.config)
+        if len(todo) > 1 and self.parallel > 1:
+            self.budget.check()
+            if self.budget.max_evals is not None:
+                todo = todo[: max(0, self.budget.max_evals - self.budget.evals)]
+            for ev in self.runner.map(todo, race_against_ns=self._race_ns()):
+                self.ready[ev.key] = self._absorb(ev)
+        return [self(c) for c in cands]
+
+    def needs_run(self, config: dict[str, Any]) -> bool:
+        """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""
+        key = config_key(config)
+        return not (key in self.seen or key in self.ready or self.space.why_invalid(config)
+                    or self._prune_reason(config) is not None
+                    or (self.cache is not None and self.cache.get(config) is not None))
+
+    # -- answering ---------------------------------------------------------------------------------------------------
+    def _answer(self, config: dict[str, Any], key: str) -> Evaluation:
+        why = self.space.why_invalid(config)
+        if why is not None:
+            return Evaluation(config=config, status="invalid_config", message=why)
+        why = self._prune_reason(config)
+        if why is not None:
+            return Evaluation(config=config, status="pruned", message=why)
+        ev = self.ready.pop(key, None)
+        if ev is None and self.cache is not None:
+            ev = self.cache.get(config)
+        if ev is None:
+            self.budget.check()
+            ev = self._absorb(self.runner.evaluate(config, race_against_ns=self._race_ns()))
+        return ev
+
+    def _prune_reason(self, config: dict[str, Any]) -> str | None:
+        return self.pruner.reason(config) if self.pruner is not None else None
+
+    def _race_ns(self) -> float | None:
+        return self.incumbent.duration_ns if (self.race and self.incumbent is not None) else None
+
+    def _absorb(self, ev: Evaluation) -> Evaluation:
+        """Count a new evaluation against the budget and append it to the cache (before anyone reads it)."""
+        self.budget.charge()
+        self.n_new += 1
+        self.device_s += ev.wall_s
+        if self.cache is not None:
+            self.cache.put(ev)
+        return ev
+
+    def _derivation(self, cand: Candidate) -> tuple[Evaluation | None, Move | None]:
+        """The evaluation ``cand`` derives from and the move that makes it: the strategy's move from the incumbent
+        when it gave one, else a step from the nearest evaluated config (fewest tunables changed, the incumbent
+        first, then the fastest)."""
+        if not self.order:
+            return None, None
+        if cand.move is not None and self.incumbent is not None:
+            return self.incumbent, cand.move
+        inc = self.incumbent
+
+        def distance(ev: Evaluation) -> tuple[int, bool, float]:
+            changed = sum(ev.config.get(k) != v for k, v in cand.config.items())
+            return changed, ev is not inc, ev.objective
+
+        base = min(self.order, key=distance)
+        return base, Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
+
+    def _measures(self, ev: Evaluation, parent: Evaluation | None) -> Evaluation:
+        """``pct_of_roofline`` and speedups of a timed evaluation."""
+        if ev.duration_ns is None or not ev.duration_ns > 0:
+            return ev
+        update: dict[str, Any] = {}
+        if self.roofline is not None and ev.measured:
+            update["pct_of_roofline"] = self.roofline.pct_of_roofline(ev.duration_ns)
+        first = next((e for e in self.order if e.ok), None)
+        if first is not None:
+            update["speedup_vs_first"] = first.duration_ns / ev.duration_ns  # type: ignore[operator]
+        if parent is not None and parent.ok:
+            update["speedup_vs_parent"] = parent.duration_ns / ev.duration_ns  # type: ignore[operator]
+        return ev.model_copy(update=update)
+
+    # -- judging -----------------------------------------------------------------------------------------------------
+    def _judge(self, ev: Evaluation) -> Evaluation:
+        from kernelpilot.search.stats import decide
+
+        if not ev.ok or ev.raced_out:
+            return ev.model_copy(update={"accepted": False if ev.ok else None,
+                                         "decision": "raced out: clearly slower" if ev.ok else ""})
+        if self.incumbent is None:
+            return self._accept(ev, "first correct config", None)
+        if ev.duration_ns >= self.incumbent.duration_ns:  # type: ignore[operator]
+            return ev.model_copy(update={"accepted": False, "decision": (
+                f"not faster: median {ev.duration_ns / 1e3:.2f} µs >= incumbent's "  # type: ignore[operator]
+                f"{self.incumbent.duration_ns / 1e3:.2f} µs")})  # type: ignore[operator]
+        t = time.monotonic()
+        samples = (self.runner.ab_samples(ev.config, self.incumbent.config, self.ab_samples)
+                   if self.ab_samples > 0 else None)
+        cand, inc = samples if samples else (ev.samples_ns, self.incumbent.samples_ns)
+        if not cand or not inc:
+            cand, inc = [ev.duration_ns], [self.incumbent.duration_ns]  # type: ignore[list-item]
+        d = decide(cand, inc)
+        ev = ev.model_copy(update={"decision_detail": d.model_dump(),
+                                   "phases_s": {**ev.phases_s, "ab": time.monotonic() - t}})
+        how = " (interleaved A/B)" if samples else " (stored samples)"
+        if d.replace:
+            return self._accept(ev, d.reason + how, d.model_dump())
+        return ev.model_copy(update={"accepted": False, "decision": d.reason + how})
+
+    def _accept(self, ev: Evaluation, why: str, detail: dict[str, Any] | None) -> Evaluation:
+        ev = ev.model_copy(update={"accepted": True, "decision": why, "decision_detail": detail})
+        if self.evidence is not None and ev.card is None:
+            t = time.monotonic()
+            ev = self.evidence.evidence(ev)
+            ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "evidence": time.monotonic() - t}})
+            if ev.card is not None and self.cache is not None:  # keep the evidence with the record for replays
+                self.cache.put(ev.model_copy(update={"cached": False}))
+        self.incumbent = ev
+        self.history.append(IncumbentChange(evaluations=len(self.order) + 1, config=ev.config,
+                                            duration_ns=float(ev.duration_ns or math.nan), decision=why))
+        return ev

@@ -1,0 +1,115 @@
+"""Evidence for the incumbent: a bottleneck card from Nsight Compute, else a light card — one place for the choice.
+
+:class:`NcuEvidence` profiles an evaluation with ``ncu`` (its report kept where the recorder says) and builds the
+card from the counters; when ncu is missing (:class:`~kernelpilot.errors.ToolMissingError`) or the driver refuses
+counters (:class:`~kernelpilot.errors.CountersNotPermitted`) it switches itself off for the rest of the run and
+falls back to :class:`LightEvidence` — chosen on the error's type, never on its text. :class:`LightEvidence` builds
+the card from the measured time, the roofline and a compile of the config for the target (registers, spills, shared
+memory, occupancy, SASS mix), with no counters. Cards are only made for new incumbents: the guided strategy reads
+the incumbent's card, and nothing else does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.errors import CountersNotPermitted, KernelpilotError, ToolMissingError
+from kernelpilot.records.evaluation import Evaluation
+
+__all__ = ["LightEvidence", "NcuEvidence"]
+
+
+def _with_card(ev: Evaluation, card: Any, **extra: Any) -> Evaluation:
+    data = json.loads(card.model_dump_json(by_alias=True))
+    return ev.model_copy(update={"card": data, "bound": card.class_, "verdict_summary": card.summary, **extra})
+
+
+class LightEvidence:
+    """A light card (no counters) for an evaluation: timing + roofline + compile metadata.
+
+    Args:
+        kernel: the kernel file. shape: the problem shape. roofline: the run's roofline (None: no floor).
+        device_name: the GPU's name (or the spec's in a replay). kernel_name: for the card.
+        reason: why the card is light (recorded on the card).
+        arch: the compile target (None: this machine's GPU, else sm_90).
+    """
+
+    def __init__(self, kernel: Path, shape: dict[str, Any], roofline: Any, device_name: str | None, kernel_name: str,
+                 reason: str, arch: str | None = None) -> None:
+        self.kernel, self.shape, self.roofline = kernel, shape, roofline
+        self.device_name, self.kernel_name, self.reason, self.arch = device_name, kernel_name, reason, arch
+
+    def evidence(self, ev: Evaluation) -> Evaluation:
+        """``ev`` with a light card, or unchanged (with ``profile_error`` noting why) when none can be made: not a
+        measurement, or a time the card refuses (under the floor). Raises nothing."""
+        if not ev.ok or not ev.measured:
+            return ev
+        from kernelpilot.profile.light import light_profile
+
+        try:
+            card, _ = light_profile(self.kernel, ev.config, self.shape, timing_ns=ev.duration_ns,
+                                    roofline=self.roofline, device_name=self.device_name,
+                                    kernel_name=self.kernel_name, reason=self.reason, arch=self.arch)
+        except (ValueError, KernelpilotError) as exc:
+            note = f"no light card: {getattr(exc, 'message', exc)}"
+            return ev.model_copy(update={"profile_error": f"{ev.profile_error}; {note}" if ev.profile_error else note})
+        return _with_card(ev, card)
+
+
+class NcuEvidence:
+    """An Nsight Compute card for an evaluation, falling back to ``fallback`` (a :class:`LightEvidence`).
+
+    Args:
+        kernel / ref: the kernel file and the reference file (None: the kernel's own).
+        shape: the problem shape.
+        report_path: evaluation -> where its ``.ncu-rep`` goes (e.g. ``vN/profile.ncu-rep``).
+        fallback: used when ncu cannot give counters (missing, refused) or fails for this config.
+        on_metrics: called with (evaluation, metrics, all kernel names) after a successful profile (the recorder
+            writes ``metrics.json`` and ``verdict.json`` with it).
+        log: progress callback.
+    """
+
+    def __init__(self, kernel: Path, ref: Path | None, shape: dict[str, Any], report_path: Callable[[Evaluation], Path],
+                 fallback: LightEvidence, *, on_metrics: Callable[[Evaluation, Any, list[str]], None] | None = None,
+                 log: Callable[[str], None] = lambda _m: None) -> None:
+        self.kernel, self.ref, self.shape, self.report_path = kernel, ref, shape, report_path
+        self.fallback, self.on_metrics, self.log = fallback, on_metrics, log
+        self.disabled: str | None = None
+        #: evaluation key -> its profiled metrics (for "observed" in the next version's outcome)
+        self.metrics: dict[str, Any] = {}
+
+    def disable(self, why: str) -> None:
+        """Profile no more (the reason goes into every later card's ``light_reason`` and ``profile_error``)."""
+        self.disabled = why
+        self.fallback.reason = why
+
+    def evidence(self, ev: Evaluation) -> Evaluation:
+        """``ev`` with an ncu card, else the fallback's card with ``profile_error`` saying why. Raises nothing."""
+        if not ev.ok or not ev.measured:
+            return ev
+        if self.disabled is not None:
+            return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
+        from kernelpilot.profile.card import card_from_metrics
+        from kernelpilot.profile.metrics import main_kernel, read_report
+        from kernelpilot.profile.ncu_run import profile_kernel
+        from kernelpilot.profile.verdict import judge
+
+        try:
+            report = profile_kernel(self.kernel, self.shape, ev.config, self.report_path(ev), ref=self.ref)
+            kernels = read_report(report)
+            metrics = main_kernel(kernels)
+            verdict = judge(metrics)
+        except (ToolMissingError, CountersNotPermitted) as exc:
+            self.disable(f"profiling disabled: {exc.message}")
+            self.log(f"  {self.disabled}; light cards from now on")
+            return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
+        except KernelpilotError as exc:
+            self.log(f"  ncu failed for this config: {exc.message.splitlines()[0][:200]}")
+            return self.fallback.evidence(ev.model_copy(update={"profile_error": f"ncu failed: {exc.message}"}))
+        self.metrics[ev.key] = metrics
+        if self.on_metrics is not None:
+            self.on_metrics(ev, metrics, [k.kernel_name for k in kernels])
+        return _with_card(ev, card_from_metrics(metrics, verdict))

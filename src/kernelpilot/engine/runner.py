@@ -1,0 +1,78 @@
+"""The runner seam: what evaluates one config (Kernel Tuner's runner layer).
+
+Three runners implement :class:`Runner`: :class:`kernelpilot.search.worker.WorkerPool` (isolated worker processes,
+one per GPU), :class:`kernelpilot.search.ray_pool.RayPool` (Ray actors) and :class:`ReplayRunner` (answers from a
+filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` only speaks this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.search.cache import ReplayRunner as CacheReplay
+
+__all__ = ["ReplayRunner", "Runner"]
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """Evaluates configs; never raises for a config's own faults (they are failure statuses)."""
+
+    @property
+    def parallel(self) -> int:
+        """Configs evaluated at once (GPUs, actors; 1 for a replay)."""
+        ...
+
+    def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
+        """Evaluate one config; ``race_against_ns`` (the incumbent's median, ns) lets clearly slower configs stop
+        after a few samples."""
+        ...
+
+    def map(self, configs: Sequence[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
+        """Evaluate several configs spread over the workers; results in input order."""
+        ...
+
+    def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
+        """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (ns), or None when impossible."""
+        ...
+
+    def close(self) -> None:
+        """Release the workers."""
+        ...
+
+
+class ReplayRunner(CacheReplay):
+    """A :class:`Runner` over a filled evaluation cache: every answer is the stored one (no GPU).
+
+    Args:
+        source: a cache file path, a prefix :func:`kernelpilot.search.cache.show_cache` accepts, or an
+            :class:`~kernelpilot.search.cache.EvaluationCache`.
+        root: the folder searched for a prefix.
+
+    Raises:
+        SearchError: ``source`` names no cache file or several.
+    """
+
+    parallel = 1
+
+    def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
+        """The stored evaluation of ``config`` (racing does not apply: the stored samples are all there is).
+
+        Raises:
+            NotInCache: the cache has no record of ``config`` (a ``KeyError``: the replay cannot answer).
+        """
+        del race_against_ns
+        return self(config)
+
+    def map(self, configs: Sequence[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
+        """The stored evaluations, in order."""
+        return iter([self.evaluate(c) for c in configs])
+
+    def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> None:
+        """None: a replay cannot take new samples (the evaluator decides on the stored ones)."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release."""

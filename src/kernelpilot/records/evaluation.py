@@ -1,0 +1,211 @@
+"""The one record: an :class:`Evaluation` of one config at one shape on one device.
+
+``kernelpilot tune`` keeps a list of them (the cache holds them line by line, ``tune.json`` holds them all);
+``kernelpilot optimize`` writes one per version as ``vN/outcome.json``. Whatever produced it — a worker on a GPU,
+the Triton interpreter, a replay of a cache — the record has the same fields, and every report renders it the same
+way. A failure is data, never an exception: ``status`` names it (:data:`FAILURES`) and ``objective`` is infinite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus", "config_key"]
+
+#: ``ok``: correct and timed. The failures, each a typed outcome:
+#:
+#: * ``invalid_config`` — outside TUNABLES or breaking a constraint (never run);
+#: * ``pruned`` — removed before any GPU time by static inspection (shared memory over the per-block limit,
+#:   spills over the threshold, occupancy under the floor); ``message`` says which;
+#: * ``compile_error`` — the kernel did not compile for this config (Triton ``CompilationError``,
+#:   ``OutOfResources``, or a ``ValueError`` from ``run_kernel`` refusing the config);
+#: * ``runtime_error`` — any other exception while running the kernel;
+#: * ``illegal_memory_access`` — the CUDA context was poisoned (illegal address, misaligned address,
+#:   unspecified launch failure); the worker that saw it is replaced;
+#: * ``timeout`` — the worker did not answer within the per-config time limit (a hang); it is killed;
+#: * ``worker_crash`` — the worker process died (segfault, ``sys.exit``, OOM kill) without answering;
+#: * ``nan`` — an output held NaN or Inf where the reference did not;
+#: * ``wrong_result`` — outputs outside the tolerance (docs/measuring.md, "Correctness");
+#: * ``impossible`` — faster than the speed-of-light floor (a timing bug or a kernel that skips work); kept with
+#:   its time for the record, never ranked.
+Status = Literal["ok", "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access",
+                 "timeout", "worker_crash", "nan", "wrong_result", "impossible"]
+FAILURES: tuple[str, ...] = (
+    "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
+    "worker_crash", "nan", "wrong_result", "impossible",
+)
+#: How a version of ``kernelpilot optimize`` ended, derived from its evaluation (:attr:`Evaluation.version_status`).
+VersionStatus = Literal["baseline", "accepted", "rejected", "failed"]
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """A canonical string for a config: its JSON with sorted keys (``{"BLOCK": 64, "num_warps": 4}``).
+
+    Two configs with the same values give the same key whatever their key order; raises nothing.
+    """
+    return json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+
+
+class Move(BaseModel):
+    """One proposed change from a base config: ``tunable`` from ``old`` to ``new``, the rule that chose it and what
+    should move (the hypothesis). A strategy's jump over several tunables joins their names with ``+`` and holds
+    tuples in ``old``/``new`` (``direction="jump"``)."""
+
+    tunable: str
+    old: Any
+    new: Any
+    direction: str
+    rule: str
+    why: str
+    expected_metric: str
+    expected: str
+
+    def apply(self, config: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``config`` with this move applied (one-variable moves only)."""
+        return {**config, self.tunable: self.new}
+
+    @property
+    def label(self) -> str:
+        """``BLOCK_N 256→512``; for a jump over several tunables ``BLOCK_M+num_warps (64, 4)→(128, 8)``."""
+        return f"{self.tunable} {self.old}→{self.new}"
+
+    @classmethod
+    def between(cls, base: dict[str, Any], config: dict[str, Any], tunables: dict[str, list[Any]],
+                strategy: str) -> Move:
+        """The change from ``base`` to ``config`` when a strategy (not the bottleneck card) proposed it.
+
+        One changed tunable gives a one-variable move (``up``/``down`` by the tunable's value order); several give a
+        ``jump``. Its hypothesis is exploration: the effect is unknown until measured. Raises nothing.
+        """
+        changed = [k for k in config if base.get(k) != config[k]]
+        unknown = "unknown: exploration, measured to find out"
+        if len(changed) == 1:
+            name = changed[0]
+            values = tunables.get(name, [])
+            up = (values.index(config[name]) > values.index(base[name])
+                  if base.get(name) in values and config[name] in values else True)
+            return cls(tunable=name, old=base.get(name), new=config[name], direction="up" if up else "down",
+                       rule=f"strategy:{strategy}", why=f"the {strategy} strategy proposed this step (not a card move)",
+                       expected_metric="duration", expected=unknown)
+        return cls(tunable="+".join(changed), old=tuple(base.get(k) for k in changed),
+                   new=tuple(config[k] for k in changed), direction="jump", rule=f"strategy:{strategy}",
+                   why=f"the {strategy} strategy proposed a config {len(changed)} tunables away",
+                   expected_metric="duration", expected=unknown)
+
+
+class Evaluation(BaseModel):
+    """The outcome of one config at one shape on one device (times in ns, durations of work in s).
+
+    Attributes:
+        config: tunable name -> value.
+        status: ``ok`` or one of :data:`FAILURES`.
+        duration_ns: median kernel time (``ok`` and ``impossible`` only): the median the decision used.
+        iqr_ns: inter-quartile range of the samples.
+        samples_ns: the raw per-launch times (kept so later decisions can test against them).
+        message: why it failed (the exception's text, the tolerance broken), or a note (``raced out ...``).
+        measured: False when the time came from the Triton interpreter (not a measurement).
+        wall_s: wall seconds this evaluation cost in the worker (compile + check + timing): what budgets count.
+        compile_s: seconds of the first launch (compile or cache hit + module load), when known.
+        phases_s: where the seconds went: ``compile``, ``check``, ``timing`` (worker), ``ab`` (the A/B decision),
+            ``evidence`` (ncu or light card), ``record`` (files and git) — the per-evaluation breakdown.
+        static: compile facts when known (``registers_per_thread``, ``spills``, ``shared_bytes``, ...).
+        card: the bottleneck card's JSON when one was made for this config (the guided strategy's evidence, also
+            when replayed).
+        cached: True when the answer came from the cache (then ``wall_s`` is what it cost when measured).
+        worker: which worker produced it (``cpu``, ``cuda:0``, ``replay`` ...).
+        accepted: True when this config became the incumbent (the first correct config, or faster than the
+            incumbent beyond noise), False when it did not, None before it was judged or when it failed.
+        decision: the reason of that judgement (one sentence); ``decision_detail`` the numbers behind it
+            (:class:`kernelpilot.search.stats.Decision` as JSON: ratio, CI, p-value, sample counts).
+        index / parent / move: ``optimize``'s version number, the version it derives from and the change (None in
+            ``tune``).
+        pct_of_roofline: speed-of-light floor / duration × 100 (None without a roofline or a measurement).
+        speedup_vs_parent / speedup_vs_first: the parent's (first version's) median / this median.
+        bound / verdict_summary: the card's bottleneck class and summary, when a card was made.
+        profile_error: why there is no ncu profile (tool missing, counters refused, profiling off ...).
+        observed: how the metric the hypothesis named moved between the parent's and this profile.
+        commit: the git commit that recorded this version (accepted versions).
+        records: the worker's full ``correctness`` and ``timing`` records (JSON dicts) for the version folder;
+            never serialized (the cache and ``tune.json`` keep the summary above).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    config: dict[str, Any]
+    status: Status
+    duration_ns: float | None = None
+    iqr_ns: float | None = None
+    samples_ns: list[float] = Field(default_factory=list)
+    message: str = ""
+    measured: bool = True
+    wall_s: float = 0.0
+    compile_s: float | None = None
+    phases_s: dict[str, float] = Field(default_factory=dict)
+    static: dict[str, Any] = Field(default_factory=dict)
+    card: dict[str, Any] | None = None
+    cached: bool = False
+    worker: str = ""
+    accepted: bool | None = None
+    decision: str = ""
+    decision_detail: dict[str, Any] | None = None
+    index: int | None = None
+    parent: int | None = None
+    move: Move | None = None
+    pct_of_roofline: float | None = None
+    speedup_vs_parent: float | None = None
+    speedup_vs_first: float | None = None
+    bound: str | None = None
+    verdict_summary: str | None = None
+    profile_error: str | None = None
+    observed: str | None = None
+    commit: str | None = None
+    records: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    @property
+    def ok(self) -> bool:
+        """True when the config ran correctly and was timed (``status == "ok"``)."""
+        return self.status == "ok" and self.duration_ns is not None
+
+    @property
+    def objective(self) -> float:
+        """What strategies minimise: ``duration_ns`` for ``ok`` evaluations, ``inf`` for every failure."""
+        return float(self.duration_ns) if self.ok else math.inf  # type: ignore[arg-type]
+
+    @property
+    def key(self) -> str:
+        """:func:`config_key` of this evaluation's config."""
+        return config_key(self.config)
+
+    @property
+    def raced_out(self) -> bool:
+        """True when timing stopped early because the config was clearly slower than the incumbent."""
+        return self.ok and self.message.startswith("raced out")
+
+    @property
+    def version_status(self) -> VersionStatus:
+        """How the version ended: ``failed`` (any failure status), ``baseline`` (accepted first version),
+        ``accepted`` (replaced the incumbent), else ``rejected`` (correct, not faster beyond noise)."""
+        if not self.ok:
+            return "failed"
+        if self.accepted:
+            return "baseline" if self.move is None and self.index in (0, None) else "accepted"
+        return "rejected"
+
+
+class Candidate(dict):  # type: ignore[type-arg]
+    """A config (a plain dict of tunable -> value, so any evaluate function accepts it) with the move that produced
+    it: the guided strategy passes the card's move, so the engine never re-derives it; without one the evaluator
+    derives a move from the nearest evaluated config."""
+
+    def __init__(self, config: dict[str, Any], move: Move | None = None) -> None:
+        super().__init__(config)
+        self.move = move
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The config as a plain dict."""
+        return dict(self)

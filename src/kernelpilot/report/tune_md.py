@@ -1,0 +1,49 @@
+"""tune.md: a Markdown report of one search — best config, incumbent changes, failures, pruning, every evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernelpilot.app.tune import TuneResult
+
+
+def render_tune_md(r: "TuneResult") -> str:
+    """A Markdown report of a search: best config, incumbent changes, failures, pruning, every evaluation."""
+    unit = "µs" if r.measured else "µs (interpreted, not a measurement)"
+    lines = [f"# tune: {Path(r.kernel).name} ({r.strategy}, seed {r.seed})", "",
+             f"Shape `{r.shape}` on {r.gpu or r.device}; space {r.space_size} valid configs of {r.space_total}; "
+             f"constraints: {'; '.join(r.constraints) or 'none'}.", "",
+             f"Stopped: {r.stopped}. {len(r.evaluations)} evaluations ({r.n_new} new, {r.n_cached} cached), "
+             f"{r.device_s:.1f} s of worker time, {r.wall_s:.1f} s wall; worker restarts {r.worker_restarts}.", ""]
+    if r.best is not None:
+        lines += [f"**Best:** `{r.best.config}` — median {r.best.duration_ns / 1e3:.2f} {unit}"
+                  + (f", speed-of-light floor {r.floor_ns / 1e3:.2f} µs ({r.floor_ns / r.best.duration_ns:.1%} of it)"
+                     if r.floor_ns and r.best.duration_ns else ""), "", f"    {r.triton_config}", ""]
+    if r.top_configs:
+        lines += ["## Fastest configs as triton.Config lines", "", "```python",
+                  *[f"    {c}," for c in r.top_configs], "```", ""]
+    if r.history:
+        lines += ["## Incumbent changes", "", "| after eval | config | median µs | why |", "|---|---|---|---|"]
+        lines += [f"| {h.evaluations} | `{h.config}` | {h.duration_ns / 1e3:.2f} | {h.decision} |" for h in r.history]
+        lines.append("")
+    if r.prune is not None:
+        pr = r.prune
+        lines += ["## Static pruning", "", f"{pr.n_pruned} of {pr.n_compiled} configs compiled for {pr.arch} were "
+                  f"pruned before any GPU time ({pr.by_reason}); {pr.n_configs} in the space. Compiles ran "
+                  f"{pr.wall_s:.1f} s in parallel with the measurements ({pr.compile_s:.1f} CPU-seconds); the search "
+                  f"waited {pr.waited_s:.1f} s for them; {len(pr.unchecked)} configs were measured before their "
+                  f"compile finished.", ""]
+    if r.failures:
+        lines += ["## Failures (kept as data)", "", "| status | count |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in sorted(r.failures.items())]
+        lines.append("")
+    lines += ["## Evaluations", "", "| # | config | status | median µs | IQR µs | cached | decision / message |",
+              "|---|---|---|---|---|---|---|"]
+    for i, ev in enumerate(r.evaluations, 1):
+        med = f"{ev.duration_ns / 1e3:.2f}" if ev.duration_ns else "—"
+        iqr = f"{ev.iqr_ns / 1e3:.2f}" if ev.iqr_ns is not None else "—"
+        note = (ev.decision or ev.message).replace("|", "/").replace("\n", " ")[:160]
+        lines.append(f"| {i} | `{ev.key}` | {ev.status} | {med} | {iqr} | {'yes' if ev.cached else ''} | {note} |")
+    return "\n".join(lines) + "\n"
