@@ -183,8 +183,9 @@ def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spe
 def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (default: the bundled softmax example)."),
              iterations: Optional[int] = typer.Option(None, help="Cap on the versions after v0 (default: the budget "
                                                       "decides)."),
-             budget_s: Optional[float] = typer.Option(None, "--budget-s", help="Wall seconds for the search (default "
-                                                      "200 on a GPU, 45 under the interpreter, none for a replay)."),
+             budget_s: Optional[float] = typer.Option(None, "--budget-s", help="Seconds for the search (default 200 on "
+                                                      "a GPU and in a replay, where the stored device seconds count; 45 "
+                                                      "under the interpreter)."),
              output: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/<kernel>-<time>)."),
              shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
              gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
@@ -199,6 +200,8 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                              "take in its worker before it is recorded as a timeout (a hang)."),
              replay: Optional[str] = typer.Option(None, "--replay", help="Answer every version from this evaluation "
                                                   "cache (a `tune` cache file or prefix; no GPU)."),
+             constraint: Optional[list[str]] = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
+                                                            "'GROUP_M == 8' (repeatable)."),
              as_json: bool = JsonOpt) -> None:
     """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
 
@@ -220,7 +223,7 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     _run(as_json, lambda: api.optimize(path, out=folder, iterations=iterations, budget_s=budget_s,
                                        shape=_kv(shape, "--shape"), config=_kv(config, "--config"), ref=ref, gpu=gpu,
                                        profile=not no_profile, benchmark=not no_benchmark, strategy=strategy,
-                                       seed=seed, timeout_s=timeout_s, replay=replay, log=_log),
+                                       seed=seed, timeout_s=timeout_s, replay=replay, constraints=constraint, log=_log),
          human, ok=lambda r: r.run.best_version is not None)
 
 

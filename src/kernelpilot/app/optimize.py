@@ -92,14 +92,16 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
              shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None, ref: str | Path | None = None,
              gpu: str | None = None, profile: bool = True, git: bool = True, benchmark: bool = True,
              strategy: str = "guided", seed: int = 0, timeout_s: float = 300.0, replay: str | Path | None = None,
-             cache_root: str | Path | None = None, log: Log = lambda s: None) -> OptimizeResult:
+             cache_root: str | Path | None = None, constraints: list[str] | None = None,
+             log: Log = lambda s: None) -> OptimizeResult:
     """Run the evidence loop on a kernel file and write the run folder (see the module docstring).
 
     Args:
         kernel: the kernel file. out: the run folder (must not exist or be empty).
         iterations: the most versions after v0 (None: only the budget limits them).
-        budget_s: wall seconds for the search (default :data:`DEFAULT_BUDGET_S` on a GPU,
-            :data:`DEFAULT_BUDGET_S_INTERPRETED` under the interpreter, none for a replay).
+        budget_s: seconds for the search (default :data:`DEFAULT_BUDGET_S` on a GPU and in a replay,
+            :data:`DEFAULT_BUDGET_S_INTERPRETED` under the interpreter); a replay counts the device seconds each
+            replayed evaluation cost when it was measured, so it stops where the live run would have.
         shape / config: overrides of SHAPE (CPU_SHAPE without a GPU) and of the starting config.
         ref: a separate reference file. gpu: spec name for the roofline (default: the current GPU); unknown: error.
         profile: ncu on each new incumbent (GPU only). git: a git history in the run folder.
@@ -108,6 +110,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         seed: the strategy's seed. timeout_s: seconds one version may take in its worker before it is a ``timeout``.
         replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files).
         cache_root: folder searched for a replay prefix.
+        constraints: extra constraint expressions, added to the kernel file's CONSTRAINTS.
         log: called with one line per step (the CLI prints them).
 
     Returns:
@@ -139,10 +142,10 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
 
         raise SearchError(f"--iterations {iterations} is negative", "give the most versions to try after v0 (>= 0)")
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
-    ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, replay=replayer)
+    ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer)
     kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
-    if budget_s is None and replayer is None:
-        budget_s = DEFAULT_BUDGET_S if cuda else DEFAULT_BUDGET_S_INTERPRETED
+    if budget_s is None:
+        budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
     ws = Workspace.create(Path(out))
     shutil.copy2(kf.path, ws.root / "kernel.py")
     if kf.reference_path != kf.path:
@@ -206,7 +209,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
             if cuda and not kf.extras.get("autotuner"):
                 ahead = CompileAhead(kf.path, compile_order(strat, ctx.space, seed, ctx.start), ctx.shape, arch=None)
             runner = make_runner(ctx, ref=ref, timeout_s=timeout_s)
-        ev = Evaluator(ctx.space, runner, budget=Budget(max_s=budget_s), pruner=ahead, evidence=evidence,
+        ev = Evaluator(ctx.space, runner, budget=Budget(max_s=budget_s, charged=replayer is not None), pruner=ahead, evidence=evidence,
                        recorder=recorder, stop=stop, roofline=roof, ab_samples=0 if replayer else (30 if cuda else 8),
                        race=cuda, strategy=strategy)
         try:

@@ -266,7 +266,7 @@ class Evaluator:
 
     def _absorb(self, ev: Evaluation) -> Evaluation:
         """Count a new evaluation against the budget and append it to the cache (before anyone reads it)."""
-        self.budget.charge()
+        self.budget.charge(ev.wall_s)
         self.n_new += 1
         self.device_s += ev.wall_s
         if self.cache is not None:

@@ -67,16 +67,23 @@ class Budget(BaseModel):
     Only evaluations that were not answered from the cache count against ``max_evals`` and ``max_s``
     (a cached answer costs nothing), so a rerun goes further, not shorter.
 
+    A replay has no wall clock worth counting: with ``charged=True`` the seconds are the device seconds each
+    evaluation cost when it was measured (its stored ``wall_s``, passed to :meth:`charge`), so a replayed search stops
+    where the live one would have.
+
     Attributes:
         max_evals: most new evaluations, or None.
-        max_s: most wall seconds from :meth:`start`, or None.
-        evals: new evaluations so far.
+        max_s: most seconds (wall from :meth:`start`, or charged), or None.
+        charged: count charged seconds instead of the wall clock.
+        evals: new evaluations so far. charged_s: seconds charged so far.
         started_s: ``time.monotonic()`` at :meth:`start`.
     """
 
     max_evals: int | None = None
     max_s: float | None = None
+    charged: bool = False
     evals: int = 0
+    charged_s: float = 0.0
     started_s: float | None = None
 
     def start(self) -> Budget:
@@ -86,7 +93,9 @@ class Budget(BaseModel):
         return self
 
     def elapsed_s(self) -> float:
-        """Seconds since :meth:`start` (0 before it)."""
+        """Seconds spent: charged seconds, or wall seconds since :meth:`start` (0 before it)."""
+        if self.charged:
+            return self.charged_s
         return 0.0 if self.started_s is None else time.monotonic() - self.started_s
 
     def exhausted(self) -> bool:
@@ -95,11 +104,13 @@ class Budget(BaseModel):
             return True
         return self.max_s is not None and self.elapsed_s() >= self.max_s
 
-    def charge(self) -> None:
-        """Count one new (uncached) evaluation."""
+    def charge(self, seconds: float = 0.0) -> None:
+        """Count one new (uncached) evaluation that cost ``seconds`` (counted when ``charged``)."""
         self.evals += 1
+        self.charged_s += max(0.0, seconds)
 
     def check(self) -> None:
         """Raise :class:`BudgetExhausted` if the budget is spent (call before starting an evaluation)."""
         if self.exhausted():
-            raise BudgetExhausted(f"budget spent: {self.evals} evaluations, {self.elapsed_s():.1f} s")
+            what = "device seconds charged" if self.charged else "s"
+            raise BudgetExhausted(f"budget spent: {self.evals} evaluations, {self.elapsed_s():.1f} {what}")
