@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.backends.triton.config import to_triton_config  # re-exported: its home is the Triton backend
 from kernelpilot.errors import SearchError
 from kernelpilot.search.model import Budget, BudgetExhausted, Evaluation, config_key
 
@@ -133,15 +134,6 @@ class TuneResult(BaseModel):
     measured: bool
     triton_config: str | None
     top_configs: list[str] = Field(default_factory=list)
-
-
-def to_triton_config(config: dict[str, Any]) -> str:
-    """A config as a ``triton.Config`` line: meta-parameters in the dict, ``num_warps``/``num_stages``/``num_ctas``/
-    ``maxnreg`` as keyword arguments (``triton.Config({'BLOCK_M': 128}, num_warps=4, num_stages=3)``)."""
-    special = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-    meta = {k: v for k, v in config.items() if k not in special}
-    extra = "".join(f", {k}={config[k]!r}" for k in special if k in config)
-    return f"triton.Config({meta!r}{extra})"
 
 
 def static_prune(kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], *, arch: str | None,
