@@ -115,3 +115,16 @@ def test_static_inspection_pins_an_autotuned_kernel(tmp_path):
                                spill_bytes=False)
     assert isinstance(report, StaticReport), report
     assert report.num_warps == 4 and report.constexprs.get("BLOCK") == 128
+
+
+@pytest.mark.gpu
+def test_pinned_pre_hook_on_gpu(tmp_path):
+    from kernelpilot.kernels.contract import load_kernel
+    from kernelpilot.measure.correctness import check_correctness
+
+    path = tmp_path / "hooked.py"
+    path.write_text(HOOKED)
+    kf = load_kernel(path, interpreted=False)
+    for config in ({"BLOCK": 64, "num_warps": 2, "num_stages": 3}, {"BLOCK": 128, "num_warps": 4, "num_stages": 3}):
+        result = check_correctness(kf, {"N": 4096}, config, "cuda")
+        assert result.passed, result.summary
