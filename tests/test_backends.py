@@ -128,3 +128,19 @@ def test_pinned_pre_hook_on_gpu(tmp_path):
     for config in ({"BLOCK": 64, "num_warps": 2, "num_stages": 3}, {"BLOCK": 128, "num_warps": 4, "num_stages": 3}):
         result = check_correctness(kf, {"N": 4096}, config, "cuda")
         assert result.passed, result.summary
+
+
+def test_an_autotuner_under_heuristics_is_found_and_pinned(tmp_path):
+    from kernelpilot.kernels.contract import load_kernel
+    from kernelpilot.measure.correctness import check_correctness
+
+    # heuristics above autotune: the module attribute `_scaled` is a Heuristics whose .fn is the Autotuner
+    source = HOOKED.replace("@triton.autotune(", "@triton.heuristics({'EVEN': lambda a: a['n'] % 2 == 0})\n"
+                                                 "@triton.autotune(")
+    source = source.replace("n, BLOCK: tl.constexpr)", "n, BLOCK: tl.constexpr, EVEN: tl.constexpr)")
+    path = tmp_path / "wrapped.py"
+    path.write_text(source)
+    kf = load_kernel(path, interpreted=True)
+    assert kf.extras["autotuner"] == "_scaled" and kf.tunables["BLOCK"] == [64, 128]
+    result = check_correctness(kf, {"N": 300}, {"BLOCK": 64, "num_warps": 2, "num_stages": 3}, "cpu")
+    assert result.passed, result.summary

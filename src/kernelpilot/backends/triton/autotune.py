@@ -10,17 +10,35 @@ from kernelpilot.backends.triton.config import autotune_config_dict
 from kernelpilot.errors import ContractError
 
 
-def find_autotuner(module: ModuleType) -> tuple[str, Any] | None:
-    """The module-level ``@triton.autotune`` kernel of a kernel file, as (attribute name, Autotuner), or None.
-
-    Raises:
-        ContractError: more than one autotuned kernel (the search would not know which to tune).
-    """
+def autotuner_of(obj: Any) -> Any | None:
+    """The ``Autotuner`` in ``obj`` or under its decorators (``@triton.heuristics`` above ``@triton.autotune``
+    wraps it: each Triton decorator keeps the one below as ``.fn``), or None."""
     try:
         from triton.runtime.autotuner import Autotuner
     except ImportError:
         return None
-    found = [(n, v) for n, v in vars(module).items() if isinstance(v, Autotuner)]
+    for _ in range(8):  # a chain of decorators; never a cycle in practice, bounded anyway
+        if isinstance(obj, Autotuner):
+            return obj
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            return None
+    return None
+
+
+def find_autotuner(module: ModuleType) -> tuple[str, Any] | None:
+    """The module-level ``@triton.autotune`` kernel of a kernel file, as (attribute name, Autotuner), or None.
+
+    A kernel whose ``@triton.autotune`` sits under another Triton decorator counts (see :func:`autotuner_of`).
+
+    Raises:
+        ContractError: more than one autotuned kernel (the search would not know which to tune).
+    """
+    found = []
+    for name, value in vars(module).items():
+        if not isinstance(value, (type, ModuleType)) and (tuner := autotuner_of(value)) is not None:
+            if all(t is not tuner for _, t in found):
+                found.append((name, tuner))
     if len(found) > 1:
         raise ContractError(f"{module.__file__}: several @triton.autotune kernels ({', '.join(n for n, _ in found)})",
                             "define TUNABLES explicitly, or keep one autotuned kernel per file")

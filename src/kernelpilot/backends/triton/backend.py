@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.backends.base import Support
-from kernelpilot.backends.triton.autotune import autotune_space, find_autotuner
+from kernelpilot.backends.triton.autotune import autotune_space, autotuner_of, find_autotuner
 from kernelpilot.backends.triton.config import autotune_config_dict, pinned_config, to_triton_config
 from kernelpilot.kernels.contract import DerivedSpace, KernelFile, build_kernel_file, import_module_file
 
@@ -68,7 +68,7 @@ class TritonBackend:
         if name is None:
             kf.run_kernel(**inputs, **config)
             return
-        tuner = getattr(kf.module, name)
+        tuner = autotuner_of(getattr(kf.module, name))
         pins: dict[Any, Any] = kf.extras.setdefault("autotune_pins", {})
         try:
             key: Any = tuple(config.items())
