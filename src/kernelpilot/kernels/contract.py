@@ -12,7 +12,7 @@ Loading and launching belong to the file's backend (:func:`kernelpilot.backends.
 - ``reference(**inputs)`` in the same module or in ``--ref ref.py``: returns the outputs (a tensor, a tuple in
   ``outputs`` order, or a dict) or writes them in place;
 - ``TUNABLES`` (name -> candidate values), ``SHAPE`` (default problem shape); optional ``CPU_SHAPE`` (shape
-  used under the Triton interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
+  used without a GPU, under an interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
   ``bytes_moved(**shape)``, ``atol``/``rtol``, ``CONSTRAINTS`` (a list of Python expressions over tunable
   names that every searched config must satisfy, e.g. ``"BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"``;
   solved by :mod:`kernelpilot.search.space`).
@@ -49,14 +49,14 @@ class KernelFile:
 
     Attributes:
         path: the kernel file.
-        module: the imported module (imported under the Triton interpreter when ``interpreted``).
+        module: the imported module (by the backend; for Triton under its interpreter when ``interpreted``).
         reference_path: the file ``reference`` came from (the kernel file or ``--ref``).
         tunables: name -> candidate values (kept in the file's order).
         default_config: the starting config (``DEFAULT_CONFIG`` or each tunable's first candidate).
         shape / cpu_shape: default problem shape, and the small shape for interpreted runs (may be None).
         compute_unit: which peak the FLOPs run on (one of ``COMPUTE_UNITS``; default ``"fp32"``).
         source_sha256: hash of the kernel file and the reference file, recorded with every version.
-        interpreted: True when loaded with ``TRITON_INTERPRET=1``.
+        interpreted: True when loaded to run without a GPU (Triton: under ``TRITON_INTERPRET=1``).
         constraints: the file's ``CONSTRAINTS`` expressions (may be empty), checked by the search space.
         backend: the :class:`kernelpilot.backends.base.Backend` that loaded the file and launches it.
         extras: backend-specific facts (Triton: ``autotuner``, the ``@triton.autotune`` kernel's name, and
