@@ -81,7 +81,7 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     kf, device = _load(kernel, ref)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
     case = make_case(kf, shp, 0, device)
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), device)
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), device, before_each=case.before_launch)
     roof, _, _ = roofline_for(kf, shp, device, gpu)
     measured = timing.is_measurement and roof is not None
     return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
@@ -148,7 +148,7 @@ def _light(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], reason
     from kernelpilot.profile.light import light_profile
 
     case = make_case(kf, shape, 0, "cuda")
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda")
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.before_launch)
     roof, _, _ = roofline_for(kf, shape, "cuda", None)
     card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.backends.triton.config import to_triton_config
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import SearchError
@@ -74,15 +75,6 @@ class TuneResult(BaseModel):
     measured: bool
     triton_config: str | None
     top_configs: list[str] = Field(default_factory=list)
-
-
-def to_triton_config(config: dict[str, Any]) -> str:
-    """A config as a ``triton.Config`` line: meta-parameters in the dict, ``num_warps``/``num_stages``/``num_ctas``/
-    ``maxnreg`` as keyword arguments (``triton.Config({'BLOCK_M': 128}, num_warps=4, num_stages=3)``)."""
-    special = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-    meta = {k: v for k, v in config.items() if k not in special}
-    extra = "".join(f", {k}={config[k]!r}" for k in special if k in config)
-    return f"triton.Config({meta!r}{extra})"
 
 
 def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: list[str] | None = None,

@@ -1,15 +1,18 @@
-"""The kernel-file contract: load a Triton kernel file, validate it, and build inputs from it.
+"""The kernel-file contract, language-neutral: validate a kernel module, and build inputs from it.
 
-A kernel file is a Python module with (PRODUCT.md "Kernel file contract", compatible with the seed skills'
-Triton contract):
+Loading and launching belong to the file's backend (:func:`kernelpilot.backends.backend_for`; Triton for ``.py``):
+:func:`load_kernel` and :func:`run_kernel` here hand over to it. A kernel file is a Python module with
+(PRODUCT.md "Kernel file contract", compatible with the seed skills' Triton contract):
 
-- ``setup(**shape, seed, device) -> {"inputs": {name: tensor | scalar}, "outputs": [names]}``; output names are
-  keys of ``inputs`` naming the tensors ``run_kernel`` writes;
+- ``setup(**shape, seed, device) -> {"inputs": {name: tensor | scalar}, "outputs": [names]}`` and optionally
+  ``"inplace": [names]``; output names are keys of ``inputs`` naming the tensors ``run_kernel`` writes; in-place
+  names are outputs that ``run_kernel`` also reads (RoPE rotating q and k): kernelpilot keeps pristine copies and
+  restores them before every launch, outside any timed region (:meth:`Case.restore`);
 - ``run_kernel(**inputs, **config)`` launches the kernel and writes the outputs in place;
 - ``reference(**inputs)`` in the same module or in ``--ref ref.py``: returns the outputs (a tensor, a tuple in
   ``outputs`` order, or a dict) or writes them in place;
 - ``TUNABLES`` (name -> candidate values), ``SHAPE`` (default problem shape); optional ``CPU_SHAPE`` (shape
-  used under the Triton interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
+  used without a GPU, under an interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
   ``bytes_moved(**shape)``, ``atol``/``rtol``, ``CONSTRAINTS`` (a list of Python expressions over tunable
   names that every searched config must satisfy, e.g. ``"BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"``;
   solved by :mod:`kernelpilot.search.space`).
@@ -23,7 +26,6 @@ import hashlib
 import importlib.util
 import inspect
 import itertools
-import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -47,15 +49,18 @@ class KernelFile:
 
     Attributes:
         path: the kernel file.
-        module: the imported module (imported under the Triton interpreter when ``interpreted``).
+        module: the imported module (by the backend; for Triton under its interpreter when ``interpreted``).
         reference_path: the file ``reference`` came from (the kernel file or ``--ref``).
         tunables: name -> candidate values (kept in the file's order).
         default_config: the starting config (``DEFAULT_CONFIG`` or each tunable's first candidate).
         shape / cpu_shape: default problem shape, and the small shape for interpreted runs (may be None).
         compute_unit: which peak the FLOPs run on (one of ``COMPUTE_UNITS``; default ``"fp32"``).
         source_sha256: hash of the kernel file and the reference file, recorded with every version.
-        interpreted: True when loaded with ``TRITON_INTERPRET=1``.
+        interpreted: True when loaded to run without a GPU (Triton: under ``TRITON_INTERPRET=1``).
         constraints: the file's ``CONSTRAINTS`` expressions (may be empty), checked by the search space.
+        backend: the :class:`kernelpilot.backends.base.Backend` that loaded the file and launches it.
+        extras: backend-specific facts (Triton: ``autotuner``, the ``@triton.autotune`` kernel's name, and
+            ``autotune_configs``, its configs as written).
     """
 
     path: Path
@@ -77,6 +82,7 @@ class KernelFile:
     rtol: float | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     constraints: list[str] = field(default_factory=list)
+    backend: Any = None
 
     @property
     def name(self) -> str:
@@ -86,15 +92,53 @@ class KernelFile:
 
 @dataclass
 class Case:
-    """One problem instance: the inputs ``setup`` built and the names of the outputs among them."""
+    """One problem instance: the inputs ``setup`` built, the names of the outputs among them, and the in-place ones.
+
+    Attributes:
+        inputs: name -> tensor or scalar, passed to ``run_kernel`` and ``reference`` as keywords.
+        outputs: names of the tensors ``run_kernel`` writes.
+        inplace: the outputs ``run_kernel`` also reads (their values are inputs); restored by :meth:`restore`.
+        pristine: copies of the in-place tensors as ``setup`` built them (taken by :func:`make_case`).
+    """
 
     inputs: dict[str, Any]
     outputs: list[str]
     shape: Shape
     seed: int
+    inplace: list[str] = field(default_factory=list)
+    pristine: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def restore(self) -> None:
+        """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
+        so pointers captured by a launch stay valid). Does nothing without in-place tensors."""
+        for name, saved in self.pristine.items():
+            self.inputs[name].copy_(saved)
+
+    @property
+    def before_launch(self) -> Callable[[], None] | None:
+        """:meth:`restore` when the case has in-place tensors, else None: the ``before_each`` argument of the
+        timers in :mod:`kernelpilot.measure.timing`."""
+        return self.restore if self.inplace else None
 
 
-def _import_file(path: Path, tag: str) -> ModuleType:
+@dataclass
+class DerivedSpace:
+    """A search space a backend read from the kernel itself instead of ``TUNABLES`` (e.g. ``@triton.autotune``
+    configs): candidates per name, the starting config, constraints, and facts the backend keeps in
+    :attr:`KernelFile.extras`."""
+
+    tunables: dict[str, list[Any]]
+    default_config: Config
+    constraints: list[str] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def import_module_file(path: Path, tag: str) -> ModuleType:
+    """Import a Python file as a fresh module (a unique name per call, so a file loaded twice is two modules).
+
+    Raises:
+        ContractError: the file cannot be imported, or raised while importing (the message names the line).
+    """
     name = f"kernelpilot_user_{tag}_{path.stem}_{next(_loaded_counter)}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -109,23 +153,9 @@ def _import_file(path: Path, tag: str) -> ModuleType:
         where = next((f"{f.filename}:{f.lineno}" for f in reversed(tb) if f.filename == str(path)), str(path))
         raise ContractError(
             f"{path}: importing the kernel file failed at {where}: {type(exc).__name__}: {exc}",
-            "fix the error above; the file must import without a GPU when run under TRITON_INTERPRET=1",
+            "fix the error above; the file must import without a GPU (kernels then run under an interpreter)",
         ) from exc
     return module
-
-
-def use_interpreter(interpreted: bool) -> None:
-    """Set or clear ``TRITON_INTERPRET`` for kernels imported from now on.
-
-    Triton fixes interpreter mode for its own ``@triton.jit`` helpers (``tl.max``, ``tl.sum``, ``tl.cdiv``) when
-    ``triton.language`` is first imported, and reads the variable again at every launch: it must be set before
-    triton is imported in the process and stay set (:func:`kernelpilot.loop.detect_device` sets it as soon as it
-    finds no GPU, before anything imports triton).
-    """
-    if interpreted:
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
 
 
 def _require_callable(module: ModuleType, name: str, path: Path, what: str) -> Callable[..., Any]:
@@ -166,28 +196,44 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
 
 
 def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpreted: bool = False) -> KernelFile:
-    """Import and validate a kernel file.
+    """Import and validate a kernel file with the backend that reads it (:func:`kernelpilot.backends.backend_for`).
 
     Args:
-        path: the kernel ``.py`` file.
+        path: the kernel file (``.py``: Triton).
         ref_path: optional file defining ``reference``; default: the kernel file itself.
-        interpreted: import under the Triton interpreter (``TRITON_INTERPRET=1``), for machines without a GPU.
+        interpreted: run without a GPU (Triton: imported under ``TRITON_INTERPRET=1``).
 
     Returns:
         The validated :class:`KernelFile`.
 
     Raises:
-        ContractError: the file is missing, does not import, or a required name is missing or malformed
-            (the message names the file and the piece).
+        ContractError: the file is missing, no backend reads it (``.cu`` is refused: planned), it does not
+            import, or a required name is missing or malformed (the message names the file and the piece).
     """
+    from kernelpilot.backends.registry import backend_for
+
     path = Path(path).resolve()
     if not path.is_file():
         raise ContractError(f"kernel file not found: {path}", "pass the path of a .py kernel file")
-    if path.suffix != ".py":
-        raise ContractError(f"{path}: only Triton kernels in .py files are supported so far",
-                            "CUDA .cu files are planned; wrap the kernel in a .py file with setup/run_kernel")
-    use_interpreter(interpreted)
-    module = _import_file(path, "kernel")
+    return backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
+
+
+def build_kernel_file(path: Path, module: ModuleType, ref_path: Path | None, *, interpreted: bool,
+                      derived: DerivedSpace | None = None, backend: Any = None,
+                      no_tunables_hint: str = 'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024]}') -> KernelFile:
+    """Validate an imported kernel module against the contract (for backends; users call :func:`load_kernel`).
+
+    Args:
+        path: the kernel file; ``module``: it, imported by the backend.
+        ref_path: optional file defining ``reference`` (imported here); default: the kernel module.
+        derived: the space when the backend read it from the kernel (then ``TUNABLES`` is not required and
+            ``run_kernel`` need not accept the tunables as keywords).
+        backend: recorded in :attr:`KernelFile.backend`.
+        no_tunables_hint: the hint when neither ``TUNABLES`` nor a derived space exists.
+
+    Raises:
+        ContractError: a required name is missing or malformed.
+    """
     setup = _require_callable(module, "setup", path,
                               'define setup(**shape, seed=0, device="cuda") -> {"inputs": {...}, "outputs": [...]}')
     run_kernel = _require_callable(module, "run_kernel", path,
@@ -196,33 +242,28 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     if ref_path:
         if not ref_file.is_file():
             raise ContractError(f"reference file not found: {ref_file}", "pass --ref pointing to a .py file")
-        ref_module = _import_file(ref_file, "ref")
+        ref_module = import_module_file(ref_file, "ref")
     else:
         ref_module = module
     reference = _require_callable(ref_module, "reference", ref_file,
                                   "define reference(**inputs) in the kernel file or pass --ref ref.py")
-    autotuned = find_autotuner(module) if not hasattr(module, "TUNABLES") else None
-    if autotuned is not None:
-        tunables, autotune_constraint = autotune_space(autotuned[1], path)
+    if derived is not None:
+        tunables = derived.tunables
     elif not hasattr(module, "TUNABLES"):
-        raise ContractError(f"{path}: no TUNABLES defined",
-                            'define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": [2, 4, 8]}, '
-                            "or decorate the kernel with @triton.autotune(configs=[...])")
+        raise ContractError(f"{path}: no TUNABLES defined", no_tunables_hint)
     else:
         tunables = _check_tunables(module.TUNABLES, path)
     if not hasattr(module, "SHAPE"):
         raise ContractError(f"{path}: no SHAPE defined", 'define SHAPE = {"M": 4096, "N": 4096}, the default shape')
     shape = _check_shape(module.SHAPE, path, "SHAPE")
     cpu_shape = _check_shape(module.CPU_SHAPE, path, "CPU_SHAPE") if hasattr(module, "CPU_SHAPE") else None
-    for key in tunables if autotuned is None else ():  # an autotuned kernel gets its config from the autotuner
+    for key in tunables if derived is None else ():  # a derived space reaches the kernel another way
         if not _accepts(run_kernel, key):
             raise ContractError(f"{path}: run_kernel does not accept the tunable `{key}`",
                                 f"add `{key}` as a keyword parameter of run_kernel (or **kwargs)")
     if not _accepts(setup, "seed"):
         raise ContractError(f"{path}: setup does not accept `seed`", "add seed=0 to setup's parameters")
-    default = {k: v[0] for k, v in tunables.items()}
-    if autotuned is not None:
-        default = autotune_config_dict(autotuned[1].configs[0])
+    default = dict(derived.default_config) if derived is not None else {k: v[0] for k, v in tunables.items()}
     if hasattr(module, "DEFAULT_CONFIG"):
         given = module.DEFAULT_CONFIG
         if not isinstance(given, dict):
@@ -237,9 +278,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     if not isinstance(constraints, (list, tuple)) or not all(isinstance(c, str) and c.strip() for c in constraints):
         raise ContractError(f"{path}: CONSTRAINTS must be a list of expression strings",
                             'e.g. CONSTRAINTS = ["BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"]')
-    constraints = list(constraints)
-    if autotuned is not None:
-        constraints.append(autotune_constraint)
+    constraints = list(constraints) + (list(derived.constraints) if derived is not None else [])
     digest = hashlib.sha256(path.read_bytes())
     if ref_file != path:
         digest.update(ref_file.read_bytes())
@@ -249,8 +288,8 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
         tunables=tunables, default_config=default, shape=shape, cpu_shape=cpu_shape, compute_unit=unit,
         source_sha256=digest.hexdigest(), interpreted=interpreted,
         flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
-        atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=list(constraints),
-        extras={"autotuner": autotuned[0]} if autotuned is not None else {},
+        atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=constraints,
+        extras=dict(derived.extras) if derived is not None else {}, backend=backend,
     )
 
 
@@ -330,9 +369,12 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
 
     ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
 
+    When setup returns ``"inplace": [names]`` (outputs that ``run_kernel`` also reads), each named tensor is cloned
+    once here into :attr:`Case.pristine` (extra memory: one copy of each in-place tensor) for :meth:`Case.restore`.
+
     Raises:
         ContractError: setup raised, or returned something other than ``{"inputs": dict, "outputs": [names]}``
-            with every output name a tensor in ``inputs``.
+            with every output name a tensor in ``inputs``; or ``inplace`` is not a list of output names.
     """
     import torch
 
@@ -357,74 +399,42 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
             raise ContractError(f"{kf.path}: output {name!r} is not among the inputs ({', '.join(inputs)})", hint)
         if not isinstance(inputs[name], torch.Tensor):
             raise ContractError(f"{kf.path}: output {name!r} is a {type(inputs[name]).__name__}, not a tensor", hint)
-    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed)
+    inplace = result.get("inplace", [])
+    ihint = 'list the outputs run_kernel also reads, e.g. "inplace": ["q", "k"] with "outputs": ["q", "k"]'
+    if isinstance(inplace, str) or not isinstance(inplace, (list, tuple)):
+        raise ContractError(f"{kf.path}: setup()['inplace'] must be a list of output names, "
+                            f"got {type(inplace).__name__}", ihint)
+    for name in inplace:
+        if name not in outputs:
+            raise ContractError(f"{kf.path}: in-place name {name!r} is not among the outputs ({', '.join(outputs)})",
+                                ihint)
+    if len(set(inplace)) != len(inplace):
+        raise ContractError(f"{kf.path}: setup()['inplace'] repeats a name: {list(inplace)}", ihint)
+    pristine = {name: inputs[name].detach().clone() for name in inplace}
+    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
+                pristine=pristine)
 
 
 def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
-    """Launch the kernel: ``run_kernel(**inputs, **config)`` (exceptions propagate to the caller).
+    """Launch the kernel once with ``config`` through its backend (:meth:`kernelpilot.backends.base.Backend.launch`;
+    Triton pins an ``@triton.autotune`` kernel to ``config``, keeping that config's hooks). Asynchronous on a GPU;
+    the kernel's exceptions propagate to the caller."""
+    backend = kf.backend
+    if backend is None:  # a KernelFile built by hand
+        from kernelpilot.backends.registry import backend_for
 
-    For a ``@triton.autotune`` kernel (no TUNABLES) the autotuner is pinned to ``config`` (its config list
-    becomes that one config, so it launches without benchmarking) and ``run_kernel(**inputs)`` is called.
-    """
-    name = kf.extras.get("autotuner")
-    if name is None:
-        kf.run_kernel(**inputs, **config)
-        return
-    import triton
-
-    tuner = getattr(kf.module, name)
-    special = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-    meta = {k: v for k, v in config.items() if k not in special}
-    tuner.configs = [triton.Config(meta, **{k: config[k] for k in special if k in config})]
-    kf.run_kernel(**inputs)
+        backend = kf.backend = backend_for(kf.path)
+    backend.launch(kf, inputs, config)
 
 
-#: ``triton.Config`` attributes that are launch options rather than meta-parameters.
-_AUTOTUNE_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+#: Names that moved to the Triton backend, re-exported here (imported on first use: the backend imports this module).
+_MOVED = {"find_autotuner": "autotune", "autotune_space": "autotune", "autotune_config_dict": "config",
+          "use_interpreter": "backend"}
 
 
-def find_autotuner(module: ModuleType) -> tuple[str, Any] | None:
-    """The module-level ``@triton.autotune`` kernel of a kernel file, as (attribute name, Autotuner), or None.
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import importlib
 
-    Raises:
-        ContractError: more than one autotuned kernel (the search would not know which to tune).
-    """
-    try:
-        from triton.runtime.autotuner import Autotuner
-    except ImportError:
-        return None
-    found = [(n, v) for n, v in vars(module).items() if isinstance(v, Autotuner)]
-    if len(found) > 1:
-        raise ContractError(f"{module.__file__}: several @triton.autotune kernels ({', '.join(n for n, _ in found)})",
-                            "define TUNABLES explicitly, or keep one autotuned kernel per file")
-    return found[0] if found else None
-
-
-def autotune_config_dict(config: Any) -> Config:
-    """A ``triton.Config`` as one flat dict: its meta-parameters plus ``num_warps``/``num_stages`` (and
-    ``num_ctas``/``maxnreg`` when set)."""
-    flat = dict(config.kwargs)
-    for key in _AUTOTUNE_OPTIONS:
-        value = getattr(config, key, None)
-        if value is not None and not (key == "num_ctas" and value == 1):
-            flat[key] = value
-    return flat
-
-
-def autotune_space(tuner: Any, path: Path) -> tuple[dict[str, list[Any]], str]:
-    """The search space of an autotuned kernel: every value each key takes in its configs, and a constraint that
-    admits exactly the listed combinations (``(A == 1 and B == 2) or (...)``).
-
-    Raises:
-        ContractError: the autotuner has no configs, or its configs do not all set the same keys.
-    """
-    configs = [autotune_config_dict(c) for c in getattr(tuner, "configs", [])]
-    if not configs:
-        raise ContractError(f"{path}: the @triton.autotune kernel lists no configs", "give configs=[triton.Config(...)]")
-    keys = list(configs[0])
-    if any(list(c) != keys for c in configs):
-        raise ContractError(f"{path}: the autotune configs do not all set the same keys ({keys} vs others)",
-                            "give every triton.Config the same meta-parameters and num_warps/num_stages")
-    tunables = {k: list(dict.fromkeys(c[k] for c in configs)) for k in keys}
-    combos = " or ".join("(" + " and ".join(f"{k} == {c[k]!r}" for k in keys) + ")" for c in configs)
-    return tunables, combos
+        return getattr(importlib.import_module(f"kernelpilot.backends.triton.{_MOVED[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,8 +20,13 @@ class Workload(BaseModel):
 
 
 def default_bytes(case: Case) -> int:
-    """Inputs read once + outputs written once (PRODUCT.md default): nbytes of every non-output tensor input
-    plus nbytes of every output tensor."""
+    """Bytes of every tensor in ``case.inputs``, each counted once (outputs are among the inputs), in bytes.
+
+    This is the PRODUCT.md default (inputs read once + outputs written once). An in-place tensor
+    (``case.inplace``) is both read and written yet counted once, and the pristine copies kernelpilot keeps to
+    restore it (``case.pristine``) are never counted: the count errs low, never high, so the speed-of-light floor
+    derived from it can only be too lenient and never rejects a real kernel as impossibly fast.
+    """
     total = 0
     for name, value in case.inputs.items():
         if isinstance(value, torch.Tensor):
@@ -52,5 +57,5 @@ def workload(kf: KernelFile, case: Case) -> Workload:
     if kf.bytes_fn is not None:
         nbytes, bsrc = call(kf.bytes_fn, "bytes_moved"), f"{kf.path.name}: bytes_moved()"
     else:
-        nbytes, bsrc = float(default_bytes(case)), "default: every input tensor read once + every output written once"
+        nbytes, bsrc = float(default_bytes(case)), "default: every tensor among the inputs (outputs included) counted once"
     return Workload(flops=flops, bytes_moved=nbytes, flops_source=fsrc, bytes_source=bsrc)

@@ -5,6 +5,8 @@ Rules (PRODUCT.md "Measuring / Correctness"):
 - the reference runs on float64 copies of the floating inputs where it can (falls back to the native dtype,
   and says so);
 - outputs are filled with NaN (integers with a sentinel) before every kernel run, so unwritten elements fail;
+  in-place outputs (``setup()["inplace"]``, e.g. RoPE's q and k) hold inputs: they are restored to their pristine
+  values before every kernel run instead, and the reference sees those pristine values;
 - every seed draws fresh inputs (3 seeds by default); NaN or Inf where the reference is finite never passes;
 - per output: relative L2 error ``‖out − ref‖ / ‖ref‖ <= rtol`` and elementwise
   ``|out − ref| <= atol · scale + rtol · |ref|`` with ``scale = rms(ref)`` (1 when the reference is all zero):
@@ -21,7 +23,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from kernelpilot.kernels.contract import Config, KernelFile, Shape, make_case, run_kernel
+from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
 
 # (atol, rtol) by output dtype; PRODUCT.md "Typical tolerances" (fp32 1e-5/1e-3, fp16/bf16 1e-2/1e-2).
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -202,10 +204,13 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _run_poisoned(kf: KernelFile, inputs: dict[str, Any], outputs: list[str], config: Config, device: str) -> None:
-    for name in outputs:
-        poison(inputs[name])
-    run_kernel(kf, inputs, config)
+def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str) -> None:
+    """Restore the in-place tensors, NaN-fill the other outputs, launch once and wait."""
+    case.restore()
+    for name in case.outputs:
+        if name not in case.inplace:
+            poison(case.inputs[name])
+    run_kernel(kf, case.inputs, config)
     _sync(device)
 
 
@@ -213,13 +218,14 @@ def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: 
                test_determinism: bool = False) -> tuple[SeedCheck, str, bool | None]:
     """Check one seed. Returns (the check, the reference precision used, determinism or None if not tested).
 
-    With ``test_determinism`` the kernel runs a second time on the same inputs and the outputs are compared
-    bitwise.
+    With ``test_determinism`` the kernel runs a second time on the same inputs (in-place tensors restored first)
+    and the outputs are compared bitwise.
     """
     case = make_case(kf, shape, seed, device)
-    pristine = {k: _clone(v) for k, v in case.inputs.items()}  # the reference sees inputs the kernel never touched
+    # the reference sees inputs the kernel never touched (in-place tensors: the case's pristine copies)
+    pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}
     try:
-        _run_poisoned(kf, case.inputs, case.outputs, config, device)
+        _run_poisoned(kf, case, config, device)
     except Exception as exc:
         return SeedCheck(seed=seed, passed=False, error=f"kernel raised {type(exc).__name__}: {exc}"), "", None
     first = {n: case.inputs[n].clone() for n in case.outputs}
@@ -234,7 +240,7 @@ def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: 
     deterministic = None
     if test_determinism:
         try:
-            _run_poisoned(kf, case.inputs, case.outputs, config, device)
+            _run_poisoned(kf, case, config, device)  # restores the in-place inputs first
             deterministic = all(torch.equal(first[n].nan_to_num(), case.inputs[n].nan_to_num()) for n in case.outputs)
         except Exception:
             deterministic = False

@@ -10,6 +10,11 @@ We do not call ``triton.testing.do_bench`` because its flush buffer is fixed at 
 warm-up is a fixed time rather than "until stable", and it returns no clocks; the event-per-sample method and
 flush-outside-the-events idea are the same as do_bench's.
 
+Every timer takes an optional ``before_each`` callable, run before every launch (warm-up ones included) and
+outside the timed region: a kernel that writes its inputs in place gets them restored there
+(:meth:`kernelpilot.kernels.contract.Case.restore`). On a GPU it runs before the L2 flush, so the restored data
+does not start warm in L2.
+
 Without a GPU (the Triton interpreter) the samples are wall-clock times of interpreted Python: recorded with
 ``is_measurement = False`` and the timer labelled "interpreted — not a measurement".
 """
@@ -89,12 +94,15 @@ def flush_size_bytes(l2: int | None) -> int:
     return max(2 * (l2 or 0), MIN_FLUSH_BYTES)
 
 
-def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None) -> list[float]:
-    """CUDA-event time of each of ``n`` calls of ``fn``, ns; ``flush`` (if given) is zeroed before each call,
-    outside the events. One synchronize at the end."""
+def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None,
+                before_each: Callable[[], None] | None = None) -> list[float]:
+    """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
+    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
+        if before_each is not None:
+            before_each()
         if flush is not None:
             flush.zero_()
         starts[i].record()
@@ -105,7 +113,8 @@ def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None
 
 
 def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int = 500, rep_ms: float = 300.0,
-              max_warmup_ms: float = 2000.0, stable_rel: float = 0.02, batch: int = 5) -> TimingResult:
+              max_warmup_ms: float = 2000.0, stable_rel: float = 0.02, batch: int = 5,
+              before_each: Callable[[], None] | None = None) -> TimingResult:
     """Time ``fn`` on the current CUDA device.
 
     Args:
@@ -115,6 +124,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
         max_warmup_ms: give up waiting for stability after this long (``warmup_stable=False`` records it).
         stable_rel: two consecutive warm-up batch medians within this relative difference count as stable.
         batch: warm-up batch size.
+        before_each: run before every launch (the first, warm-up and timed ones), outside the events.
 
     Raises:
         ToolMissingError: no CUDA device.
@@ -128,12 +138,14 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
     flush_bytes = flush_size_bytes(l2)
     flush = torch.empty(flush_bytes // 4, dtype=torch.int32, device="cuda")
     before = gpu_state()
+    if before_each is not None:
+        before_each()
     fn()  # first call: compilation, module load
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     n_warmup, prev, stable = 1, None, False
     while (time.perf_counter() - t0) * 1e3 < max_warmup_ms:
-        med = statistics.median(time_events(fn, batch, flush))
+        med = statistics.median(time_events(fn, batch, flush, before_each))
         n_warmup += batch
         if prev is not None and abs(med - prev) <= stable_rel * prev:
             stable = True
@@ -142,7 +154,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
     warmup_ms = (time.perf_counter() - t0) * 1e3
     estimate_ns = prev if prev else 1e6
     n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(estimate_ns, 1.0))))
-    samples = time_events(fn, n, flush)
+    samples = time_events(fn, n, flush, before_each)
     after = gpu_state()
     del flush
     return TimingResult(timer="cuda_event", is_measurement=True, samples_ns=samples, n_samples=len(samples),
@@ -152,12 +164,18 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
 
 
 def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples: int = 20,
-                     rep_ms: float = 1000.0) -> TimingResult:
-    """Wall-clock samples of ``fn`` under the Triton interpreter: recorded, labelled, never a GPU measurement."""
+                     rep_ms: float = 1000.0, before_each: Callable[[], None] | None = None) -> TimingResult:
+    """Wall-clock samples of ``fn`` under the Triton interpreter: recorded, labelled, never a GPU measurement.
+
+    ``before_each`` (if given) runs before every call, the warm-up one included, outside the clock.
+    """
+    prepare = before_each if before_each is not None else (lambda: None)
+    prepare()
     fn()  # warm-up: imports and interpreter set-up
     samples: list[float] = []
     t_end = time.perf_counter() + rep_ms / 1e3
     while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < t_end):
+        prepare()
         t = time.perf_counter_ns()
         fn()
         samples.append(float(time.perf_counter_ns() - t))
@@ -167,9 +185,13 @@ def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples
                         note="Triton interpreter on the CPU: relative order only, no GPU timing")
 
 
-def time_callable(fn: Callable[[], Any], device: str, **kwargs: Any) -> TimingResult:
-    """Time ``fn`` with CUDA events on ``"cuda"``, or as interpreted wall-clock on ``"cpu"``."""
-    return time_cuda(fn, **kwargs) if device.startswith("cuda") else time_interpreted(fn, **kwargs)
+def time_callable(fn: Callable[[], Any], device: str, *, before_each: Callable[[], None] | None = None,
+                  **kwargs: Any) -> TimingResult:
+    """Time ``fn`` with CUDA events on ``"cuda"``, or as interpreted wall-clock on ``"cpu"``; ``before_each`` runs
+    before every launch, outside the timed region (see :func:`time_cuda`)."""
+    if device.startswith("cuda"):
+        return time_cuda(fn, before_each=before_each, **kwargs)
+    return time_interpreted(fn, before_each=before_each, **kwargs)
 
 
 def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tuple[bool, float, str]:
@@ -189,13 +211,15 @@ def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tup
     return False, speedup, f"{head}: {format_ns(-gain)} slower"
 
 
-def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, device: str) -> tuple[list[float], list[float]]:
+def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, device: str, *,
+                     before_each: Callable[[], None] | None = None) -> tuple[list[float], list[float]]:
     """``n`` interleaved samples of two launches (A, B, A, B, ...), ns: the fair way to compare two configs.
 
     Drift (clocks, temperature, other tenants) hits both sides alike, so a rank test on the two lists compares the
     kernels, not the moments they were timed. On ``"cuda"`` each sample is one CUDA event pair with L2 flushed before
     it (as :func:`time_cuda`), after two warm-up launches of each; on ``"cpu"`` (the interpreter) wall-clock samples,
-    labelled elsewhere as not a measurement.
+    labelled elsewhere as not a measurement. ``before_each`` (if given) runs before every launch, warm-up ones
+    included, outside the timed region.
 
     Raises:
         ValueError: ``n`` < 1.
@@ -203,22 +227,25 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     """
     if n < 1:
         raise ValueError(f"time_interleaved needs n >= 1, got {n}")
+    prepare = before_each if before_each is not None else (lambda: None)
     a: list[float] = []
     b: list[float] = []
     if not device.startswith("cuda"):
         for _ in range(n):
             for out, fn in ((a, fn_a), (b, fn_b)):
+                prepare()
                 t = time.perf_counter_ns()
                 fn()
                 out.append(float(time.perf_counter_ns() - t))
         return a, b
     flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
     for fn in (fn_a, fn_b, fn_a, fn_b):
+        prepare()
         fn()
     torch.cuda.synchronize()
     for _ in range(n):
-        a.extend(time_events(fn_a, 1, flush))
-        b.extend(time_events(fn_b, 1, flush))
+        a.extend(time_events(fn_a, 1, flush, before_each))
+        b.extend(time_events(fn_b, 1, flush, before_each))
     del flush
     return a, b
 

@@ -759,8 +759,10 @@ def _inspect_task_inner(task: dict[str, Any]) -> dict[str, Any]:
     records: list[dict[str, Any]] = []
     try:
         case = w.case(kf, shape)
+        from kernelpilot.kernels.contract import run_kernel
+
         with _capture_launches(records):
-            kf.run_kernel(**case.inputs, **config)
+            run_kernel(kf, case.inputs, config)  # through the backend: an @triton.autotune kernel is pinned
     except Exception as exc:  # the user's run_kernel rejected the config (e.g. ValueError) or needs a GPU
         return _fail(path, config, arch, "capture", exc,
                      hint="run_kernel raised before launching; the config may be invalid for this kernel")

@@ -27,9 +27,9 @@ class BenchmarkResult(BaseModel):
     rows: list[BenchmarkRow]
 
 
-def _timed(name: str, fn: Any, device: str) -> BenchmarkRow:
+def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> BenchmarkRow:
     try:
-        return BenchmarkRow(name=name, timing=time_callable(fn, device))
+        return BenchmarkRow(name=name, timing=time_callable(fn, device, before_each=before_each))
     except Exception as exc:  # a baseline that cannot run is reported, not fatal
         return BenchmarkRow(name=name, skipped=f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
@@ -37,18 +37,19 @@ def _timed(name: str, fn: Any, device: str) -> BenchmarkRow:
 def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], device: str) -> BenchmarkResult:
     """Time the kernel at ``config``, the reference in eager PyTorch, and ``torch.compile(reference)``.
 
-    All three run on the same inputs (seed 0, native dtypes) with the same timer. torch.compile is skipped without a
+    All three run on the same inputs (seed 0, native dtypes) with the same timer; in-place inputs are restored
+    before every launch of each, outside the timed region. torch.compile is skipped without a
     GPU: next to interpreted Triton its CPU time would compare nothing.
     """
     import torch
 
     case = make_case(kf, shape, 0, device)
-    inputs = case.inputs
-    rows = [_timed(f"{kf.name} (Triton, best config)", lambda: run_kernel(kf, inputs, config), device),
-            _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), device)]
+    inputs, restore = case.inputs, case.before_launch
+    rows = [_timed(f"{kf.name} (Triton, best config)", lambda: run_kernel(kf, inputs, config), device, restore),
+            _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), device, restore)]
     if device == "cuda":
         compiled = torch.compile(kf.reference)
-        rows.append(_timed("torch.compile (reference, default mode)", lambda: compiled(**inputs), device))
+        rows.append(_timed("torch.compile (reference, default mode)", lambda: compiled(**inputs), device, restore))
     else:
         rows.append(BenchmarkRow(name="torch.compile (reference)",
                                  skipped="no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"))

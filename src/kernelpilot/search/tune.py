@@ -2,7 +2,8 @@
 :mod:`kernelpilot.engine.evaluator` (``Evaluator``, the one evaluation pipeline; ``Tuner`` is its old name) and
 :mod:`kernelpilot.engine.prune` (static pruning). These names stay importable from here."""
 
-from kernelpilot.app.tune import TuneResult, to_triton_config, tune, write_tune_records
+from kernelpilot.app.tune import TuneResult, tune, write_tune_records
+from kernelpilot.backends.triton.config import to_triton_config
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.evaluator import Evaluator as Tuner
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order, prune_reason

@@ -179,12 +179,13 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     try:
         if race_against_ns and not opts.interpreted:
             short = time_callable(fn, device="cuda", min_samples=opts.race_samples, max_samples=opts.race_samples,
-                                  rep_ms=0.0)
+                                  rep_ms=0.0, before_each=case.before_launch)
             if clearly_slower(short.samples_ns, race_against_ns, margin=opts.race_margin):
                 return done("ok", f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
                                   f"incumbent {race_against_ns:.0f} ns", duration_ns=short.median_ns,
                             iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
-        timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", **kwargs)
+        timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", before_each=case.before_launch,
+                               **kwargs)
     except Exception as exc:  # noqa: BLE001
         return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
     if records is not None:
@@ -203,7 +204,7 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     on_gpu = device.startswith("cuda")
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
     sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
-                              "cuda" if on_gpu else "cpu")
+                              "cuda" if on_gpu else "cpu", before_each=case.before_launch)
     return {"a": sa, "b": sb}
 
 

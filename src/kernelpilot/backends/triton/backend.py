@@ -1,0 +1,89 @@
+"""The Triton backend: load a ``.py`` kernel file (under the interpreter without a GPU) and launch it with a config.
+
+A kernel file either lists ``TUNABLES`` and takes the config as keywords of ``run_kernel``, or decorates one kernel
+with ``@triton.autotune``: then the autotuner's configs are the space and each launch pins the autotuner to one of
+them (:func:`kernelpilot.backends.triton.config.pinned_config`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.backends.base import Support
+from kernelpilot.backends.triton.autotune import autotune_space, autotuner_of, find_autotuner
+from kernelpilot.backends.triton.config import autotune_config_dict, pinned_config, to_triton_config
+from kernelpilot.kernels.contract import DerivedSpace, KernelFile, build_kernel_file, import_module_file
+
+
+def use_interpreter(interpreted: bool) -> None:
+    """Set or clear ``TRITON_INTERPRET`` for kernels imported from now on.
+
+    Triton fixes interpreter mode for its own ``@triton.jit`` helpers (``tl.max``, ``tl.sum``, ``tl.cdiv``) when
+    ``triton.language`` is first imported, and reads the variable again at every launch: it must be set before
+    triton is imported in the process and stay set (:func:`kernelpilot.loop.detect_device` sets it as soon as it
+    finds no GPU, before anything imports triton).
+    """
+    if interpreted:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+
+
+class TritonBackend:
+    """Triton kernels in ``.py`` files (see :class:`kernelpilot.backends.base.Backend`)."""
+
+    name = "triton"
+
+    def supports(self, path: Path) -> Support:
+        """Yes for a ``.py`` file; the contract's own checks happen in :meth:`load`."""
+        if Path(path).suffix == ".py":
+            return Support.yes()
+        return Support.no(f"the Triton backend reads .py kernel files, not {Path(path).suffix or 'suffix-less'} ones")
+
+    def load(self, path: Path, ref: Path | None, *, interpreted: bool) -> KernelFile:
+        """Import ``path`` (with ``TRITON_INTERPRET=1`` when ``interpreted``) and validate the contract; an
+        ``@triton.autotune`` kernel without ``TUNABLES`` supplies the space. Raises ContractError."""
+        use_interpreter(interpreted)
+        module = import_module_file(Path(path), "kernel")
+        derived = None
+        found = find_autotuner(module) if not hasattr(module, "TUNABLES") else None
+        if found is not None:
+            name, tuner = found
+            tunables, combos = autotune_space(tuner, Path(path))
+            derived = DerivedSpace(tunables=tunables, default_config=autotune_config_dict(tuner.configs[0]),
+                                   constraints=[combos],
+                                   extras={"autotuner": name, "autotune_configs": list(tuner.configs),
+                                           "autotune_pins": {}})
+        return build_kernel_file(Path(path), module, ref, interpreted=interpreted, derived=derived, backend=self,
+                                 no_tunables_hint='define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": '
+                                                  '[2, 4, 8]}, or decorate the kernel with @triton.autotune(configs=[...])')
+
+    def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
+        """``run_kernel(**inputs, **config)``; for an autotuned kernel the autotuner's config list becomes the one
+        pinned ``triton.Config`` (so it launches without benchmarking, with that config's ``pre_hook``) and
+        ``run_kernel(**inputs)`` is called. The autotuner's own ``pre_hook``/``post_hook`` are left as they are."""
+        name = kf.extras.get("autotuner")
+        if name is None:
+            kf.run_kernel(**inputs, **config)
+            return
+        tuner = autotuner_of(getattr(kf.module, name))
+        pins: dict[Any, Any] = kf.extras.setdefault("autotune_pins", {})
+        try:
+            key: Any = tuple(config.items())
+            pin = pins.get(key)
+        except TypeError:  # an unhashable value: no memo
+            key, pin = None, None
+        if pin is None:
+            listed = kf.extras.get("autotune_configs") or list(tuner.configs)
+            pin = pinned_config(listed, config)
+            if key is not None:
+                pins[key] = pin
+        if len(tuner.configs) != 1 or tuner.configs[0] is not pin:
+            tuner.configs = [pin]
+        kf.run_kernel(**inputs)
+
+    def export_config(self, config: dict[str, Any]) -> str:
+        """The config as a ``triton.Config(...)`` line."""
+        return to_triton_config(config)
