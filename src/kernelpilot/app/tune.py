@@ -17,14 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.backends.triton.config import to_triton_config
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import SearchError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.model import Budget, BudgetExhausted
 
-__all__ = ["TuneResult", "make_runner", "to_triton_config", "tune"]
+__all__ = ["TuneResult", "make_runner", "tune"]
 
 
 class TuneResult(BaseModel):
@@ -46,8 +45,8 @@ class TuneResult(BaseModel):
         cache_file: the cache file read and appended.
         worker_restarts: workers replaced after a timeout, crash or poisoned context.
         measured: False under the Triton interpreter (times are not measurements).
-        triton_config: the best config as a ``triton.Config(...)`` line.
-        top_configs: the five fastest correct configs (fully timed), fastest first, as ``triton.Config`` lines.
+        triton_config: the best config as the backend exports it (Triton: a ``triton.Config(...)`` line).
+        top_configs: the five fastest correct configs (fully timed), fastest first, exported the same way.
     """
 
     kernel: str
@@ -220,8 +219,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         wall_s=time.monotonic() - t0, device_s=ev.device_s, floor_ns=roof.floor_ns if roof is not None else None,
         cache_file=str(cache.path) if cache is not None else (str(replayer.path) if replayer else None),
         worker_restarts=restarts, measured=not ctx.interpreted,
-        triton_config=to_triton_config(best.config) if best else None,
-        top_configs=[to_triton_config(e.config) for e in ranked[:5]])
+        triton_config=kf.backend.export_config(best.config) if best else None,
+        top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
     if out is not None:
         write_tune_records(result, Path(out))
     return result
