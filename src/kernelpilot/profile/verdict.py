@@ -23,7 +23,11 @@ from kernelpilot.profile.metrics import KernelMetrics, RuleResult
 LATENCY_BELOW_PCT = 60.0
 HIGH_THROUGHPUT_PCT = 80.0
 HEAVY_GAP_PCT = 10.0
-SMALL_GRID_WAVES = 1.0
+#: Below this many waves per SM the SOL rule calls a latency-bound kernel's grid too small (Nsight Compute's
+#: rule; the numeric pattern ``small_grid`` uses 0.5: :data:`kernelpilot.profile.pattern_rules.PATTERN_SMALL_GRID_WAVES_BELOW`).
+SOL_SMALL_GRID_WAVES_BELOW = 1.0
+#: Former name of :data:`SOL_SMALL_GRID_WAVES_BELOW`.
+SMALL_GRID_WAVES = SOL_SMALL_GRID_WAVES_BELOW
 #: PRODUCT.md pattern "low achieved occupancy": theoretical > 50 % and achieved < 0.5 x theoretical.
 LOW_ACHIEVED_THEORETICAL_ABOVE_PCT = 50.0
 LOW_ACHIEVED_FRACTION = 0.5
@@ -145,7 +149,7 @@ def _sol(m: KernelMetrics, evidence: list[Evidence]) -> tuple[str, str]:
     memory_low = _check(evidence, m_name, memory, "<", LATENCY_BELOW_PCT)
     if compute_low and memory_low:
         waves_name = _metric(m, "waves_per_sm", ncu_names.WAVES)
-        if _check(evidence, waves_name, m.waves_per_sm, "<", SMALL_GRID_WAVES, unit="waves"):
+        if _check(evidence, waves_name, m.waves_per_sm, "<", SOL_SMALL_GRID_WAVES_BELOW, unit="waves"):
             return "small-grid", "small-grid"
         return "latency", "latency"
     compute_high = _check(evidence, c_name, compute, ">=", HIGH_THROUGHPUT_PCT)
