@@ -72,6 +72,7 @@ from kernelpilot.profile.ncu_names import (  # every metric name, re-exported: k
     NOT_STALLS,
     TOP_STALLS,
 )
+from kernelpilot.profile.report_reader import load_actions
 
 
 _MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}  # ncu_report.MsgType
