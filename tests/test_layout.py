@@ -233,19 +233,33 @@ def test_import_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
     assert _one_cycle(edges, cycles[0]) in (["kernelpilot.c", "kernelpilot.sub.a", "kernelpilot.c"],)
 
 
+#: Citations of docs the repo does not hold, in modules other helpers are editing now: (file, cited path). The lead
+#: rewrites them after merging (to docs/measuring.md, "Correctness"); remove the entry then.
+STALE_DOCS_ALLOWED: frozenset[tuple[str, str]] = frozenset({
+    ("src/kernelpilot/search/model.py", "docs/PRODUCT.md"),
+})
+
 #: A ``docs/...`` path as the code cites it (ends before quotes, spaces, commas, brackets or a final period).
 _DOCS_PATH = re.compile(r"(?<![\w/.])docs/[A-Za-z0-9_./-]*[A-Za-z0-9_/-]")
 
 
 def test_every_cited_docs_path_exists() -> None:
     missing: list[str] = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    stale_seen: set[tuple[str, str]] = set()
+    for path in sorted(PACKAGE.rglob("*.py")):  # docstrings and comments (spec .md files cite vendor URLs)
+        rel = path.relative_to(REPO).as_posix()
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
             for cited in _DOCS_PATH.findall(line):
                 # A document may be cited by its name without ".md" ("the contract in docs/contract").
-                if not (REPO / cited).exists() and not (REPO / f"{cited}.md").exists():
-                    missing.append(f"{path.relative_to(REPO)}:{number}: {cited}")
+                if (REPO / cited).exists() or (REPO / f"{cited}.md").exists():
+                    continue
+                if (rel, cited) in STALE_DOCS_ALLOWED:
+                    stale_seen.add((rel, cited))
+                    continue
+                missing.append(f"{rel}:{number}: {cited}")
     assert not missing, "cited docs that the repo does not hold:\n" + "\n".join(missing)
+    fixed = sorted(STALE_DOCS_ALLOWED - stale_seen)
+    assert not fixed, f"no longer cited: {fixed} — remove them from STALE_DOCS_ALLOWED"
 
 
 def test_docs_path_pattern() -> None:

@@ -2,7 +2,7 @@
 
 Every number kernelpilot uses as a hardware ceiling comes from one of these files, and every value in
 them carries its source, so a roofline or a verdict can cite where each ceiling came from in the form
-``<metric>: <value> <unit> <- <path>:<line>`` (the citation rule of docs/PRODUCT.md, "Roofline").
+``<metric>: <value> <unit> <- <path>:<line>`` (the citation rule of docs/measuring.md, "Roofline").
 
 File format (one value per line, each with its source)::
 

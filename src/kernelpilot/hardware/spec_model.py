@@ -186,7 +186,7 @@ class SpecValue(BaseModel):
         return self.metric.startswith("measured_")
 
     def cite(self) -> str:
-        """The citation ``<metric>: <value> <unit> <- <path>:<line>`` (format from docs/PRODUCT.md, "Roofline")."""
+        """The citation ``<metric>: <value> <unit> <- <path>:<line>`` (format from docs/measuring.md, "Roofline")."""
         number = self.value_text or format_number(self.value)
         return f"{self.metric}: {number} {self.unit} <- {self.path}:{self.line}"
 
@@ -258,7 +258,7 @@ class GpuSpec(BaseModel):
     def ceiling(self, metric_datasheet: str, metric_measured: str | None = None) -> SpecValue:
         """The ceiling to use: the measured value when present, else the datasheet value.
 
-        docs/PRODUCT.md ("Roofline"): use measured ceilings where available; datasheet values are leads.
+        docs/measuring.md ("Roofline"): use measured ceilings where available; datasheet values are leads.
 
         Args:
             metric_datasheet: datasheet metric, e.g. ``dram_bandwidth_gbps``.

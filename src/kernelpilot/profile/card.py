@@ -2,7 +2,7 @@
 
 A card holds the bottleneck class and the rule that chose it, the evidence (metric, value, threshold), Nsight
 Compute's own rule results with their estimated speedups, the top 5 warp stall reasons, all 14 numeric patterns
-of PRODUCT.md (fired, not fired, or not evaluated), and the suggested changes with the tunable roles that
+of docs/measuring.md (fired, not fired, or not evaluated), and the suggested changes with the tunable roles that
 implement them (issue 3, items 1 and 2). It says which evidence it had (``evidence_sources``) and whether it
 was built without ncu counters (``light``; issue 3, item 6).
 
@@ -308,7 +308,7 @@ def light_card(*, timing_ns: Optional[float], roofline: Optional["Roofline"], st
 
     Raises:
         ValueError: ``timing_ns`` is not a positive finite number of ns, or it is below the roofline floor
-            (impossible: PRODUCT.md "Roofline" says to reject such a time).
+            (impossible: docs/measuring.md, "Roofline", says to reject such a time).
     """
     static = dict(static or {})
     if timing_ns is not None and not (isinstance(timing_ns, (int, float)) and math.isfinite(timing_ns)

@@ -61,7 +61,7 @@ class KernelMetrics(BaseModel):
     static + dynamic shared memory, without the driver-reserved part (``shared_mem_driver_bytes``).
     ``sources`` maps each filled field (``dict.key`` for dict entries) to the ncu metric name it came from.
 
-    Inputs of the numeric patterns (PRODUCT.md "Numeric patterns"; :mod:`kernelpilot.profile.patterns`):
+    Inputs of the numeric patterns (docs/measuring.md "Numeric patterns"; :mod:`kernelpilot.profile.patterns`):
 
     - ``global_load_sectors`` / ``global_load_requests`` (counts, LDG and LDGSTS at L1TEX) and their quotient
       ``global_load_sectors_per_request`` (sectors; None when there were no requests);

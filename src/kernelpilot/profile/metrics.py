@@ -1,6 +1,6 @@
 """Normalized Nsight Compute metrics: one :class:`KernelMetrics` per profiled kernel launch.
 
-Metric names are the ones PRODUCT.md ("Diagnosing") lists, read from real H200 ``--set full`` reports, plus
+Metric names are the ones docs/measuring.md ("Diagnosing") lists, read from real H200 ``--set full`` reports, plus
 the GPU Speed Of Light section's own header metrics for L1/L2 throughput and clocks. Values are converted to
 base units (ns, Hz, bytes, percent) from the unit ``ncu_report`` attaches to each metric. Every numeric field
 is ``None`` when the report lacks the metric, so reports made with fewer sections still load. ``sources``

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-# --- metric names (PRODUCT.md "Diagnosing"; SpeedOfLight/Occupancy/LaunchStats section headers) -------------
+# --- metric names (docs/measuring.md "Diagnosing"; SpeedOfLight/Occupancy/LaunchStats section headers) -------------
 DURATION = "gpu__time_duration.sum"
 COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
 MEMORY_SOL = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
@@ -47,7 +47,7 @@ SPILL_INSTRUCTIONS = "sass__inst_executed_register_spilling"
 DEVICE_NAME = "device__attribute_display_name"
 CC_MAJOR = "device__attribute_compute_capability_major"
 CC_MINOR = "device__attribute_compute_capability_minor"
-# --- pattern inputs (PRODUCT.md "Numeric patterns"; names read from the H200 `--set full` fixtures) -----------
+# --- pattern inputs (docs/measuring.md "Numeric patterns"; names read from the H200 `--set full` fixtures) -----------
 #: Global-load sectors and requests of the LSU pipe (LDG and LDGSTS): sectors per request = sectors / requests.
 GLOBAL_LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 GLOBAL_LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"

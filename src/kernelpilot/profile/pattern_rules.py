@@ -292,7 +292,7 @@ def _register_spill(m: KernelMetrics) -> Outcome:
     if spilled is not None:  # measured local traffic decides; > 128 registers alone is pressure, not a spill
         note = "" if spilled or not registers else "over 128 registers/thread but no local-memory traffic: not a spill"
         return spilled, e, note
-    # without local counters, > 128 registers/thread is PRODUCT.md's sign of a spill; fewer proves nothing
+    # without local counters, > 128 registers/thread is the sign of a spill in docs/measuring.md; fewer proves nothing
     return (True if registers else None), e, "no local-memory counters: only registers/thread > 128 can decide"
 
 

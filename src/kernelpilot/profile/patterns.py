@@ -1,4 +1,4 @@
-"""The numeric patterns of PRODUCT.md ("Diagnosing", numeric-patterns table), each mapped to candidate changes.
+"""The numeric patterns of docs/measuring.md ("Numeric patterns"), each mapped to candidate changes.
 
 Every pattern is one declarative :class:`Pattern` entry in :data:`PATTERNS`: an id, a title, the rule in words
 with its threshold and where the threshold comes from, the metric names it reads, a function that evaluates it
@@ -10,7 +10,7 @@ Evaluation is three-valued. A pattern is ``fired`` or ``not_fired`` when its inp
 pattern. Clauses combine the way logic does: in "A and B", a present and false A decides "not fired" even when
 B is missing; in "A or B", a present and true A decides "fired".
 
-Thresholds (PRODUCT.md table unless marked):
+Thresholds (docs/measuring.md table unless marked):
 
 | id | fires when |
 |---|---|
@@ -29,13 +29,13 @@ Thresholds (PRODUCT.md table unless marked):
 | warp_divergence | active threads per warp instruction < 24 |
 | overall_memory_bound | memory SOL % > 1.5 x compute SOL % and > 30 % |
 
-Confirmations that are kernelpilot's own (the real H200 fixtures showed the bare PRODUCT.md rule misfiring):
+Confirmations that are kernelpilot's own (the real H200 fixtures showed the bare rule misfiring):
 
 - uncoalesced loads: "> 5 sectors per request, ideal 4" assumes 4 bytes per thread; 16-byte vector loads
   (LDG.128, LDGSTS.128) ideally touch 16 sectors per request, and every fixture here does, fully used. So the
   rule also needs a sign of waste at the same 5:4 ratio: bytes used per global-load sector < 25.6 of 32 (when
   SASS global loads ran) or ncu's L2 global sectors / ideal sectors > 1.25.
-- shared bank conflicts: PRODUCT.md says "confirm with bank-conflict counters"; the short-scoreboard stall also
+- shared bank conflicts: the table says "confirm with bank-conflict counters"; the short-scoreboard stall also
   counts MUFU and other variable-latency results (the streaming add has ratio 12.9 and no shared memory at all),
   so the conflicts must be > 10 % of the shared load/store data wavefronts.
 - tail effect: when waves per SM is missing, Nsight Compute's own LaunchConfiguration "Tail Effect" rule
@@ -96,7 +96,7 @@ Status = Literal["fired", "not_fired", "not_evaluated"]
 Role = Literal["tile", "tile_k", "warps", "stages", "group"]
 Direction = Literal["up", "down"]
 
-_SOURCE = "docs/PRODUCT.md, Diagnosing: numeric patterns"
+_SOURCE = "docs/measuring.md, Numeric patterns"
 _OWN = "kernelpilot (confirmation added after the H200 fixtures; see kernelpilot.profile.patterns)"
 
 
@@ -176,7 +176,7 @@ class Pattern:
 
     Attributes:
         id: stable identifier (snake_case).
-        title: human title (PRODUCT.md's wording).
+        title: human title (the wording of docs/measuring.md).
         rule: the rule in words with its thresholds.
         source: where the rule and thresholds come from.
         metrics: ncu metric names the rule reads.

@@ -1,5 +1,5 @@
-"""Software-pipelining (multi-buffering) analysis for tiled ``tl.dot`` kernels (PRODUCT.md "Software pipelining",
-from the pipeline seed; issue 3 item 5).
+"""Software-pipelining (multi-buffering) analysis for tiled ``tl.dot`` kernels (docs/measuring.md, "Software
+pipelining", from the pipeline seed; issue 3 item 5).
 
 For a BLOCK_M x BLOCK_N x BLOCK_K tile with operands of ``b`` bytes per element:
 
@@ -14,7 +14,7 @@ For a BLOCK_M x BLOCK_N x BLOCK_K tile with operands of ``b`` bytes per element:
 - the largest S whose shared memory fits the per-block limit (232,448 B = 227 KB on sm_90), and the S at which
   blocks per SM drop (the occupancy cliff) by :func:`~kernelpilot.profile.occupancy.theoretical_occupancy` with the
   compiled registers/thread (registers are assumed not to change with S).
-- the rule (PRODUCT.md): ratio < 5 -> async copies / more ``num_stages``; 5–20 -> measure both; > 20 -> pipelining
+- the rule (docs/measuring.md): ratio < 5 -> async copies / more ``num_stages``; 5–20 -> measure both; > 20 -> pipelining
   gains little. Never past the occupancy cliff unless a measurement says it is faster.
 - a SASS check of the main loop (the body of the innermost backward branch that holds MMAs): async global->shared
   copies (LDGSTS, or UTMALDG/UBLKCP for TMA) and MMAs (HGMMA, HMMA) in it, the barriers (BAR) and waits
@@ -53,6 +53,13 @@ from kernelpilot.profile.static import (
 )
 from kernelpilot.search.guided import tunable_role
 
+__all__ = [  # the pipeline_math and sass_loop names are re-exported: their old import path keeps working
+    "PipelineReport", "analyze_pipeline", "analyze_pipelines", "default_pipeline_configs", "pipeline_from_static",
+    "tile_tunables", "RATIO_LOW", "RATIO_HIGH", "StageRow", "classify_ratio", "compute_load_ratio",
+    "occupancy_cliffs", "recommend", "stage_bytes", "stage_sweep", "MainLoopCheck", "check_main_loop",
+    "find_main_loop",
+]
+
 _TILE_AXIS = re.compile(r"(?:^|_)([MNK])$")
 
 
@@ -82,7 +89,7 @@ class PipelineReport(BaseModel):
         next_cliff_stages: the first cliff above the config's S (None: none up to the limit).
         stages_safe: the largest S that fits and keeps the blocks per SM of the config's S (never past the cliff).
         past_cliff: the config's S already has fewer blocks per SM than some smaller S.
-        rule: which band of the PRODUCT.md rule applies.
+        rule: which band of the software-pipelining rule applies.
         recommendation: what to do, in one or two sentences.
         recommended_num_stages: the num_stages to use (a TUNABLES candidate when the file lists num_stages).
         stages_to_measure: num_stages values worth timing against each other.

@@ -17,7 +17,7 @@ from kernelpilot.profile.occupancy import limits_for, theoretical_occupancy
 __all__ = ["RATIO_LOW", "RATIO_HIGH", "StageRow", "compute_load_ratio", "stage_bytes", "classify_ratio",
            "stage_sweep", "occupancy_cliffs", "recommend"]
 
-#: PRODUCT.md "Software pipelining" (the pipeline seed): below this FLOP/byte ratio a tile is load-bound enough
+#: docs/measuring.md, "Software pipelining" (the pipeline seed): below this FLOP/byte ratio a tile is load-bound enough
 #: that async copies / more stages help; above ``RATIO_HIGH`` pipelining gains little; between: measure both.
 RATIO_LOW = 5.0
 RATIO_HIGH = 20.0
@@ -50,7 +50,7 @@ class StageRow(BaseModel):
 def compute_load_ratio(block_m: int, block_n: int, block_k: int, bytes_per_element: int) -> float:
     """FLOP per byte loaded for one K step of a BM x BN x BK tile: 2·BM·BN·BK / ((BM·BK + BK·BN)·b).
 
-    Source: PRODUCT.md "Software pipelining" (the pipeline seed). Example: 64x64x32 bf16 ->
+    Source: docs/measuring.md, "Software pipelining" (the pipeline seed). Example: 64x64x32 bf16 ->
     2·64·64·32 / ((2048 + 2048)·2) = 262144 / 8192 = 32.
 
     Raises:
@@ -67,7 +67,7 @@ def stage_bytes(block_m: int, block_n: int, block_k: int, bytes_per_element: int
 
 
 def classify_ratio(ratio: float) -> tuple[str, str]:
-    """(band, what the band says) of the PRODUCT.md rule: < 5 ``"low"``, 5–20 ``"middle"``, > 20 ``"high"``."""
+    """(band, what the band says) of the software-pipelining rule: < 5 ``"low"``, 5–20 ``"middle"``, > 20 ``"high"``."""
     if ratio < RATIO_LOW:
         return "low", (f"compute/load ratio {ratio:.3g} < {RATIO_LOW:g} FLOP/B: loads dominate the tile; use async "
                        f"copies (cp.async / TMA; in Triton more num_stages)")
@@ -82,7 +82,7 @@ def stage_sweep(stage_bytes_: int, registers_per_thread: int, threads_per_block:
     """Occupancy at S = 1, 2, ... stages until shared memory no longer fits (that S included, marked not fitting).
 
     Shared memory at S = max(0, S + buffer_offset)·stage_bytes + extra_bytes (offset and extra from the compiled
-    kernel: see the module docstring). Occupancy by the CUDA occupancy-calculator rules (PRODUCT.md "Occupancy").
+    kernel: see the module docstring). Occupancy by the CUDA occupancy-calculator rules (docs/measuring.md, "Occupancy").
 
     Raises:
         ValueError: unknown ``cc`` or invalid registers/threads (from :func:`theoretical_occupancy`).
@@ -108,7 +108,7 @@ def occupancy_cliffs(rows: list[StageRow]) -> list[int]:
 
 def recommend(ratio: float, num_stages: int, rows: list[StageRow], candidates: Optional[list[int]] = None
               ) -> dict[str, Any]:
-    """The num_stages advice of PRODUCT.md's rule, never past the occupancy cliff.
+    """The num_stages advice of the software-pipelining rule, never past the occupancy cliff.
 
     Args:
         ratio: compute/load ratio (FLOP/B).

@@ -36,7 +36,7 @@ class MainLoopCheck(BaseModel):
         adjacent_pairs_without_barrier: copy/MMA neighbours (in body order) with no BAR between them.
         async_copy_waits: ``n`` of each ``DEPBAR.LE SB0, n`` in the body (cp.async groups left in flight).
         mma_waits: ``n`` of each ``WARPGROUP.DEPBAR.LE gsb0, n`` (wgmma groups left in flight).
-        meets_product_rule: async copies and MMAs in the loop with no barrier between them (the rule as PRODUCT.md
+        meets_product_rule: async copies and MMAs in the loop with no barrier between them (the rule as docs/measuring.md
             states it: at least one copy/MMA neighbour pair without a BAR).
         overlapped: copies overlap MMAs: the rule above, or a BAR separates them but wgmma groups stay in flight
             across it (``mma_waits`` > 0 before the barrier), so the copies issue while an MMA runs.
@@ -108,7 +108,7 @@ def _counts(instrs: list[SassInstruction]) -> dict[str, int]:
 def check_main_loop(instrs: list[SassInstruction]) -> MainLoopCheck:
     """Check the SASS main loop for a software pipeline (see :class:`MainLoopCheck` for every field).
 
-    Rule (PRODUCT.md "Software pipelining"): a pipelined main loop shows async loads (LDGSTS, or UTMALDG for TMA)
+    Rule (docs/measuring.md, "Software pipelining"): a pipelined main loop shows async loads (LDGSTS, or UTMALDG for TMA)
     and MMAs (HGMMA on Hopper; HMMA the slower path; FFMA means no tensor cores) with no barrier between them.
     Both that literal rule and whether copies overlap a still-running wgmma across a barrier are reported.
     """
@@ -163,10 +163,10 @@ def check_main_loop(instrs: list[SassInstruction]) -> MainLoopCheck:
                    f"global->shared copy" + (f" ({ldg} LDG: synchronous loads)" if ldg else "") + ": not pipelined")
     elif meets:
         verdict = (f"{where}: pipelined — async copies and MMAs share the loop with no barrier between "
-                   f"{free_pairs} neighbouring copy/MMA pair(s) (the PRODUCT.md rule holds)")
+                   f"{free_pairs} neighbouring copy/MMA pair(s) (the software-pipelining rule holds)")
     elif overlapped:
         verdict = (f"{where}: async copies and HGMMA share the loop; a BAR at "
-                   f"{', '.join(f'0x{a:x}' for a in sorted(set(between)))} separates them (the PRODUCT.md rule does "
+                   f"{', '.join(f'0x{a:x}' for a in sorted(set(between)))} separates them (the software-pipelining rule does "
                    f"not hold literally), but wgmma groups stay in flight across it (WARPGROUP.DEPBAR.LE gsb0, "
                    f"{max(mma_waits)}), so the copies issue while an MMA runs")
     else:
