@@ -43,7 +43,7 @@ def test_fourteen_patterns_each_declared_fully() -> None:
         "register_spill", "unintended_fp64", "warp_divergence", "overall_memory_bound"}
     assert len({p.priority for p in PATTERNS}) == 14
     for p in PATTERNS:
-        assert p.title and p.rule and "PRODUCT.md" in p.source and p.metrics, p.id
+        assert p.title and p.rule and "docs/measuring.md" in p.source and p.metrics, p.id
         assert p.changes, p.id
         for change in p.changes:
             assert change.why and change.action

@@ -1,13 +1,13 @@
 """Measured ceilings: what this GPU actually does, to set beside (and in place of) its datasheet.
 
-docs/PRODUCT.md ("Roofline"): use measured ceilings where available, from a large device-to-device copy
+docs/measuring.md ("Roofline"): use measured ceilings where available, from a large device-to-device copy
 counting read + write bytes and a large cuBLAS GEMM; datasheet values are leads. This module measures
 both with torch and CUDA events and writes them as a ``kind: measured`` spec file that
 :func:`kernelpilot.hardware.specs.load_spec_file` reads back, each value with its provenance (date,
 method, device, driver, torch version, n samples, median, IQR) as its source.
 
 Needs a CUDA GPU: every ``measure_*`` function raises :class:`~kernelpilot.errors.ToolMissingError`
-without one. Timing rules followed (docs/PRODUCT.md, "Timing"): CUDA events around each sample, warm-up
+without one. Timing rules followed (docs/measuring.md, "Timing"): CUDA events around each sample, warm-up
 first, raw samples kept, median and IQR reported, random (never zero) inputs. The buffers are far
 larger than L2 (2 GiB copy; 3 × 128 MiB GEMM operands at n = 8192), so no L2 flush is needed.
 """

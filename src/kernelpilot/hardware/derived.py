@@ -5,7 +5,7 @@ carried along), so ``kernelpilot specs show`` can print the roofline's corner po
 far measured ceilings sit below the datasheet's, and ``kernelpilot specs cite`` can answer where one number
 came from.
 
-Rules (docs/PRODUCT.md, "Roofline"): the ridge point is peak rate / peak bandwidth (FLOP per byte); a kernel
+Rules (docs/measuring.md, "Roofline"): the ridge point is peak rate / peak bandwidth (FLOP per byte); a kernel
 whose arithmetic intensity is below it is memory-bound; the target is 90 % of the roofline; measured ceilings
 take the datasheet's place when present.
 """

@@ -1,6 +1,6 @@
 """Speed of light for one kernel at one shape on one GPU: the roofline floor, its target and its citations.
 
-Rule (docs/PRODUCT.md, "Roofline")::
+Rule (docs/measuring.md, "Roofline")::
 
     floor = max(bytes / peak bandwidth, FLOPs / peak FLOP rate of the unit that does them)
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: A kernel's declared ``COMPUTE_UNIT`` -> (datasheet peak metric, measured peak metric or None).
-#: The measured bf16 GEMM rate (a large cuBLAS GEMM, docs/PRODUCT.md "Roofline") stands for fp16 too:
+#: The measured bf16 GEMM rate (a large cuBLAS GEMM, docs/measuring.md, "Roofline") stands for fp16 too:
 #: both run on the same tensor-core path at the same datasheet rate.
 COMPUTE_UNITS: dict[str, tuple[str, str | None]] = {
     "fp32": ("peak_fp32_tflops", None),
@@ -158,7 +158,7 @@ class Roofline(BaseModel):
         """True when ``measured_ns`` is under the floor beyond :attr:`sol_tolerance`: the timing (or the FLOP/byte
         count, or the ceiling) is wrong.
 
-        docs/PRODUCT.md ("Roofline"): a measured time under the floor is impossible; reject it and say so.
+        docs/measuring.md ("Roofline"): a measured time under the floor is impossible; reject it and say so.
 
         Raises:
             ValueError: ``measured_ns`` is not a positive finite number of nanoseconds.

@@ -2,7 +2,7 @@
 
 A card holds the bottleneck class and the rule that chose it, the evidence (metric, value, threshold), Nsight
 Compute's own rule results with their estimated speedups, the top 5 warp stall reasons, all 14 numeric patterns
-of PRODUCT.md (fired, not fired, or not evaluated), and the suggested changes with the tunable roles that
+of docs/measuring.md (fired, not fired, or not evaluated), and the suggested changes with the tunable roles that
 implement them (issue 3, items 1 and 2). It says which evidence it had (``evidence_sources``) and whether it
 was built without ncu counters (``light``; issue 3, item 6).
 
@@ -13,10 +13,8 @@ Two builders:
 - :func:`light_card`: when ncu is missing or counters are not permitted: timing + the analytic roofline +
   compile metadata. Its class rule is kernelpilot's own (see :func:`light_card`).
 
-Suggested changes are ordered: fired patterns first (defects such as spills, FP64, FFMA-only math, uncoalesced
-loads before the rest; then patterns that explain the class; then the others, each group by pattern priority),
-then the class's default moves (the playbook of :mod:`kernelpilot.search.guided`). A change suggested twice is
-listed once, naming every pattern behind it.
+Suggested changes are ordered (fired defects first, then the patterns behind the class, then the class's default
+moves) by :mod:`kernelpilot.profile.card_suggest`.
 
 The JSON Schema ships as ``kernelpilot/profile/schema/bottleneck_card.v1.json`` (:func:`schema_path`); it is
 ``BottleneckCard.model_json_schema()``, and ``python -m kernelpilot.profile.card --write-schema`` rewrites it.
@@ -31,16 +29,16 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernelpilot.profile.metrics import KernelMetrics, StallReason
-from kernelpilot.profile.patterns import (
-    PATTERNS,
-    LightInputs,
-    PatternResult,
-    SuggestedChange,
-    TunableStep,
-    evaluate_light_patterns,
-    evaluate_patterns,
+from kernelpilot.profile.card_suggest import (  # DEFECT_PRIORITY_AT_MOST, DRAM_CEILING_PCT: re-exported
+    CLASS_LEADS,
+    DEFECT_PRIORITY_AT_MOST,
+    DRAM_CEILING_PCT,
+    CardChange,
+    fired_in_order,
+    merged_suggestions,
 )
+from kernelpilot.profile.metrics import KernelMetrics, StallReason
+from kernelpilot.profile.patterns import LightInputs, PatternResult, evaluate_light_patterns, evaluate_patterns
 from kernelpilot.profile.verdict import FEW_WARPS_THEORETICAL_AT_MOST_PCT, LATENCY_BELOW_PCT, Evidence, Verdict, judge
 
 if TYPE_CHECKING:
@@ -65,24 +63,9 @@ CARD_KIND = "kernelpilot.bottleneck_card"
 CardClass = Literal["memory", "compute", "latency", "occupancy", "balanced", "small-grid", "unknown"]
 EvidenceSource = Literal["ncu", "timing", "compile", "roofline"]
 
-#: Patterns that are defects in the code or its resources: their changes come first whatever the class.
-DEFECT_PRIORITY_AT_MOST = 8
-#: Per class, the fired patterns that explain it: their changes come right after the defects'.
-CLASS_LEADS: dict[str, tuple[str, ...]] = {
-    "memory": ("overall_memory_bound", "uncoalesced_loads", "sparse_writes"),
-    "small-grid": ("small_grid", "tail_effect"),
-    "occupancy": ("long_scoreboard", "low_achieved_occupancy", "register_spill"),
-    "latency": ("long_scoreboard", "low_achieved_occupancy", "sync_overhead"),
-    "compute": ("no_tensor_cores", "unintended_fp64"),
-    "balanced": (),
-    "unknown": (),
-}
-#: Light profile: kernelpilot's own class rule reuses the verdict's thresholds (below 60 % of the roofline is
 #: Nsight Compute's "latency" mark; <= 25 % theoretical occupancy is the verdict's few-warps rule).
 LIGHT_FAR_FROM_ROOFLINE_BELOW_PCT = LATENCY_BELOW_PCT
 LIGHT_FEW_WARPS_OCCUPANCY_AT_MOST_PCT = FEW_WARPS_THEORETICAL_AT_MOST_PCT
-#: The DRAM throughput at which the memory playbook calls a kernel "at the DRAM ceiling" (kernelpilot.search.guided).
-DRAM_CEILING_PCT = 80.0
 
 _SCHEMA_FILE = Path(__file__).resolve().parent / "schema" / "bottleneck_card.v1.json"
 
@@ -106,16 +89,6 @@ class NcuRule(BaseModel):
     type: str = ""
     estimated_speedup_pct: Optional[float] = None
 
-
-class CardChange(SuggestedChange):
-    """A suggested change on the card, with what suggested it.
-
-    Attributes:
-        patterns: ids of the fired patterns behind it, and ``class:<class>`` for the class's default moves.
-        (other fields: see :class:`~kernelpilot.profile.patterns.SuggestedChange`)
-    """
-
-    patterns: list[str] = Field(default_factory=list)
 
 
 def _require_version(schema: dict[str, Any]) -> None:
@@ -225,89 +198,6 @@ class BottleneckCard(BaseModel):
         return "\n".join(lines)
 
 
-# --- suggestion ordering ------------------------------------------------------------------------------------
-
-def _class_defaults(class_: str, memory_unit: Optional[str], limiter: Optional[str],
-                    dram_pct: Optional[float]) -> list[tuple[str, str, str]]:
-    """The class's default moves as (role, direction, why), after kernelpilot.search.guided's playbook."""
-    if class_ == "small-grid":
-        return [("tile", "down", "more, smaller blocks fill idle SMs"), ("warps", "down", "smaller blocks")]
-    if class_ == "occupancy":
-        if limiter == "registers":
-            return [("tile", "down", "smaller tiles need fewer registers per thread"),
-                    ("stages", "down", "fewer stages hold fewer live registers"),
-                    ("warps", "down", "a lower threads-per-block lets ptxas allot more registers per thread")]
-        if limiter == "shared_mem":
-            return [("stages", "down", "each stage costs a tile of shared memory"),
-                    ("tile", "down", "smaller tiles use less shared memory"),
-                    ("tile_k", "down", "smaller BLOCK_K uses less shared memory per stage")]
-        if limiter == "blocks":
-            return [("tile", "up", "larger blocks fill an SM within the 32-block limit"),
-                    ("warps", "up", "more warps per block")]
-        return [("warps", "up", "more resident warps hide latency"), ("tile", "down", "more, smaller blocks")]
-    if class_ == "memory":
-        if memory_unit in ("L1", "L2"):
-            return [("tile", "up", f"{memory_unit} is busiest: larger tiles re-read less from cache"),
-                    ("group", "up", "L2 grouping shares operands between neighbouring blocks"),
-                    ("tile_k", "up", "larger BLOCK_K moves more per request"),
-                    ("stages", "up", "more loads in flight")]
-        why = "at the DRAM ceiling: fewer bytes per output" if dram_pct is not None and dram_pct >= DRAM_CEILING_PCT \
-            else "DRAM below its ceiling: more bytes in flight per SM"
-        return [("tile", "up", why), ("warps", "up", "more loads in flight"), ("stages", "up", "more loads in flight")]
-    if class_ == "latency":
-        return [("warps", "up", "more parallel work hides latency"), ("tile", "up", "more work per block"),
-                ("stages", "up", "more loads in flight")]
-    if class_ == "compute":
-        return [("tile", "up", "more reuse per loaded byte"), ("warps", "up", "better issue"),
-                ("stages", "up", "overlap loads with math"), ("tile_k", "up", "fewer loop iterations")]
-    if class_ == "balanced":
-        return [("stages", "up", "overlap loads with math"), ("group", "up", "better L2 reuse"),
-                ("tile", "up", "more reuse"), ("warps", "up", "better issue"), ("tile_k", "up", "fewer iterations")]
-    return []
-
-
-def _rank(result: PatternResult, class_: str) -> tuple[int, int]:
-    """Sort key of a fired pattern: (group, priority): defects, then patterns leading the class, then the rest."""
-    pattern = next(p for p in PATTERNS if p.id == result.id)
-    if pattern.priority <= DEFECT_PRIORITY_AT_MOST:
-        group = 0
-    elif result.id in CLASS_LEADS.get(class_, ()):
-        group = 1
-    else:
-        group = 2
-    return group, pattern.priority
-
-
-def _suggestions(patterns: list[PatternResult], class_: str, memory_unit: Optional[str], limiter: Optional[str],
-                 dram_pct: Optional[float]) -> list[CardChange]:
-    """Ordered, merged suggestions from fired patterns and the class's default moves."""
-    changes: list[CardChange] = []
-    index: dict[Any, CardChange] = {}
-
-    def add(change: SuggestedChange, by: str) -> None:
-        key: Any = ("code", change.action) if change.code_change else tuple((s.role, s.direction) for s in change.tunables)
-        if key in index:
-            if by not in index[key].patterns:
-                index[key].patterns.append(by)
-            return
-        card_change = CardChange(**change.model_dump(), patterns=[by])
-        index[key] = card_change
-        changes.append(card_change)
-
-    for result in sorted((p for p in patterns if p.fired), key=lambda r: _rank(r, class_)):
-        for change in result.suggested_changes:
-            add(change, result.id)
-    for role, direction, why in _class_defaults(class_, memory_unit, limiter, dram_pct):
-        add(SuggestedChange(action=f"{role} {direction} (default move of the {class_} class)", why=why,
-                            tunables=[TunableStep(role=role, direction=direction)]),  # type: ignore[arg-type]
-            f"class:{class_}")
-    return changes
-
-
-def _fired_in_order(patterns: list[PatternResult], class_: str) -> list[str]:
-    return [r.id for r in sorted((p for p in patterns if p.fired), key=lambda r: _rank(r, class_))]
-
-
 # --- builders -----------------------------------------------------------------------------------------------
 
 def card_from_metrics(metrics: KernelMetrics, verdict: Optional[Verdict] = None) -> BottleneckCard:
@@ -341,8 +231,8 @@ def card_from_metrics(metrics: KernelMetrics, verdict: Optional[Verdict] = None)
         ncu_rules=rules,
         top_stalls=metrics.top_stalls,
         patterns=patterns,
-        fired_patterns=_fired_in_order(patterns, class_),
-        suggested_changes=_suggestions(patterns, class_, verdict.memory_unit, limiter, metrics.dram_pct),
+        fired_patterns=fired_in_order(patterns, class_),
+        suggested_changes=merged_suggestions(patterns, class_, verdict.memory_unit, limiter, metrics.dram_pct),
         evidence_sources=["ncu"],
         light=False,
     )
@@ -418,7 +308,7 @@ def light_card(*, timing_ns: Optional[float], roofline: Optional["Roofline"], st
 
     Raises:
         ValueError: ``timing_ns`` is not a positive finite number of ns, or it is below the roofline floor
-            (impossible: PRODUCT.md "Roofline" says to reject such a time).
+            (impossible: docs/measuring.md, "Roofline", says to reject such a time).
     """
     static = dict(static or {})
     if timing_ns is not None and not (isinstance(timing_ns, (int, float)) and math.isfinite(timing_ns)
@@ -457,8 +347,8 @@ def light_card(*, timing_ns: Optional[float], roofline: Optional["Roofline"], st
         occupancy_limiter=limiter,
         evidence=evidence,
         patterns=patterns,
-        fired_patterns=_fired_in_order(patterns, class_),
-        suggested_changes=_suggestions(patterns, class_, memory_unit, limiter, inputs.memory_pct),
+        fired_patterns=fired_in_order(patterns, class_),
+        suggested_changes=merged_suggestions(patterns, class_, memory_unit, limiter, inputs.memory_pct),
         evidence_sources=sources,
         light=True,
         light_reason=reason,

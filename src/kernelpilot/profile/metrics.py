@@ -1,6 +1,6 @@
 """Normalized Nsight Compute metrics: one :class:`KernelMetrics` per profiled kernel launch.
 
-Metric names are the ones PRODUCT.md ("Diagnosing") lists, read from real H200 ``--set full`` reports, plus
+Metric names are the ones docs/measuring.md ("Diagnosing") lists, read from real H200 ``--set full`` reports, plus
 the GPU Speed Of Light section's own header metrics for L1/L2 throughput and clocks. Values are converted to
 base units (ns, Hz, bytes, percent) from the unit ``ncu_report`` attaches to each metric. Every numeric field
 is ``None`` when the report lacks the metric, so reports made with fewer sections still load. ``sources``
@@ -10,93 +10,70 @@ maps each filled field to the ncu metric it came from.
 from __future__ import annotations
 
 import os
-import re
 from typing import Any, Callable, Optional
 
-from pydantic import BaseModel, Field
-
 from kernelpilot.errors import ReportError
+from kernelpilot.profile.kernel_metrics import KernelMetrics, RuleResult, StallReason
+from kernelpilot.profile.ncu_names import (  # every metric name, re-exported: kernelpilot.profile.metrics.WAVES keeps working
+    DURATION,
+    COMPUTE_SOL,
+    MEMORY_SOL,
+    MEMORY_SOL_BREAKDOWN,
+    DRAM_PCT,
+    L1_THROUGHPUT,
+    L2_THROUGHPUT,
+    L1_HIT_RATE,
+    L2_HIT_RATE,
+    ACHIEVED_OCCUPANCY,
+    THEORETICAL_OCCUPANCY,
+    OCCUPANCY_LIMIT_PREFIX,
+    OCCUPANCY_LIMIT_KINDS,
+    REGISTERS,
+    SHARED_STATIC,
+    SHARED_DYNAMIC,
+    SHARED_DRIVER,
+    SHARED_TOTAL,
+    SHARED_CONFIG,
+    BLOCK_SIZE,
+    GRID_SIZE,
+    WAVES,
+    SM_COUNT,
+    SM_FREQUENCY,
+    DRAM_FREQUENCY,
+    LOCAL_LOADS,
+    LOCAL_STORES,
+    SPILL_INSTRUCTIONS,
+    DEVICE_NAME,
+    CC_MAJOR,
+    CC_MINOR,
+    GLOBAL_LOAD_SECTORS,
+    GLOBAL_LOAD_REQUESTS,
+    GLOBAL_LOAD_BYTES_PER_SECTOR,
+    GLOBAL_STORE_BYTES_PER_SECTOR,
+    GLOBAL_LOAD_INST,
+    GLOBAL_STORE_INST,
+    GLOBAL_SECTORS_THEORETICAL,
+    GLOBAL_SECTORS_IDEAL,
+    FMA_PIPE,
+    TENSOR_PIPE,
+    TENSOR_GMMA_INST,
+    FP64_PIPE,
+    GLOBAL_ATOMIC_SECTORS,
+    GLOBAL_ATOMIC_REQUESTS,
+    SHARED_LOAD_BANK_CONFLICTS,
+    SHARED_STORE_BANK_CONFLICTS,
+    SHARED_LOAD_WAVEFRONTS,
+    SHARED_STORE_WAVEFRONTS,
+    ACTIVE_THREADS_PER_INST,
+    NAMED_STALLS,
+    SECTOR_BYTES,
+    STALL_RE,
+    STALL_TEMPLATE,
+    NOT_STALLS,
+    TOP_STALLS,
+)
 from kernelpilot.profile.report_reader import load_actions
 
-# --- metric names (PRODUCT.md "Diagnosing"; SpeedOfLight/Occupancy/LaunchStats section headers) -------------
-DURATION = "gpu__time_duration.sum"
-COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-MEMORY_SOL = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
-MEMORY_SOL_BREAKDOWN = "breakdown:" + MEMORY_SOL
-DRAM_PCT = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
-#: "L1/TEX Cache Throughput" of the GPU Speed Of Light section (active), elapsed as fallback.
-L1_THROUGHPUT = ("l1tex__throughput.avg.pct_of_peak_sustained_active", "l1tex__throughput.avg.pct_of_peak_sustained_elapsed")
-#: "L2 Cache Throughput" of the GPU Speed Of Light section.
-L2_THROUGHPUT = ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)
-L1_HIT_RATE = "l1tex__t_sector_hit_rate.pct"
-L2_HIT_RATE = "lts__t_sector_hit_rate.pct"
-ACHIEVED_OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
-THEORETICAL_OCCUPANCY = "sm__maximum_warps_per_active_cycle_pct"
-OCCUPANCY_LIMIT_PREFIX = "launch__occupancy_limit_"
-#: Tie order when several occupancy limits are equal (the first listed wins): a hardware cap (warps, blocks)
-#: that ties with a resource limit is what binds, since using fewer resources would not raise occupancy.
-OCCUPANCY_LIMIT_KINDS = ("warps", "blocks", "registers", "shared_mem", "barriers")
-REGISTERS = "launch__registers_per_thread"
-SHARED_STATIC = "launch__shared_mem_per_block_static"
-SHARED_DYNAMIC = "launch__shared_mem_per_block_dynamic"
-SHARED_DRIVER = "launch__shared_mem_per_block_driver"
-SHARED_TOTAL = "launch__shared_mem_per_block"  # static + dynamic + driver-reserved
-SHARED_CONFIG = "launch__shared_mem_config_size"
-BLOCK_SIZE = "launch__block_size"
-GRID_SIZE = "launch__grid_size"
-WAVES = "launch__waves_per_multiprocessor"
-SM_COUNT = ("launch__sm_count", "device__attribute_multiprocessor_count")
-#: "SM Frequency" and "DRAM Frequency" of the GPU Speed Of Light section: the clocks seen during the launch.
-SM_FREQUENCY = ("gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second")
-DRAM_FREQUENCY = ("dram__cycles_elapsed.avg.per_second",)
-LOCAL_LOADS = "smsp__sass_inst_executed_op_local_ld.sum"
-LOCAL_STORES = "smsp__sass_inst_executed_op_local_st.sum"
-SPILL_INSTRUCTIONS = "sass__inst_executed_register_spilling"
-DEVICE_NAME = "device__attribute_display_name"
-CC_MAJOR = "device__attribute_compute_capability_major"
-CC_MINOR = "device__attribute_compute_capability_minor"
-# --- pattern inputs (PRODUCT.md "Numeric patterns"; names read from the H200 `--set full` fixtures) -----------
-#: Global-load sectors and requests of the LSU pipe (LDG and LDGSTS): sectors per request = sectors / requests.
-GLOBAL_LOAD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
-GLOBAL_LOAD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
-#: Bytes used per sector fetched by global loads / stores (SASS-level, 32 = every byte of a sector used). Recent
-#: ncu versions report ``.ratio`` in byte/sector; a ``.pct`` variant (percent of 32 B) is converted.
-GLOBAL_LOAD_BYTES_PER_SECTOR = ("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio",
-                                "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct")
-GLOBAL_STORE_BYTES_PER_SECTOR = ("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio",
-                                 "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.pct")
-#: SASS global load (LDG) / store (STG) instructions executed: the byte-per-sector ratios mean nothing without them.
-GLOBAL_LOAD_INST = "smsp__sass_inst_executed_op_global_ld.sum"
-GLOBAL_STORE_INST = "smsp__sass_inst_executed_op_global_st.sum"
-#: Source Counters section: L2 sectors global accesses needed vs the ideal for the bytes requested.
-GLOBAL_SECTORS_THEORETICAL = "memory_l2_theoretical_sectors_global"
-GLOBAL_SECTORS_IDEAL = "memory_l2_theoretical_sectors_global_ideal"
-#: Pipe utilization, % of peak over active cycles. sm_90 counts HGMMA (wgmma) in the tensor pipe's cycles.
-FMA_PIPE = ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
-            "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active")
-TENSOR_PIPE = ("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-               "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
-TENSOR_GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"
-FP64_PIPE = ("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active",
-             "sm__inst_executed_pipe_fp64.avg.pct_of_peak_sustained_active")
-#: Global atomics (ATOM) and reductions (RED): sectors and requests at L1TEX.
-GLOBAL_ATOMIC_SECTORS = ("l1tex__t_sectors_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_red.sum")
-GLOBAL_ATOMIC_REQUESTS = ("l1tex__t_requests_pipe_lsu_mem_global_op_atom.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_red.sum")
-#: Shared-memory bank conflicts and data wavefronts of shared loads / stores (LDS / STS).
-SHARED_LOAD_BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
-SHARED_STORE_BANK_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
-SHARED_LOAD_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
-SHARED_STORE_WAVEFRONTS = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
-#: Average active threads per executed warp instruction (32 = no divergence).
-ACTIVE_THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
-#: Stall reasons given their own fields (the numeric patterns read them).
-NAMED_STALLS = ("long_scoreboard", "short_scoreboard", "barrier", "lg_throttle", "mio_throttle")
-SECTOR_BYTES = 32  # one L1/L2 sector is 32 bytes (CUDA memory model; ncu "sector" unit)
-STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>.+)_per_issue_active\.ratio$")
-STALL_TEMPLATE = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
-#: Reasons that are not stalls: "selected" counts the cycle a warp issues (one per instruction).
-NOT_STALLS = frozenset({"selected"})
-TOP_STALLS = 5
 
 _MSG_TYPES = {0: "none", 1: "ok", 2: "optimization", 3: "warning", 4: "error"}  # ncu_report.MsgType
 _SPEEDUP_TYPES = {0: "unknown", 1: "local", 2: "global"}  # ncu_report.SpeedupType
@@ -107,132 +84,6 @@ _FREQ_TO_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.
 _BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024.0, "mibyte": 1024.0**2}
 _PCT = {"%": 1.0, "": 1.0}
 
-
-class StallReason(BaseModel):
-    """One warp stall reason: ``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``.
-
-    Attributes:
-        reason: ncu's reason name (``long_scoreboard``, ``barrier``, ``mio_throttle`` ...).
-        ratio: average warps stalled for this reason per issued instruction (cycles between issues).
-        share_pct: ``ratio`` as a percent of the sum of all stall ratios ("selected" excluded).
-    """
-
-    reason: str
-    ratio: float
-    share_pct: float
-
-
-class RuleResult(BaseModel):
-    """One of Nsight Compute's own rule results (``IAction.rule_results_as_dicts()``).
-
-    Attributes:
-        identifier: rule id, e.g. ``SOLBottleneck``, ``CPIStall``.
-        section: section id the rule belongs to, e.g. ``SpeedOfLight``.
-        title: the rule message's title (may be empty), e.g. ``Balanced Throughput``.
-        message: the rule message text.
-        type: message type from ``ncu_report.MsgType``: none, ok, optimization, warning, error.
-        estimated_speedup_pct: ncu's estimated runtime improvement in percent, or None when not given.
-        speedup_type: ``local`` (of the part the rule looks at) or ``global`` (of the whole kernel) or None.
-    """
-
-    identifier: str
-    section: str
-    title: str
-    message: str
-    type: str
-    estimated_speedup_pct: Optional[float] = None
-    speedup_type: Optional[str] = None
-
-
-class KernelMetrics(BaseModel):
-    """Normalized metrics of one profiled kernel launch; every number in base units, None when not reported.
-
-    Throughputs and occupancies are percents of peak (0-100). ``memory_units_pct`` holds, per memory unit
-    (DRAM, L1, L2), the busiest sub-metric of ncu's memory-SOL breakdown: the basis ncu uses to name the unit
-    in its SOLBottleneck rule. ``occupancy_limits_blocks`` maps registers / shared_mem / warps / blocks
-    (/ barriers) to blocks per SM from ``launch__occupancy_limit_*``; ``occupancy_limiters`` lists every kind
-    at the minimum and ``occupancy_limiter`` is the first of them (order: warps, blocks, registers,
-    shared_mem, barriers: a hardware cap tied with a resource limit is the one that binds). ``shared_mem_per_block_bytes`` is
-    static + dynamic shared memory, without the driver-reserved part (``shared_mem_driver_bytes``).
-    ``sources`` maps each filled field (``dict.key`` for dict entries) to the ncu metric name it came from.
-
-    Inputs of the numeric patterns (PRODUCT.md "Numeric patterns"; :mod:`kernelpilot.profile.patterns`):
-
-    - ``global_load_sectors`` / ``global_load_requests`` (counts, LDG and LDGSTS at L1TEX) and their quotient
-      ``global_load_sectors_per_request`` (sectors; None when there were no requests);
-    - ``global_load_bytes_per_sector`` / ``global_store_bytes_per_sector``: bytes used per 32-byte sector by SASS
-      global loads (LDG) / stores (STG), 0-32 B, meaningful only when ``global_load_inst_count`` /
-      ``global_store_inst_count`` (instructions) are above 0;
-    - ``global_sectors_theoretical`` / ``global_sectors_ideal``: L2 sectors that global accesses needed vs the
-      ideal for the bytes requested (Source Counters section), sectors;
-    - ``fma_pipe_pct`` / ``tensor_pipe_pct`` / ``fp64_pipe_pct``: pipe cycles active, % of peak (active cycles);
-      ``tensor_gmma_inst_pct``: HGMMA (wgmma) instructions issued, % of peak;
-    - ``global_atomic_sectors`` / ``global_atomic_requests``: ATOM + RED sectors / requests (counts);
-    - ``shared_{load,store}_bank_conflicts`` and ``shared_{load,store}_wavefronts``: LDS / STS counts;
-    - ``active_threads_per_warp_inst``: threads (0-32);
-    - ``<reason>_stall_ratio``: cycles stalled per issued instruction for five named reasons, and
-      ``stall_ratios`` for every reason ncu reported ("selected" excluded).
-    """
-
-    kernel_name: str
-    device_name: Optional[str] = None
-    compute_capability: Optional[tuple[int, int]] = None
-    duration_ns: Optional[float] = None
-    compute_sol_pct: Optional[float] = None
-    memory_sol_pct: Optional[float] = None
-    dram_pct: Optional[float] = None
-    l1_throughput_pct: Optional[float] = None
-    l2_throughput_pct: Optional[float] = None
-    memory_units_pct: dict[str, float] = Field(default_factory=dict)
-    l1_hit_rate_pct: Optional[float] = None
-    l2_hit_rate_pct: Optional[float] = None
-    achieved_occupancy_pct: Optional[float] = None
-    theoretical_occupancy_pct: Optional[float] = None
-    occupancy_limiter: Optional[str] = None
-    occupancy_limiters: list[str] = Field(default_factory=list)
-    occupancy_limits_blocks: dict[str, float] = Field(default_factory=dict)
-    registers_per_thread: Optional[int] = None
-    shared_mem_per_block_bytes: Optional[int] = None
-    shared_mem_driver_bytes: Optional[int] = None
-    shared_mem_config_bytes: Optional[int] = None
-    block_size: Optional[int] = None
-    grid_size: Optional[int] = None
-    waves_per_sm: Optional[float] = None
-    sm_count: Optional[int] = None
-    sm_frequency_hz: Optional[float] = None
-    dram_frequency_hz: Optional[float] = None
-    local_load_inst_count: Optional[float] = None
-    local_store_inst_count: Optional[float] = None
-    register_spill_inst_count: Optional[float] = None
-    global_load_sectors: Optional[float] = None
-    global_load_requests: Optional[float] = None
-    global_load_sectors_per_request: Optional[float] = None
-    global_load_inst_count: Optional[float] = None
-    global_load_bytes_per_sector: Optional[float] = None
-    global_store_inst_count: Optional[float] = None
-    global_store_bytes_per_sector: Optional[float] = None
-    global_sectors_theoretical: Optional[float] = None
-    global_sectors_ideal: Optional[float] = None
-    fma_pipe_pct: Optional[float] = None
-    tensor_pipe_pct: Optional[float] = None
-    tensor_gmma_inst_pct: Optional[float] = None
-    fp64_pipe_pct: Optional[float] = None
-    global_atomic_sectors: Optional[float] = None
-    global_atomic_requests: Optional[float] = None
-    shared_load_bank_conflicts: Optional[float] = None
-    shared_store_bank_conflicts: Optional[float] = None
-    shared_load_wavefronts: Optional[float] = None
-    shared_store_wavefronts: Optional[float] = None
-    active_threads_per_warp_inst: Optional[float] = None
-    long_scoreboard_stall_ratio: Optional[float] = None
-    short_scoreboard_stall_ratio: Optional[float] = None
-    barrier_stall_ratio: Optional[float] = None
-    lg_throttle_stall_ratio: Optional[float] = None
-    mio_throttle_stall_ratio: Optional[float] = None
-    stall_ratios: dict[str, float] = Field(default_factory=dict)
-    top_stalls: list[StallReason] = Field(default_factory=list)
-    rules: list[RuleResult] = Field(default_factory=list)
-    sources: dict[str, str] = Field(default_factory=dict)
 
 
 class _Reader:

@@ -1,7 +1,7 @@
 """Run Nsight Compute on one kernel launch and keep the report.
 
-Defaults follow PRODUCT.md: ``--set full``, ``--clock-control none`` (kernelpilot never changes clocks), the
-profile filtered to the launches inside the NVTX range of :mod:`kernelpilot.profile.target` (warm-up launches are
+Defaults follow docs/measuring.md ("Timing", "Diagnosing"): ``--set full``, ``--clock-control none`` (kernelpilot
+never changes clocks), the profile filtered to the launches inside the NVTX range of :mod:`kernelpilot.profile.target` (warm-up launches are
 outside it), the interpreter given by its full path (the device README: ncu needs it).
 """
 

@@ -1,4 +1,4 @@
-"""Theoretical occupancy by the CUDA occupancy-calculator rules (PRODUCT.md, "Occupancy").
+"""Theoretical occupancy by the CUDA occupancy-calculator rules (docs/measuring.md, "Occupancy").
 
 For R registers/thread, S bytes of shared memory/block (static + dynamic) and W warps/block:
 
@@ -42,7 +42,7 @@ class OccupancyLimits:
     Capability" and the per-architecture "Shared Memory" notes: 1 KB of shared memory per block is reserved
     for system use), https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#compute-capabilities;
     allocation units (256 registers per warp, 128 bytes of shared memory, warps allocated per sub-partition)
-    from the CUDA occupancy calculator as PRODUCT.md "Occupancy" states them. For 9.0 the shared-memory
+    from the CUDA occupancy calculator as docs/measuring.md, "Occupancy", states them. For 9.0 the shared-memory
     figures match the H200 reports' ``device__attribute_max_shared_memory_per_multiprocessor`` (233472),
     ``..._per_block_optin`` (232448) and ``..._reserved_shared_memory_per_block`` (1024).
 
@@ -138,7 +138,7 @@ def theoretical_occupancy(
     cc: tuple[int, int] = (9, 0),
     shared_mem_config_bytes: Optional[int] = None,
 ) -> Occupancy:
-    """Theoretical occupancy by the CUDA occupancy-calculator rules (PRODUCT.md "Occupancy").
+    """Theoretical occupancy by the CUDA occupancy-calculator rules (docs/measuring.md, "Occupancy").
 
     Args:
         registers_per_thread: registers per thread (``launch__registers_per_thread``; 0 = not limiting).

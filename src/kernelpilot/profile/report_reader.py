@@ -1,7 +1,7 @@
 """Open Nsight Compute reports (``.ncu-rep``) through NVIDIA's ``ncu_report`` Python module.
 
 ``ncu_report`` is published on PyPI as ``ncu-report`` and is also shipped inside every Nsight Compute
-install under ``extras/python`` (PRODUCT.md, "Diagnosing"). It reads reports without a GPU.
+install under ``extras/python`` (docs/measuring.md, "Diagnosing"). It reads reports without a GPU.
 
 ``ncu_report.load_report`` does not fail on a file that is not a report: an empty file or random bytes load
 as a context with zero ranges. :func:`load_actions` therefore checks for zero kernels itself and turns every

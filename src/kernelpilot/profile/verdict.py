@@ -1,11 +1,11 @@
 """The bottleneck card: Nsight Compute's SOL rule and two occupancy rules applied to :class:`KernelMetrics`.
 
-Rules (PRODUCT.md, "Diagnosing"):
+Rules (docs/measuring.md, "Diagnosing"):
 
 - Nsight Compute's SOL rule (the SOLBottleneck rule of the GPU Speed Of Light section): compute and memory
   SOL both < 60 % -> latency ("small grid" when waves per SM < 1); either >= 80 % -> high throughput on that
   unit; otherwise a gap >= 10 points -> compute- or memory-heavy; else balanced.
-- "low achieved occupancy" (PRODUCT.md numeric patterns): theoretical > 50 % and achieved < 1/2 theoretical.
+- "low achieved occupancy" (docs/measuring.md, "Numeric patterns"): theoretical > 50 % and achieved < 1/2 theoretical.
 - kernelpilot's own rule: a latency verdict with theoretical occupancy <= 25 % means too few warps to hide
   latency, so the launch is occupancy-bound.
 """
@@ -19,12 +19,17 @@ from pydantic import BaseModel, Field
 from kernelpilot.profile import metrics as ncu_names
 from kernelpilot.profile.metrics import KernelMetrics, RuleResult
 
-#: Nsight Compute SOL rule thresholds (PRODUCT.md "Diagnosing"), in percent of peak / waves.
+#: Nsight Compute SOL rule thresholds (docs/measuring.md, "Nsight Compute's SOL rule"), in percent of peak / waves.
 LATENCY_BELOW_PCT = 60.0
 HIGH_THROUGHPUT_PCT = 80.0
 HEAVY_GAP_PCT = 10.0
-SMALL_GRID_WAVES = 1.0
-#: PRODUCT.md pattern "low achieved occupancy": theoretical > 50 % and achieved < 0.5 x theoretical.
+#: Below this many waves per SM the SOL rule calls a latency-bound kernel's grid too small (Nsight Compute's
+#: rule; the numeric pattern ``small_grid`` uses 0.5:
+#: :data:`kernelpilot.profile.pattern_rules.PATTERN_SMALL_GRID_WAVES_BELOW`).
+SOL_SMALL_GRID_WAVES_BELOW = 1.0
+#: Former name of :data:`SOL_SMALL_GRID_WAVES_BELOW`.
+SMALL_GRID_WAVES = SOL_SMALL_GRID_WAVES_BELOW
+#: docs/measuring.md pattern "low achieved occupancy": theoretical > 50 % and achieved < 0.5 x theoretical.
 LOW_ACHIEVED_THEORETICAL_ABOVE_PCT = 50.0
 LOW_ACHIEVED_FRACTION = 0.5
 #: kernelpilot's own rule: latency-bound with theoretical occupancy <= 25 % (16 of 64 warps on sm_90).
@@ -145,7 +150,7 @@ def _sol(m: KernelMetrics, evidence: list[Evidence]) -> tuple[str, str]:
     memory_low = _check(evidence, m_name, memory, "<", LATENCY_BELOW_PCT)
     if compute_low and memory_low:
         waves_name = _metric(m, "waves_per_sm", ncu_names.WAVES)
-        if _check(evidence, waves_name, m.waves_per_sm, "<", SMALL_GRID_WAVES, unit="waves"):
+        if _check(evidence, waves_name, m.waves_per_sm, "<", SOL_SMALL_GRID_WAVES_BELOW, unit="waves"):
             return "small-grid", "small-grid"
         return "latency", "latency"
     compute_high = _check(evidence, c_name, compute, ">=", HIGH_THROUGHPUT_PCT)
@@ -206,7 +211,7 @@ def _summary(m: KernelMetrics, branch: str, bound: str, unit: Optional[str], occ
         set_by = f" (itself set by {limiter})" if limiter else ""
         return (f"Occupancy-bound: compute {c} and memory {mem} are both under 60 % and achieved occupancy "
                 f"{_fmt(m.achieved_occupancy_pct)} is under half the theoretical "
-                f"{_fmt(m.theoretical_occupancy_pct)}{set_by}{stall} (PRODUCT.md low-achieved-occupancy rule).")
+                f"{_fmt(m.theoretical_occupancy_pct)}{set_by}{stall} (the low-achieved-occupancy rule).")
     if bound == "small-grid":
         return (f"Small grid: {m.waves_per_sm:.2f} waves per SM leave SMs idle, so compute {c} and memory {mem} "
                 f"stay under 60 % of peak ({_SOL_RULE}).")
@@ -242,7 +247,7 @@ def judge(m: KernelMetrics) -> Verdict:
         The :class:`Verdict`. When compute or memory SOL % is missing, ``bound`` is "unknown" and ``rule``
         "ncu-sol:missing-metrics"; no error is raised.
 
-    Rules: see the module docstring (Nsight Compute SOL rule and "low achieved occupancy", PRODUCT.md
+    Rules: see the module docstring (Nsight Compute SOL rule and "low achieved occupancy", docs/measuring.md
     "Diagnosing"; the few-warps rule is kernelpilot's own).
     """
     evidence: list[Evidence] = []
