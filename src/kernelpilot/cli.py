@@ -202,6 +202,10 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                                   "cache (a `tune` cache file or prefix; no GPU)."),
              constraint: Optional[list[str]] = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
                                                             "'GROUP_M == 8' (repeatable)."),
+             baseline: Optional[list[str]] = typer.Option(None, "--baseline-ns", help="For --replay: a baseline's "
+                                                          "median measured on the cache's GPU, e.g. torch.compile=184000 "
+                                                          "(repeatable); the target does not stop the run while one is "
+                                                          "faster."),
              as_json: bool = JsonOpt) -> None:
     """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
 
@@ -223,7 +227,9 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     _run(as_json, lambda: api.optimize(path, out=folder, iterations=iterations, budget_s=budget_s,
                                        shape=_kv(shape, "--shape"), config=_kv(config, "--config"), ref=ref, gpu=gpu,
                                        profile=not no_profile, benchmark=not no_benchmark, strategy=strategy,
-                                       seed=seed, timeout_s=timeout_s, replay=replay, constraints=constraint, log=_log),
+                                       seed=seed, timeout_s=timeout_s, replay=replay, constraints=constraint,
+                                       baselines_ns={k: float(v) for k, v in _kv(baseline, "--baseline-ns").items()},
+                                       log=_log),
          human, ok=lambda r: r.run.best_version is not None)
 
 

@@ -93,7 +93,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
              gpu: str | None = None, profile: bool = True, git: bool = True, benchmark: bool = True,
              strategy: str = "guided", seed: int = 0, timeout_s: float = 300.0, replay: str | Path | None = None,
              cache_root: str | Path | None = None, constraints: list[str] | None = None,
-             log: Log = lambda s: None) -> OptimizeResult:
+             baselines_ns: dict[str, float] | None = None, log: Log = lambda s: None) -> OptimizeResult:
     """Run the evidence loop on a kernel file and write the run folder (see the module docstring).
 
     Args:
@@ -111,6 +111,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files).
         cache_root: folder searched for a replay prefix.
         constraints: extra constraint expressions, added to the kernel file's CONSTRAINTS.
+        baselines_ns: medians (ns) of PyTorch eager / torch.compile measured elsewhere — for a replay, on the GPU
+            the cache came from (a live run on a GPU measures its own and ignores these).
         log: called with one line per step (the CLI prints them).
 
     Returns:
@@ -176,6 +178,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         history.commit([ws.root / n for n in ("kernel.py", "ref.py", "env.json", "env.md", "roofline.md",
                                                "roofline.json", "run.json")], "run: kernel, environment, roofline")
     bench = None
+    info.baselines_ns = dict(baselines_ns or {}) if not cuda else {}
     if cuda and benchmark:
         log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")
         bench = _baselines(kf, ctx.shape, ctx.start, "cuda", log)

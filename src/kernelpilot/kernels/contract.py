@@ -2,7 +2,7 @@
 
 Loading and launching belong to the file's backend (:func:`kernelpilot.backends.backend_for`; Triton for ``.py``):
 :func:`load_kernel` and :func:`run_kernel` here hand over to it. A kernel file is a Python module with
-(PRODUCT.md "Kernel file contract", compatible with the seed skills' Triton contract):
+(docs/contract.md, compatible with the seed skills' Triton contract):
 
 - ``setup(**shape, seed, device) -> {"inputs": {name: tensor | scalar}, "outputs": [names]}`` and optionally
   ``"inplace": [names]``; output names are keys of ``inputs`` naming the tensors ``run_kernel`` writes; in-place

@@ -22,7 +22,7 @@ class Workload(BaseModel):
 def default_bytes(case: Case) -> int:
     """Bytes of every tensor in ``case.inputs``, each counted once (outputs are among the inputs), in bytes.
 
-    This is the PRODUCT.md default (inputs read once + outputs written once). An in-place tensor
+    This is the contract's default (docs/contract.md) (inputs read once + outputs written once). An in-place tensor
     (``case.inplace``) is both read and written yet counted once, and the pristine copies kernelpilot keeps to
     restore it (``case.pristine``) are never counted: the count errs low, never high, so the speed-of-light floor
     derived from it can only be too lenient and never rejects a real kernel as impossibly fast.

@@ -1,6 +1,6 @@
 """What the GPU looked like when a number was taken: clocks, temperature, throttle reasons (NVML, read-only).
 
-kernelpilot never changes clocks (PRODUCT.md); it records them with every timing so a slow sample can be
+kernelpilot never changes clocks (docs/measuring.md, "Timing"); it records them with every timing so a slow sample can be
 explained by a throttled GPU rather than by the kernel.
 """
 

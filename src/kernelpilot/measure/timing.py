@@ -1,6 +1,6 @@
 """Timing a kernel launch: CUDA events, L2 flushed between calls, warm-up until stable, raw samples kept.
 
-Rules (PRODUCT.md "Measuring / Timing"; METHOD.md): device work is asynchronous, so every sample is bracketed by
+Rules (docs/measuring.md, "Timing"): device work is asynchronous, so every sample is bracketed by
 CUDA events; before every sample a buffer at least twice the L2 size is written so the kernel starts with a cold
 L2 (the write is outside the events); warm-up runs until two consecutive batch medians agree within
 ``stable_rel`` (or ``max_warmup_ms`` is spent); at least ``min_samples`` samples are taken; the median and the
@@ -90,7 +90,7 @@ def l2_bytes(device: int = 0) -> int | None:
 
 
 def flush_size_bytes(l2: int | None) -> int:
-    """Flush buffer size: max(2 × L2, 256 MiB) (PRODUCT.md: ≥ 2× the device's L2)."""
+    """Flush buffer size: max(2 × L2, 256 MiB) (docs/measuring.md, "Timing": ≥ 2× the device's L2)."""
     return max(2 * (l2 or 0), MIN_FLUSH_BYTES)
 
 
@@ -119,7 +119,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int 
 
     Args:
         fn: launches the work to time (no arguments); must not synchronize itself.
-        min_samples / max_samples: bounds on the number of timed samples (at least 20 by PRODUCT.md).
+        min_samples / max_samples: bounds on the number of timed samples (at least 20: docs/measuring.md, "Timing").
         rep_ms: target total timed duration; the sample count is rep_ms / estimated time, clamped.
         max_warmup_ms: give up waiting for stability after this long (``warmup_stable=False`` records it).
         stable_rel: two consecutive warm-up batch medians within this relative difference count as stable.
@@ -192,23 +192,6 @@ def time_callable(fn: Callable[[], Any], device: str, *, before_each: Callable[[
     if device.startswith("cuda"):
         return time_cuda(fn, before_each=before_each, **kwargs)
     return time_interpreted(fn, before_each=before_each, **kwargs)
-
-
-def faster_beyond_noise(candidate: TimingResult, incumbent: TimingResult) -> tuple[bool, float, str]:
-    """Is ``candidate`` faster than ``incumbent`` by more than the measured spread?
-
-    Rule: the median improvement must exceed the larger of the two IQRs (a difference smaller than the spread is
-    noise, PRODUCT.md). Returns (faster, speedup = incumbent median / candidate median, the reason in words).
-    """
-    gain = incumbent.median_ns - candidate.median_ns
-    noise = max(candidate.iqr_ns, incumbent.iqr_ns)
-    speedup = incumbent.median_ns / candidate.median_ns if candidate.median_ns else float("inf")
-    head = f"median {format_ns(candidate.median_ns)} vs {format_ns(incumbent.median_ns)}"
-    if gain > noise:
-        return True, speedup, f"{head}: {format_ns(gain)} faster ({speedup:.3f}x), beyond the spread (IQR {format_ns(noise)})"
-    if gain > 0:
-        return False, speedup, f"{head}: {format_ns(gain)} faster but within the spread (IQR {format_ns(noise)}) — noise"
-    return False, speedup, f"{head}: {format_ns(-gain)} slower"
 
 
 def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, device: str, *,

@@ -1,5 +1,5 @@
 """Static inspection: compile a kernel file's Triton kernel for a target GPU without a GPU, and report what the
-compiler knows (PRODUCT.md "Native code", "Occupancy"; issue 3 item 3).
+compiler knows (docs/measuring.md, "Native code and static facts" and "Occupancy").
 
 How it works, for one config:
 
@@ -63,7 +63,7 @@ from pydantic import BaseModel, Field
 from kernelpilot.errors import ContractError, KernelpilotError, ToolMissingError
 from kernelpilot.profile.occupancy import ARCH_LIMITS, Occupancy, theoretical_occupancy
 
-#: Target used when no arch is given and no GPU is present: the GPUs PRODUCT.md "Where it runs" names
+#: Target used when no arch is given and no GPU is present: the GPUs docs/DESIGN.md "Where it runs" names
 #: (H100/H200, compute capability 9.0). With a GPU present the arch always comes from the device.
 DEFAULT_CPU_ARCH = "sm_90"
 
@@ -174,7 +174,7 @@ class StaticReport(BaseModel):
         cubin_shared_bytes: the cubin's SHARED figure (see the module docstring on the 1 KB reservation).
         shared_mem_limit_bytes: the target's per-block maximum (None for an arch without known limits).
         occupancy: theoretical occupancy of (registers, shared_mem_bytes, threads) by the CUDA occupancy-calculator
-            rules (PRODUCT.md "Occupancy"); None for an arch without known limits.
+            rules (docs/measuring.md, "Occupancy"); None for an arch without known limits.
         instruction_mix: static count of SASS instructions per group of :data:`INSTRUCTION_GROUPS` (instructions
             in the binary, not executed counts).
         opcode_counts: static count of every SASS base opcode.
@@ -352,7 +352,7 @@ def max_threads_per_block(registers_per_thread: int, cc: tuple[int, int] = (9, 0
     and the bound is a whole number of warps (the rule ROCm/hip PR #1676 gave ``hipFuncGetAttributes``,
     https://github.com/ROCm/hip/pull/1676), with the allocation granularities of 256 registers per warp and warps per
     sub-partition (kokkos PR #5739, https://github.com/kokkos/kokkos/pull/5739; the CUDA occupancy calculator as
-    PRODUCT.md "Occupancy" states it). Checked against the driver: the 41 configs of
+    docs/measuring.md "Occupancy" states it). Checked against the driver: the 41 configs of
     docs/device-runs/2026-11-22-h100/occupancy_driver.json (H100, Triton 3.6; e.g. 164 registers -> 384, 96 -> 640,
     70 -> 896) and, on the device, every example config (tests/test_occupancy_driver.py).
 

@@ -1,6 +1,6 @@
 """The run folder: one sub-folder per version, JSON records written atomically, read back with validation.
 
-Layout (PRODUCT.md "The loop"): ``run.json``, ``env.json``/``env.md``, ``roofline.md``, ``kernel.py`` (the source
+Layout (docs/DESIGN.md, "The loop"): ``run.json``, ``env.json``/``env.md``, ``roofline.md``, ``kernel.py`` (the source
 optimized), ``v0/ v1/ …`` each with ``config.json``, ``hypothesis.md``, ``correctness.json``, ``timing.json``,
 ``profile.ncu-rep``, ``metrics.json``, ``verdict.json``, ``outcome.json``; ``final_report.md``, ``benchmark.md``.
 Nothing already recorded is overwritten: an existing non-empty folder is refused, and every write goes to a

@@ -162,7 +162,10 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     except Exception as exc:  # noqa: BLE001 - every fault of a config is data
         return done(classify_exception(exc), f"{type(exc).__name__}: {exc}")
     base["compile_s"] = compile_s
+    phases = base["phases_s"] = {"setup_and_compile": compile_s}  # where this evaluation's seconds went
+    t = time.monotonic()
     correctness = check_correctness(kf, opts.shape, config, "cuda" if device.startswith("cuda") else "cpu")
+    phases["check"] = time.monotonic() - t
     if records is not None:
         records["correctness"] = correctness.model_dump(mode="json")
     if not correctness.passed:
@@ -176,11 +179,13 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     fn = lambda: run_kernel(kf, case.inputs, config)
     kwargs: dict[str, Any] = {} if opts.interpreted else {"rep_ms": opts.rep_ms, "max_samples": opts.max_samples,
                                                           "min_samples": opts.min_samples}
+    t = time.monotonic()
     try:
         if race_against_ns and not opts.interpreted:
             short = time_callable(fn, device="cuda", min_samples=opts.race_samples, max_samples=opts.race_samples,
                                   rep_ms=0.0, before_each=case.before_launch)
             if clearly_slower(short.samples_ns, race_against_ns, margin=opts.race_margin):
+                phases["timing"] = time.monotonic() - t
                 return done("ok", f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
                                   f"incumbent {race_against_ns:.0f} ns", duration_ns=short.median_ns,
                             iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
@@ -188,6 +193,7 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
                                **kwargs)
     except Exception as exc:  # noqa: BLE001
         return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
+    phases["timing"] = time.monotonic() - t
     if records is not None:
         records["timing"] = timing.model_dump(mode="json")
     fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
