@@ -5,8 +5,8 @@ folder (its hypothesis written before it runs), evaluated by :class:`kernelpilot
 same pipeline as ``kernelpilot tune``: isolated workers (a compile error, wrong result, NaN, illegal memory access,
 hang or crash is a failed version with a typed status and the run goes on), static pruning compiled ahead in
 parallel, racing, the one A/B decision rule and the speed-of-light floor. Nsight Compute runs only where its card is
-used: on each new incumbent (the guided strategy's evidence); a light card replaces it when ncu is missing or may not
-read counters. PyTorch eager and torch.compile are timed once, before the search: the run does not stop at the
+used: on v0 (the starting diagnosis the guided strategy's first moves come from) and on the final best; the incumbents
+in between get light cards (timing + roofline + compile metadata), as when ncu is missing or may not read counters. PyTorch eager and torch.compile are timed once, before the search: the run does not stop at the
 roofline target while one of them is still faster than the incumbent.
 
 Defaults (:data:`DEFAULT_BUDGET_S`): the guided strategy with a wall-clock budget for the search, so that
@@ -39,6 +39,11 @@ __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_BUDGET_S_INTERPRETED", "OptimizeResult",
 DEFAULT_BUDGET_S = 200.0
 #: Under the Triton interpreter (no GPU) the times are not measurements: a short demonstration run.
 DEFAULT_BUDGET_S_INTERPRETED = 45.0
+#: Nsight Compute profiles taken during the search: v0's (the starting diagnosis the guided strategy's first moves
+#: come from); later incumbents get light cards, and the final best is profiled after the search. One ncu run took
+#: 15–17 s on an H100 (docs/device-runs), ten times a whole evaluation, so a profile per accepted version would eat
+#: the budget.
+NCU_PROFILES_IN_SEARCH = 1
 
 Log = Callable[[str], None]
 
@@ -195,7 +200,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         evidence = light
         if cuda and profile:
             evidence = NcuEvidence(kf.path, kf.reference_path if kf.reference_path != kf.path else None, ctx.shape,
-                                   recorder.report_path, light, on_metrics=recorder.write_metrics, log=log)
+                                   recorder.report_path, light, on_metrics=recorder.write_metrics,
+                                   max_profiles=NCU_PROFILES_IN_SEARCH, log=log)
             evidence.metrics = metrics_of
             if env.ncu.counters_readable is False:
                 evidence.disable(f"profiling disabled: {env.ncu.counters_detail}")
@@ -227,6 +233,14 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
             ahead.finish(stop=True)
     versions = ev.order
     best = best_version(versions)
+    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in metrics_of:
+        log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
+        profiled = evidence.profile(best.model_copy(update={"card": None}))
+        versions = [profiled if v is best else v for v in versions]
+        best = profiled
+        write_json(ws.version_dir(best.index) / "outcome.json", best)
+        if best.card:
+            write_json(ws.version_dir(best.index) / "verdict.json", best.card)
     if best is None and not info.stop_reason.startswith("v0 is not correct"):
         info.stop_reason += "; no version was correct"
     info.best_version = best.index if best else None

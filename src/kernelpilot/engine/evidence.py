@@ -69,14 +69,19 @@ class NcuEvidence:
         fallback: used when ncu cannot give counters (missing, refused) or fails for this config.
         on_metrics: called with (evaluation, metrics, all kernel names) after a successful profile (the recorder
             writes ``metrics.json`` and ``verdict.json`` with it).
+        max_profiles: most ncu profiles :meth:`evidence` takes (None: no limit); later incumbents get light cards and
+            the caller profiles the final best with :meth:`profile` — one ncu run costs 15–17 s on an H100 (process
+            start, replay passes, report reading), several times a whole evaluation.
         log: progress callback.
     """
 
     def __init__(self, kernel: Path, ref: Path | None, shape: dict[str, Any], report_path: Callable[[Evaluation], Path],
                  fallback: LightEvidence, *, on_metrics: Callable[[Evaluation, Any, list[str]], None] | None = None,
-                 log: Callable[[str], None] = lambda _m: None) -> None:
+                 max_profiles: int | None = None, log: Callable[[str], None] = lambda _m: None) -> None:
         self.kernel, self.ref, self.shape, self.report_path = kernel, ref, shape, report_path
         self.fallback, self.on_metrics, self.log = fallback, on_metrics, log
+        self.max_profiles = max_profiles
+        self.n_profiles = 0
         self.disabled: str | None = None
         #: evaluation key -> its profiled metrics (for "observed" in the next version's outcome)
         self.metrics: dict[str, Any] = {}
@@ -92,6 +97,16 @@ class NcuEvidence:
             return ev
         if self.disabled is not None:
             return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
+        if self.max_profiles is not None and self.n_profiles >= self.max_profiles:
+            return self.fallback.evidence(ev)
+        return self.profile(ev)
+
+    def profile(self, ev: Evaluation) -> Evaluation:
+        """``ev`` with an ncu card now (whatever ``max_profiles`` says), else the fallback's card with
+        ``profile_error`` saying why. Raises nothing."""
+        if self.disabled is not None:
+            return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
+        self.n_profiles += 1
         from kernelpilot.profile.card import card_from_metrics
         from kernelpilot.profile.metrics import main_kernel, read_report
         from kernelpilot.profile.ncu_run import profile_kernel
