@@ -363,7 +363,7 @@ def _patch_bf16(interp: ModuleType) -> str | None:
 
 # ------------------------------------------------------------------------------------------------- limitations
 
-def interpreter_limitations(kernel_module: ModuleType) -> list[str]:
+def interpreter_limitations(kernel_module: ModuleType, applied: list[str] | None = None) -> list[str]:
     """Constructs in a kernel module's Triton code that the interpreter cannot run exactly, as sentences.
 
     Scans the source of every ``@triton.jit`` function (also under ``@triton.autotune``/``heuristics``) bound in
@@ -373,12 +373,13 @@ def interpreter_limitations(kernel_module: ModuleType) -> list[str]:
 
     Args:
         kernel_module: an imported kernel file (or any module).
+        applied: the workarounds in effect (default: those :func:`install_workarounds` applied in this process).
 
     Returns:
         deduplicated messages such as ``"the Triton interpreter cannot run libdevice.erfinv (in _kernel): run on a
         GPU"``; empty when nothing was found.
     """
-    libdevice_ok = "libdevice" in _applied
+    libdevice_ok = "libdevice" in (_applied if applied is None else applied)
     messages: dict[str, None] = {}
     roots = [v for v in vars(kernel_module).values() if _is_jit(v)]
     todo, seen = list(roots), set()
@@ -428,3 +429,13 @@ def _resolve(parts: list[str], glb: dict[str, Any]) -> Any:
     for part in parts[1:]:
         obj = getattr(obj, part, None)
     return obj
+
+
+def interpreter_note(kernel_module: ModuleType) -> str | None:
+    """One sentence to attach to a failed interpreted check, or None when nothing unsupported was found.
+
+    Example: ``"the Triton interpreter cannot run libdevice.erfinv (in _kernel): run on a GPU"``; several
+    findings are joined with ``"; "``.
+    """
+    found = interpreter_limitations(kernel_module)
+    return "; ".join(found) if found else None
