@@ -63,6 +63,16 @@ def bf16_ops(a_ptr, b_ptr, prod_ptr, sum_ptr, min_ptr, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def bf16_reduce(x_ptr, s_ptr, mx_ptr, mn_ptr, am_ptr, cs_ptr, N: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(s_ptr, tl.sum(x, 0))
+    tl.store(mx_ptr, tl.max(x, 0))
+    tl.store(mn_ptr, tl.min(x, 0))
+    tl.store(am_ptr, tl.argmax(x, 0))
+    tl.store(cs_ptr + tl.arange(0, N), tl.cumsum(x, 0))
+
+
+@triton.jit
 def to_bf16(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     m = offs < N
@@ -131,6 +141,15 @@ def bf16():
             "want_sum": bits((a.float() + b.float()).to(torch.bfloat16)), "want_min": bits(torch.minimum(a, b))}
 run("bf16", bf16)
 
+def reduce():
+    xs = torch.tensor([-3.0, 1.5, 2.0, -0.5, 4.0, 1.0, -6.0, 0.25]).to(torch.bfloat16)
+    s, mx, mn, cs = (torch.empty(n, dtype=torch.bfloat16) for n in (1, 1, 1, 8))
+    am = torch.empty(1, dtype=torch.int32)
+    k.bf16_reduce[(1,)](xs, s, mx, mn, am, cs, N=8)
+    return {"got": [s.item(), mx.item(), mn.item(), am.item(), cs.tolist()],
+            "want": [-0.75, 4.0, -6.0, 4, xs.float().cumsum(0).tolist()]}
+run("reduce", reduce)
+
 def cast():
     y = torch.empty(N, dtype=torch.bfloat16)
     k.to_bf16[(1,)](x, y, N, BLOCK=N)
@@ -197,6 +216,12 @@ def test_bf16_arithmetic_is_on_values_and_rounds_to_nearest_even(both):
     assert r["min"] != r["want_min"]  # raw bits compared as unsigned integers: negatives order wrongly
     for key in ("prod", "sum", "min"):
         assert f[key] == f["want_" + key], key  # bit-exact correctly rounded bf16
+
+
+def test_bf16_reductions_and_scans_are_on_values(both):
+    raw, fixed = both
+    assert "error" in raw["reduce"] or raw["reduce"]["got"] != raw["reduce"]["want"]
+    assert fixed["reduce"]["got"] == fixed["reduce"]["want"]  # every value here is exact in bf16
 
 
 def test_fp32_to_bf16_cast_rounds_to_nearest_even(both):

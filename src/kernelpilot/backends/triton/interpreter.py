@@ -16,7 +16,8 @@ machine without a GPU (measured on Triton 3.9 with Liger-Kernel 0.8.5; see docs 
 3. **bf16 on raw bits**: the interpreter stores bf16 as ``uint16`` and its ``binary_op``, ``unary_op``, clamp,
    ``fma`` and ``dot`` apply numpy to those integers (1.5 * 1.5 gives garbage); its fp32 -> bf16 cast (also used
    by ``tl.store`` into a bf16 tensor) truncates, where compiled Triton rounds to nearest even; casts between
-   bf16 and integers/fp16/fp64 convert raw bits. Patch ``bf16_values``: decode to fp32 (exact), compute, round
+   bf16 and integers/fp16/fp64 convert raw bits; ``tl.sum``/``max``/``min``/``argmax``/``cumsum`` of bf16 blocks
+   reduce the raw bits. Patch ``bf16_values``: decode to fp32 (exact), compute, round
    back to bf16 to nearest even. For + - * / and sqrt this equals the correctly rounded bf16 result, because fp32
    has 24 >= 2*8+2 significand bits (double rounding is innocuous: Figueroa, "When is double rounding
    innocuous?", SIGNUM 1995). fp64 -> bf16 goes through fp32 (two roundings; a rare tie may land 1 ulp off).
@@ -115,7 +116,10 @@ def _patch_float_scalars(interp: ModuleType) -> str | None:
     np_dtype = {"fp32": np.float32, "fp64": np.float64}.get(type_name)
     if np_dtype is None:
         return f"jit.mangle_type(0.5) is {type_name!r}, not fp32/fp64"
-    ty = tl.str_to_ty(type_name, None) if _takes_two(tl.str_to_ty) else tl.str_to_ty(type_name)
+    try:  # str_to_ty(name, c) on Triton 3.9; a single argument on some older versions
+        ty = tl.str_to_ty(type_name, None)
+    except TypeError:
+        ty = tl.str_to_ty(type_name)
 
     def implicit_cvt(arg: Any) -> Any:
         if isinstance(arg, float):  # bool and int are not floats; np.float64 is, and compiled Triton agrees
@@ -125,13 +129,6 @@ def _patch_float_scalars(interp: ModuleType) -> str | None:
     implicit_cvt.__wrapped__ = cvt  # type: ignore[attr-defined]
     interp._implicit_cvt = implicit_cvt
     return None
-
-
-def _takes_two(fn: Callable[..., Any]) -> bool:
-    try:
-        return len(inspect.signature(fn).parameters) >= 2
-    except (TypeError, ValueError):
-        return False
 
 
 def _source(obj: Any) -> str:
@@ -302,9 +299,8 @@ def _patch_bf16(interp: ModuleType) -> str | None:
     if product_ok and _bf16_to_f32(cast.data)[0] == 1.015625:
         return "bf16 products and fp32->bf16 casts are already exact (nothing to fix)"
 
-    orig_binary, orig_unary = builder_cls.binary_op, builder_cls.unary_op
+    orig_binary, orig_unary, orig_cast = builder_cls.binary_op, builder_cls.unary_op, builder_cls.cast_impl
     orig_fma, orig_dot, orig_clamp = builder_cls.create_fma, builder_cls.create_dot, builder_cls.create_clampf
-    orig_cast = builder_cls.cast_impl
 
     def is_bf16(h: Any) -> bool:
         return getattr(h, "dtype", None) is not None and h.dtype.scalar == tl.bfloat16 and h.data.dtype == np.uint16
@@ -358,7 +354,66 @@ def _patch_bf16(interp: ModuleType) -> str | None:
         fn.__wrapped__ = getattr(builder_cls, name)  # type: ignore[attr-defined]
         setattr(builder_cls, name, fn)
     # create_fadd & co. are ``lambda self, l, r: self.binary_op(...)``: they find the patched method on ``self``.
+    _patch_bf16_reductions(interp)
     return None
+
+
+def _patch_bf16_reductions(interp: ModuleType) -> None:
+    """``tl.sum``/``tl.max``/``tl.min``/``tl.argmax``/``tl.cumsum``/``tl.cumprod`` of bf16 blocks: numpy on values.
+
+    The interpreter's fast paths (``ReduceOps.sum``/``min_max``, ``ScanOps.cumsum``/``cumprod``) apply numpy to the
+    raw ``uint16`` bits (a sum of small bf16 values gives ~1e37). Here they decode to fp32, reduce, and round the
+    result to bf16 once; max/min/argmax are then exact, and a sum differs from the GPU only by the order of its
+    additions (the GPU rounds each step of its reduction tree to bf16), as any two reduction orders do.
+    """
+    import triton.language as tl
+
+    reduce_cls, scan_cls = getattr(interp, "ReduceOps", None), getattr(interp, "ScanOps", None)
+
+    def is_bf16(t: Any) -> bool:
+        return t.dtype.scalar == tl.bfloat16 and t.handle.data.dtype == np.uint16
+
+    def values(t: Any) -> Any:
+        return tl.core.tensor(interp.TensorHandle(_bf16_to_f32(t.handle.data), tl.float32),
+                              t.type.with_element_ty(tl.float32) if hasattr(t.type, "with_element_ty") else tl.float32)
+
+    def rounded(t: Any) -> Any:  # an fp32 result tensor -> the same result in bf16
+        ty = t.type.with_element_ty(tl.bfloat16) if hasattr(t.type, "with_element_ty") else tl.bfloat16
+        return tl.core.tensor(interp.TensorHandle(_f32_to_bf16(t.handle.data), tl.bfloat16), ty)
+
+    def wrap_value_op(cls: Any, name: str) -> None:
+        orig = getattr(cls, name, None)
+        if orig is None:
+            return
+
+        def method(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+            if not is_bf16(input):
+                return orig(self, input, *args, **kwargs)
+            out = orig(self, values(input), *args, **kwargs)
+            if isinstance(out, (list, tuple)):
+                return type(out)(rounded(o) if o.dtype.scalar == tl.float32 else o for o in out)
+            return rounded(out)
+
+        method.__wrapped__ = orig  # type: ignore[attr-defined]
+        setattr(cls, name, method)
+
+    for cls, names in ((reduce_cls, ("sum",)), (scan_cls, ("cumsum", "cumprod"))):
+        if cls is not None:
+            for name in names:
+                wrap_value_op(cls, name)
+    orig_min_max = getattr(reduce_cls, "min_max", None)
+    if orig_min_max is not None:
+        def min_max(self: Any, input: Any, val_reduce_op: Any = None, idx_reduce_op: Any = None) -> Any:
+            inner = input[0] if isinstance(input, tuple) else input
+            if not is_bf16(inner):
+                return orig_min_max(self, input, val_reduce_op, idx_reduce_op)
+            out = orig_min_max(self, values(inner), val_reduce_op, idx_reduce_op)
+            if isinstance(out, tuple):
+                return (rounded(out[0]),) + tuple(out[1:])
+            return rounded(out) if out.dtype.scalar == tl.float32 else out
+
+        min_max.__wrapped__ = orig_min_max  # type: ignore[attr-defined]
+        reduce_cls.min_max = min_max
 
 
 # ------------------------------------------------------------------------------------------------- limitations
