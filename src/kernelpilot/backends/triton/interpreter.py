@@ -1,7 +1,7 @@
 """Make the Triton interpreter (``TRITON_INTERPRET=1``) run real library kernels honestly on a CPU.
 
 Three gaps between the interpreter and compiled Triton make correct kernels fail or give wrong numbers on a
-machine without a GPU (measured on Triton 3.9 with Liger-Kernel 0.8.5; see docs of issue 10):
+machine without a GPU (measured on Triton 3.9 with Liger-Kernel 0.8.5, issue 10):
 
 1. **Float scalar arguments** reach the kernel as Python floats, so ``eps.to(tl.float32)`` raises
    ``AttributeError``. Compiled Triton types a Python float argument by ``triton.runtime.jit.mangle_type``
@@ -16,8 +16,8 @@ machine without a GPU (measured on Triton 3.9 with Liger-Kernel 0.8.5; see docs 
 3. **bf16 on raw bits**: the interpreter stores bf16 as ``uint16`` and its ``binary_op``, ``unary_op``, clamp,
    ``fma`` and ``dot`` apply numpy to those integers (1.5 * 1.5 gives garbage); its fp32 -> bf16 cast (also used
    by ``tl.store`` into a bf16 tensor) truncates, where compiled Triton rounds to nearest even; casts between
-   bf16 and integers/fp16/fp64 convert raw bits; ``tl.sum``/``max``/``min``/``argmax``/``cumsum`` of bf16 blocks
-   reduce the raw bits. Patch ``bf16_values``: decode to fp32 (exact), compute, round
+   bf16 and integers/fp16/fp64 convert raw bits; the reduction and scan fast paths (sum, min/max/argmax,
+   cumsum/cumprod) apply numpy to the raw bits of bf16 blocks. Patch ``bf16_values``: decode to fp32 (exact), compute, round
    back to bf16 to nearest even. For + - * / and sqrt this equals the correctly rounded bf16 result, because fp32
    has 24 >= 2*8+2 significand bits (double rounding is innocuous: Figueroa, "When is double rounding
    innocuous?", SIGNUM 1995). fp64 -> bf16 goes through fp32 (two roundings; a rare tie may land 1 ulp off).
@@ -330,7 +330,7 @@ def _patch_bf16(interp: ModuleType) -> str | None:
         return orig_clamp(self, arg, lo, hi, propagate_nans)
 
     def create_fma(self: Any, x: Any, y: Any, z: Any) -> Any:
-        if is_bf16(z):  # fp64 product of bf16 values is exact; one rounding fp64 -> fp32 -> bf16 is innocuous
+        if is_bf16(z):  # the fp64 product of bf16 values is exact; the sum is rounded fp64 -> fp32 -> bf16
             wide = np.multiply(_bf16_to_f32(x.data), _bf16_to_f32(y.data), dtype=np.float64) + _bf16_to_f32(z.data)
             return handle_cls(_f32_to_bf16(wide.astype(np.float32)), tl.bfloat16)
         return orig_fma(self, x, y, z)
