@@ -81,3 +81,16 @@ def test_check_passes_compiled_on_the_gpu(name):
     kf = load_kernel(LIBRARY / f"{name}.py")
     result = check_correctness(kf, resolve_shape(kf), kf.default_config, "cuda")
     assert result.passed, result.summary
+
+
+def test_tutorial_attention_without_its_source_or_gpu_says_what_is_missing(tmp_path, monkeypatch):
+    from kernelpilot.errors import ContractError
+
+    monkeypatch.setenv("KP_TRITON_TUTORIAL_ATTENTION", str(tmp_path / "absent.py"))
+    with pytest.raises(ContractError, match="absent.py is not there"):
+        load_kernel(LIBRARY / "triton_tutorial_attention.py", interpreted=True)
+    if not torch.cuda.is_available():
+        (tmp_path / "present.py").write_text("raise RuntimeError('must not be imported without a GPU')\n")
+        monkeypatch.setenv("KP_TRITON_TUTORIAL_ATTENTION", str(tmp_path / "present.py"))
+        with pytest.raises(ContractError, match="queries the GPU at import .* run on a GPU"):
+            load_kernel(LIBRARY / "triton_tutorial_attention.py", interpreted=True)
