@@ -40,7 +40,7 @@ for name in "${names[@]}"; do
   tail -n 5 "$RES/$name.bench.err"
   echo "== [$(( $(date +%s) - start )) s] $name: optimize"
   rm -rf "$RES/$name"
-  timeout "$OPT_LIMIT_S" $KP optimize "$file" --iterations "$ITER" --json --out "$RES/$name" \
+  timeout "$OPT_LIMIT_S" $KP optimize "$file" --budget-s "${OPT_BUDGET_S:-45}" --no-benchmark --json --out "$RES/$name" \
     > "$RES/$name.optimize.json" 2> "$RES/$name.optimize.err"; echo "rc=$?"
   tail -n 5 "$RES/$name.optimize.err"
 done

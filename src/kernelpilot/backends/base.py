@@ -64,6 +64,11 @@ class Backend(Protocol):
         """
         ...
 
+    def limitations(self, kf: KernelFile) -> str | None:
+        """When the kernel runs on a CPU emulation (Triton's interpreter): the constructs it cannot run exactly, in one
+        sentence naming them and saying to run on a GPU; None when there are none or on a GPU. Raises nothing."""
+        ...
+
     def export_config(self, config: dict[str, Any]) -> str:
         """``config`` written the way the language's users write it (``triton.Config({...}, num_warps=4)``)."""
         ...

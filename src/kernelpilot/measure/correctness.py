@@ -288,5 +288,8 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         bad = next(r for r in results if not r.passed)
         why = bad.error or next(o.reason for o in bad.outputs if not o.passed)
         summary = f"FAIL on seed {bad.seed}: {why}"
+        limits = kf.backend.limitations(kf) if kf.backend is not None else None
+        if limits:  # not a verdict on the kernel: the CPU emulation cannot run it exactly
+            summary += f" — {limits}"
     return CorrectnessResult(passed=passed, summary=summary, shape=shape, config=config, device=device,
                              reference_dtype=precision or "not run", deterministic=deterministic, seeds=results)

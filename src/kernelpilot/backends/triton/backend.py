@@ -46,6 +46,10 @@ class TritonBackend:
         """Import ``path`` (with ``TRITON_INTERPRET=1`` when ``interpreted``) and validate the contract; an
         ``@triton.autotune`` kernel without ``TUNABLES`` supplies the space. Raises ContractError."""
         use_interpreter(interpreted)
+        if interpreted:  # exact fixes for the interpreter's known faults, before the kernel module is imported
+            from kernelpilot.backends.triton.interpreter import install_workarounds
+
+            install_workarounds()
         module = import_module_file(Path(path), "kernel")
         derived = None
         found = find_autotuner(module) if not hasattr(module, "TUNABLES") else None
@@ -59,6 +63,18 @@ class TritonBackend:
         return build_kernel_file(Path(path), module, ref, interpreted=interpreted, derived=derived, backend=self,
                                  no_tunables_hint='define TUNABLES = {"BLOCK_SIZE": [256, 512, 1024], "num_warps": '
                                                   '[2, 4, 8]}, or decorate the kernel with @triton.autotune(configs=[...])')
+
+    def limitations(self, kf: KernelFile) -> str | None:
+        """Under the interpreter: what in the kernel the interpreter cannot run exactly (e.g. ``the Triton
+        interpreter cannot run libdevice.erfinv (in _kernel): run on a GPU``), else None. Raises nothing."""
+        if not kf.interpreted:
+            return None
+        from kernelpilot.backends.triton.interpreter import interpreter_note
+
+        try:
+            return interpreter_note(kf.module)
+        except Exception:  # noqa: BLE001 - a scan that cannot read the source says nothing
+            return None
 
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """``run_kernel(**inputs, **config)``; for an autotuned kernel the autotuner's config list becomes the one
