@@ -199,6 +199,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         from kernelpilot.kernels.contract import load_kernel, use_interpreter
 
         use_interpreter(opts.interpreted)
+        import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
+        import triton  # noqa: F401
+
         conn.send(("booted", None))  # kernelpilot imported: the start timeout now runs for the kernel file alone
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
         conn.send(("ready", None))
