@@ -72,7 +72,7 @@ def test_check_of_a_kernel_that_segfaults_names_the_signal(evil):
 
 def test_check_of_a_kernel_that_calls_os_exit_names_the_exit_code(evil):
     code, data = invoke_json("check", str(evil("os_exit")), "--timeout-s", "60")
-    assert_failed(code, data, "worker_crash", "exited with code 3")
+    assert_failed(code, data, "worker_crash", "exit code 3")
 
 
 def test_check_of_a_kernel_that_hangs_times_out(evil):
@@ -194,3 +194,38 @@ def test_api_static_space_records_a_hang_per_config(tmp_path):
     space = inspect_space(path, shape={"N": 4096}, max_workers=1, timeout_s=5)
     stages = [(r.config["BLOCK_SIZE"], r.status, getattr(r, "failure", None)) for r in space.results]
     assert stages == [(128, "failed", "timeout"), (256, "ok", None), (512, "ok", None)]
+
+
+# ----------------------------------------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind, failure, fragment", [("exit_run", "worker_crash", "sys.exit(0)"),
+                                                     ("segfault", "worker_crash", "SIGSEGV"),
+                                                     ("hang", "timeout", "no answer within 10 s")])
+def test_gpu_profile_light_of_a_misbehaving_kernel_fails_typed(evil, kind, failure, fragment):
+    code, data = invoke_json("profile", str(evil(kind)), "--light", "--timeout-s", "10" if kind == "hang" else "120")
+    assert_failed(code, data, failure, fragment)
+
+
+@pytest.mark.gpu
+def test_gpu_profile_with_ncu_of_a_kernel_that_exits_is_an_error_not_a_traceback(evil, tmp_path):
+    code, data = invoke_json("profile", str(evil("exit_run")), "--out", str(tmp_path / "k.ncu-rep"),
+                             "--timeout-s", "120")
+    assert code == 1 and data["error"] in ("ProfileError", "KernelFailed") and data["message"] and data["hint"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("command", ["check", "bench"])
+def test_gpu_check_and_bench_of_a_segfaulting_kernel_fail_typed(evil, command):
+    code, data = invoke_json(command, str(evil("segfault")), "--timeout-s", "120")
+    assert_failed(code, data, "worker_crash", "SIGSEGV")
+
+
+@pytest.mark.gpu
+def test_gpu_bench_baselines_run_in_the_worker():
+    code, data = invoke_json("bench", str(EXAMPLES / "vector_add.py"), "--baselines", "--shape", "N=1048576")
+    assert code == 0 and data["timing"]["is_measurement"]
+    names = [r["name"] for r in data["baselines"]["rows"]]
+    assert any(n.startswith("torch.compile") for n in names)
+    assert all(r["timing"] is not None for r in data["baselines"]["rows"]), data["baselines"]["rows"]

@@ -1258,7 +1258,8 @@ def inspect_space(kernel_path: str | Path, shape: Optional[dict[str, Any]] = Non
 
     Raises:
         ContractError: bad kernel file, shape, arch or ``limit < 1``.
-        KernelRunError: a worker process died (see :func:`run_tasks`).
+        KernelRunError: a worker process died (see :func:`run_tasks`; not with ``timeout_s``).
+        KernelFailed: with ``timeout_s``, importing the kernel file exited, crashed, hung or raised.
     """
     if limit is not None and limit < 1:
         raise ContractError(f"--limit {limit} must be at least 1", "e.g. --limit 32")

@@ -64,8 +64,9 @@ def classify_exception(exc: BaseException) -> Status:
 
 
 def exit_text(exitcode: int | None) -> str:
-    """How a process ended, from :attr:`multiprocessing.Process.exitcode`: ``"exited with code 3"``, ``"killed by
-    signal SIGSEGV (11)"`` (a negative exit code is the signal number), or ``"exit code unknown"``. Raises nothing."""
+    """How a process ended, from :attr:`multiprocessing.Process.exitcode`: ``"exit code 3"``, ``"exit code -11:
+    killed by signal SIGSEGV (11)"`` (a negative exit code is the signal number), or ``"exit code unknown"``.
+    Raises nothing."""
     if exitcode is None:
         return "exit code unknown"
     if exitcode < 0:
@@ -73,8 +74,8 @@ def exit_text(exitcode: int | None) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = "signal"
-        return f"killed by signal {name} ({-exitcode})"
-    return f"exited with code {exitcode}"
+        return f"exit code {exitcode}: killed by signal {name} ({-exitcode})"
+    return f"exit code {exitcode}"
 
 
 def _exit_code(exc: SystemExit) -> int:

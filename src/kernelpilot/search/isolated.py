@@ -19,7 +19,7 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.search.worker import Worker, WorkerOptions, default_devices
 
-__all__ = ["DEFAULT_TIMEOUT_S", "IsolatedKernel", "run_isolated"]
+__all__ = ["DEFAULT_TIMEOUT_S", "InProcessKernel", "IsolatedKernel", "run_isolated"]
 
 #: Default ``--timeout-s``: seconds one request (a check over 3 seeds, a timing with baselines) may take. A
 #: torch.compile of the reference takes tens of seconds on first use; interpreted Triton on a CPU is slow too.
@@ -120,6 +120,37 @@ class IsolatedKernel:
         if self._entered:
             self._entered = False
             self._env.__exit__(None, None, None)
+
+
+class InProcessKernel:
+    """:class:`IsolatedKernel`'s interface with no isolation: the kernel file is loaded and the named functions run
+    in this process (no timeout, no crash detection). For tests that replace kernelpilot internals in this process
+    (a pretend GPU) and for debugging with a Python debugger; commands never use it.
+
+    Raises:
+        ContractError: the kernel file breaks the contract (on construction).
+    """
+
+    def __init__(self, kernel: str | Path, ref: str | Path | None = None, *, interpreted: bool,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, **_: Any) -> None:
+        from kernelpilot.kernels.contract import load_kernel
+
+        self.opts = WorkerOptions(kernel=str(kernel), ref=str(ref) if ref else None, shape={}, interpreted=interpreted)
+        self.device = "cpu" if interpreted else "cuda:0"
+        self.kf = load_kernel(kernel, ref, interpreted=interpreted)
+
+    def __enter__(self) -> InProcessKernel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def call(self, target: str, *args: Any) -> Any:
+        """``function(kf, opts, device, *args)`` run here; raises whatever it raises."""
+        import importlib
+
+        module, name = target.split(":", 1)
+        return getattr(importlib.import_module(module), name)(self.kf, self.opts, self.device, *args)
 
 
 def run_isolated(kernel: str | Path, target: str, *args: Any, ref: str | Path | None = None, interpreted: bool,

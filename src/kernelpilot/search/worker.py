@@ -3,7 +3,9 @@
 A worker is a fresh Python process (``spawn``) bound to one device (``cuda:<i>`` through
 ``CUDA_VISIBLE_DEVICES``, or ``cpu`` for the Triton interpreter). It loads the kernel file once and answers
 requests over a pipe: evaluate a config (first launch → correctness over 3 seeds → timing → speed-of-light
-check), or take interleaved A/B samples of two configs. The parent never runs kernel code, so:
+check), take interleaved A/B samples of two configs, or run a named function on the loaded kernel
+(:meth:`Worker.call`: how ``check``, ``bench``, ``profile``, ``inspect`` and ``pipeline`` run kernel code, through
+:mod:`kernelpilot.search.isolated`). The parent never runs kernel code, so:
 
 * an exception is classified (:func:`classify_exception`) into ``compile_error``, ``illegal_memory_access``
   or ``runtime_error`` and returned;
@@ -11,7 +13,9 @@ check), or take interleaved A/B samples of two configs. The parent never runs ke
   ``illegal_memory_access`` and the worker is replaced before the next config (its context is unusable);
 * a hang is caught by the parent's per-request timeout: the worker is killed and replaced, the config is
   recorded as ``timeout``;
-* a worker that dies (segfault, OOM kill) is recorded as ``worker_crash`` and replaced.
+* a worker that dies (segfault, ``os._exit``, OOM kill) is recorded as ``worker_crash`` (its exit code or signal
+  named) and replaced; a ``sys.exit`` in kernel code is caught in the child (``SystemExit`` is a BaseException)
+  and reported as a ``worker_crash`` too (:func:`kernelpilot.search.failures.describe_exception`).
 
 This is the runner layer of Kernel Tuner's strategy → runner → device → back end: strategies never see a
 process, only :class:`kernelpilot.search.model.Evaluation` objects.
@@ -22,10 +26,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-import traceback
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
@@ -227,8 +230,8 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
             elif kind == "call":
                 conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
-        except BaseException as exc:  # noqa: BLE001
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+        except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
+            conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
 
 
 # ---------------------------------------------------------------------------------------------------- parent side
@@ -390,6 +393,10 @@ class Worker:
     def _failed(self, config: dict[str, Any], kind: str, payload: Any, t0: float) -> Evaluation:
         """The :class:`Evaluation` of a request that got no answer (a hang, a dead worker, an unexpected error)."""
         status: Status = {"timeout": "timeout", "crash": "worker_crash"}.get(kind, "runtime_error")  # type: ignore[assignment]
+        if kind == "raised":  # the request raised in the worker (e.g. sys.exit in run_kernel): typed, worker replaced
+            status = payload["failure"] if payload.get("failure") in get_args(Status) else "runtime_error"
+            payload = payload["message"]
+            self._kill()
         return Evaluation(config=config, status=status, message=str(payload)[:2000], wall_s=time.monotonic() - t0,
                           worker=self.device, measured=not self.opts.interpreted)
 
