@@ -124,6 +124,9 @@ def gpu_without_ncu(monkeypatch):
     monkeypatch.setattr(api, "roofline_for", lambda kf, shape, device, gpu: (_small_roofline(), None, ""))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # static inspection compiles for sm_90
+    from kernelpilot.search.isolated import InProcessKernel  # the patches above hold in this process only
+
+    monkeypatch.setattr(api, "IsolatedKernel", InProcessKernel)
 
     def failing(kind: str):
         cls, message = NCU_FAILURES[kind] if kind in NCU_FAILURES else ("ProfileError", kind)

@@ -28,6 +28,7 @@ from kernelpilot.records.models import RunInfo, outcome_from_json
 from kernelpilot.records.workspace import Workspace, read_json, write_text
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.report.final import render_final_report
+from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
 __all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult"]
@@ -38,22 +39,34 @@ def bundled_example(name: str = "softmax") -> Path:
     return Path(kernelpilot.__file__).resolve().parent / "examples" / f"{name}.py"
 
 
-def _load(kernel: str | Path, ref: str | Path | None) -> tuple[KernelFile, str]:
-    device = detect_device()
-    return load_kernel(kernel, ref, interpreted=(device == "cpu")), device
-
-
 def env(*, probe_ncu: bool = True) -> EnvInfo:
     """Provenance of this machine (see :func:`kernelpilot.measure.env.collect_env`)."""
     return collect_env(probe_ncu=probe_ncu)
 
 
+def _here(device: str) -> str:
+    """The torch device of a worker bound to ``device`` (``"cuda:<i>"`` -> ``"cuda"``)."""
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
 def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-          ref: str | Path | None = None, n_seeds: int = 3) -> CorrectnessResult:
-    """Correctness of one config on ``n_seeds`` fresh input sets (raises ContractError on a broken file)."""
-    kf, device = _load(kernel, ref)
-    return check_correctness(kf, resolve_shape(kf, shape), resolve_config(kf, config), device,
-                             seeds=tuple(range(n_seeds)))
+          ref: str | Path | None = None, n_seeds: int = 3, timeout_s: float = DEFAULT_TIMEOUT_S) -> CorrectnessResult:
+    """Correctness of one config on ``n_seeds`` fresh input sets, run in an isolated worker process.
+
+    Raises:
+        ContractError: the kernel file, shape or config breaks the contract.
+        KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised outside a seed.
+    """
+    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+        return CorrectnessResult.model_validate_json(
+            iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds))
+
+
+def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+                     config: dict[str, Any] | None, n_seeds: int) -> str:
+    """Worker side of :func:`check`: the CorrectnessResult as JSON."""
+    return check_correctness(kf, resolve_shape(kf, shape), resolve_config(kf, config), _here(device),
+                             seeds=tuple(range(n_seeds))).model_dump_json()
 
 
 class BenchResult(BaseModel):
@@ -70,25 +83,39 @@ class BenchResult(BaseModel):
 
 
 def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-          ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None) -> BenchResult:
-    """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU).
+          ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None,
+          timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchResult:
+    """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU), in an isolated worker.
 
-    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs.
+    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker.
+
+    Raises:
+        ContractError / SpecError: bad kernel file, shape, config or ``gpu``.
+        KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised.
     """
+    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+        return BenchResult.model_validate_json(
+            iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu))
+
+
+def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+                     config: dict[str, Any] | None, baselines: bool, gpu: str | None) -> str:
+    """Worker side of :func:`bench`: the BenchResult as JSON."""
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timing import time_callable
 
-    kf, device = _load(kernel, ref)
+    dev = _here(device)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
-    case = make_case(kf, shp, 0, device)
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), device, before_each=case.before_launch)
-    roof, _, _ = roofline_for(kf, shp, device, gpu)
+    roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
+    case = make_case(kf, shp, 0, dev)
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), dev, before_each=case.before_launch)
     measured = timing.is_measurement and roof is not None
     return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
                        floor_ns=roof.floor_ns if roof else None,
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
-                       baselines=run_benchmark(kf, shp, cfg, device) if baselines else None)
+                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing) if baselines else None
+                       ).model_dump_json()
 
 
 class ProfileResult(BaseModel):
@@ -105,16 +132,19 @@ class ProfileResult(BaseModel):
 
 def profile(kernel: str | Path | None = None, *, report: str | Path | None = None, out: str | Path | None = None,
             shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-            ref: str | Path | None = None, light: bool = False) -> ProfileResult:
+            ref: str | Path | None = None, light: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> ProfileResult:
     """Profile a kernel with ncu (GPU), or read an existing ``report`` (no GPU needed); then judge it.
 
     When ncu is missing or may not read counters, falls back to the light profile (timing + roofline + compile
     metadata, :mod:`kernelpilot.profile.light`) behind the same result; ``light=True`` asks for that profile
-    directly (no ncu run; the card says which evidence it had).
+    directly (no ncu run; the card says which evidence it had). The kernel code runs in an isolated worker
+    (resolving shape and config, the light card's timing) or in ncu's own child process, never here.
 
     Raises:
         ToolMissingError: profiling requested without a GPU.
         ReportError / ProfileError: the report cannot be read, or ncu failed for another reason.
+        ContractError: the kernel file, shape or config breaks the contract.
+        KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised in the worker.
     """
     if report is None:
         if kernel is None:
@@ -122,17 +152,17 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
         if detect_device() != "cuda":
             raise ToolMissingError("profiling needs a CUDA GPU; none is visible",
                                    "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
-        kf = load_kernel(kernel, ref)
-        shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
-        if light:
-            return _light(kf, shp, cfg, "light profile requested (--light): no ncu run")
-        path = Path(out) if out else Path(f"{kf.name}.ncu-rep")
-        try:
-            report = profile_kernel(kf.path, shp, cfg, path, ref=Path(ref) if ref else None)
-        except (ToolMissingError, ProfileError) as exc:
-            if isinstance(exc, ProfileError) and "ERR_NVGPUCTRPERM" not in exc.message:
-                raise
-            return _light(kf, shp, cfg, exc.message)
+        with IsolatedKernel(kernel, ref, interpreted=False, timeout_s=timeout_s) as iso:
+            path, name, shp, cfg = iso.call("kernelpilot.api:_resolve_in_worker", shape, config)
+            if light:
+                return _light(iso, shp, cfg, "light profile requested (--light): no ncu run")
+            dest = Path(out) if out else Path(f"{name}.ncu-rep")
+            try:
+                report = profile_kernel(Path(path), shp, cfg, dest, ref=Path(ref) if ref else None)
+            except (ToolMissingError, ProfileError) as exc:
+                if isinstance(exc, ProfileError) and "ERR_NVGPUCTRPERM" not in exc.message:
+                    raise
+                return _light(iso, shp, cfg, exc.message)
     kernels = read_report(report)
     main = main_kernel(kernels)
     verdict = judge(main)
@@ -140,7 +170,20 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
                          card=card_from_metrics(main, verdict))
 
 
-def _light(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], reason: str) -> ProfileResult:
+def _resolve_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+                       config: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """Worker side of :func:`profile`: (kernel path, kernel name, resolved shape, resolved config)."""
+    return str(kf.path), kf.name, resolve_shape(kf, shape), resolve_config(kf, config)
+
+
+def _light(iso: IsolatedKernel, shape: dict[str, Any], config: dict[str, Any], reason: str) -> ProfileResult:
+    """The light profile (no ncu), its timing taken in the isolated worker ``iso``."""
+    return ProfileResult.model_validate_json(iso.call("kernelpilot.api:_light_in_worker", shape, config, reason))
+
+
+def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any],
+                     reason: str) -> str:
+    """Worker side of :func:`_light`: time the config, place it on the roofline, read compile metadata (JSON)."""
     import torch
 
     from kernelpilot.kernels.contract import make_case, run_kernel
@@ -152,7 +195,7 @@ def _light(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], reason
     roof, _, _ = roofline_for(kf, shape, "cuda", None)
     card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
-    return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card)
+    return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()
 
 
 class RooflineResult(BaseModel):

@@ -30,6 +30,8 @@ JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 ShapeOpt = typer.Option(None, "--shape", help="Override a shape value, e.g. --shape M=8192 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Override a tunable, e.g. --config BLOCK_SIZE=1024 (repeatable).")
 RefOpt = typer.Option(None, "--ref", help="A file defining reference(**inputs), if not in the kernel file.")
+TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds the kernel's worker process may take (importing the "
+                          "file, then the command's work) before it is killed and the run fails as a timeout.")
 
 
 def _dump(obj: Any) -> str:
@@ -85,8 +87,10 @@ def env(as_json: bool = JsonOpt,
 @app.command()
 def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, seeds: int = typer.Option(3, help="Fresh input sets to check."),
-          as_json: bool = JsonOpt) -> None:
-    """Correctness against a float64 reference on fresh seeds (exit 1 when incorrect)."""
+          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Correctness against a float64 reference on fresh seeds (exit 1 when incorrect).
+
+    The kernel runs in an isolated worker process: an exit, crash, hang or exception is a typed failure."""
     from kernelpilot import api
 
     def human(r: Any) -> None:
@@ -102,15 +106,18 @@ def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
         out.print(t)
 
     _run(as_json, lambda: api.check(kernel, shape=_kv(shape, "--shape"), config=_kv(config, "--config"), ref=ref,
-                                    n_seeds=seeds), human, ok=lambda r: r.passed)
+                                    n_seeds=seeds, timeout_s=timeout_s), human, ok=lambda r: r.passed)
 
 
 @app.command()
 def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, baselines: bool = typer.Option(False, help="Also time PyTorch eager and torch.compile."),
           gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
-          as_json: bool = JsonOpt) -> None:
-    """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline."""
+          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
+
+    The kernel (and the baselines) run in an isolated worker process: an exit, crash, hang or exception is a typed
+    failure."""
     from kernelpilot import api
     from kernelpilot.report.benchmark import render_benchmark_md
 
@@ -126,7 +133,8 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
             out.print(render_benchmark_md(r.baselines))
 
     _run(as_json, lambda: api.bench(kernel, shape=_kv(shape, "--shape"), config=_kv(config, "--config"), ref=ref,
-                                    baselines=baselines, gpu=gpu), human, ok=lambda r: not r.impossible)
+                                    baselines=baselines, gpu=gpu, timeout_s=timeout_s), human,
+         ok=lambda r: not r.impossible)
 
 
 @app.command()
@@ -135,7 +143,7 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         output: Optional[Path] = typer.Option(None, "--out", help="Where to write the new .ncu-rep."),
         shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
         light: bool = typer.Option(False, "--light", help="No ncu: timing + roofline + compile metadata card."),
-        as_json: bool = JsonOpt) -> None:
+        timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Nsight Compute profile (or a saved report): normalized metrics and the verdict."""
     from kernelpilot import api
 
@@ -161,7 +169,8 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         out.print(r.card.to_markdown(), markup=False)
 
     _run(as_json, lambda: api.profile(kernel, report=report, out=output, shape=_kv(shape, "--shape"),
-                                      config=_kv(config, "--config"), ref=ref, light=light), human)
+                                      config=_kv(config, "--config"), ref=ref, light=light, timeout_s=timeout_s),
+         human)
 
 
 @app.command()

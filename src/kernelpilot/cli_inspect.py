@@ -14,6 +14,14 @@ import typer
 from rich.table import Table
 
 ArchOpt = typer.Option(None, "--arch", help="Target GPU arch, e.g. sm_90 (default: this GPU, else sm_90).")
+TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one config (the kernel file's setup and run_kernel, "
+                          "the compile) may take in its isolated worker before it fails as a timeout.")
+
+
+def _no_worker_failure(results: list[Any]) -> bool:
+    """False when a config's worker exited, crashed or hung (the kernel file misbehaved: the command exits 1);
+    compile and resource failures are results, not faults of the command."""
+    return not any(getattr(r, "stage", None) == "worker" for r in results)
 
 
 def _fmt_widths(widths: dict[Any, int]) -> str:
@@ -79,6 +87,8 @@ def _failure_code(r: Any) -> str:
         return f"OOR {what}"
     if r.stage == "capture":
         return "rejected"
+    if r.stage == "worker":
+        return r.failure or "worker"
     return r.stage
 
 
@@ -175,8 +185,11 @@ def register(app: typer.Typer) -> None:
                                                              "plus a seeded sample)."),
                     workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: CPU cores)."),
                     save: Optional[Path] = typer.Option(None, "--save", help="Also write the cubin, PTX and SASS here."),
-                    as_json: bool = JsonOpt) -> None:
-        """Compile for a target GPU without one: registers, spills, shared memory, occupancy, SASS mix."""
+                    timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+        """Compile for a target GPU without one: registers, spills, shared memory, occupancy, SASS mix.
+
+        The kernel file runs only in isolated worker processes: a config whose run_kernel exits, crashes or hangs
+        is a typed failure (one row of the --all-configs table; exit 1)."""
         from kernelpilot.cli import _kv, _run
         from kernelpilot.profile import static
 
@@ -194,25 +207,32 @@ def register(app: typer.Typer) -> None:
                     err.print(f"[dim]inspected {done}/{total} configs, {time.monotonic() - start:.0f} s[/]")
 
             _run(as_json, lambda: static.inspect_space(kernel, shape=shp or None, arch=arch, max_workers=workers,
-                                                       limit=limit, progress=progress), _human_space)
+                                                       limit=limit, progress=progress, timeout_s=timeout_s),
+                 _human_space, ok=lambda r: _no_worker_failure(r.results))
         else:
-            _run(as_json, lambda: static.inspect_config(kernel, cfg, shape=shp or None, arch=arch, save_dir=save),
-                 _human_static)
+            _run(as_json, lambda: static.inspect_config(kernel, cfg, shape=shp or None, arch=arch, save_dir=save,
+                                                        timeout_s=timeout_s), _human_static)
 
     @app.command("pipeline")
     def pipeline_cmd(kernel: Path, config: Optional[list[str]] = typer.Option(
             None, "--config", help="One config to analyse, e.g. --config BLOCK_K=64 --config num_stages=3 (default: "
                                    "DEFAULT_CONFIG and its num_stages and BLOCK_K variants)."),
-            shape: Optional[list[str]] = ShapeOpt, arch: Optional[str] = ArchOpt, as_json: bool = JsonOpt) -> None:
-        """Software pipelining of a tiled tl.dot kernel: ratio, stages, occupancy cliff, SASS main loop."""
+            shape: Optional[list[str]] = ShapeOpt, arch: Optional[str] = ArchOpt, timeout_s: float = TimeoutOpt,
+            as_json: bool = JsonOpt) -> None:
+        """Software pipelining of a tiled tl.dot kernel: ratio, stages, occupancy cliff, SASS main loop.
+
+        The kernel file runs only in isolated worker processes; a requested --config that fails is an error."""
         from kernelpilot.cli import _kv, _run
         from kernelpilot.profile import pipeline as pl
 
         cfg, shp = _kv(config, "--config"), _kv(shape, "--shape")
 
         def work() -> dict[str, Any]:
-            configs = [cfg] if cfg else pl.default_pipeline_configs(kernel)
-            reports = pl.analyze_pipelines(kernel, configs, shape=shp or None, arch=arch)
+            if cfg:
+                reports: list[Any] = [pl.analyze_pipeline(kernel, cfg, shape=shp or None, arch=arch,
+                                                          timeout_s=timeout_s)]
+            else:
+                reports = pl.analyze_pipelines(kernel, None, shape=shp or None, arch=arch, timeout_s=timeout_s)
             return {"kernel_file": str(Path(kernel).resolve()), "n_configs": len(reports), "reports": reports}
 
-        _run(as_json, work, _human_pipelines)
+        _run(as_json, work, _human_pipelines, ok=lambda r: _no_worker_failure(r["reports"]))

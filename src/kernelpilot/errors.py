@@ -57,6 +57,26 @@ class KernelRunError(KernelpilotError):
     """The kernel raised, crashed the GPU context, or timed out while being checked, timed or profiled."""
 
 
+class KernelFailed(KernelRunError):
+    """The kernel file failed inside its isolated worker process, with a typed failure.
+
+    Args:
+        message: what happened, naming the kernel file and (for a dead process) its exit code or signal.
+        hint: what to do next.
+        failure: the failure status, in the vocabulary of :data:`kernelpilot.search.model.Status`: ``timeout``
+            (no answer within ``--timeout-s``), ``worker_crash`` (the process died: a segfault, ``os._exit``, or a
+            ``sys.exit`` the worker caught), ``compile_error``, ``runtime_error``, ``illegal_memory_access``, ...
+    """
+
+    def __init__(self, message: str, hint: str = "", failure: str = "runtime_error") -> None:
+        super().__init__(message, hint)
+        self.failure = failure
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"error", "message", "hint", "failure"}``: the base fields plus the typed failure status."""
+        return {**super().to_dict(), "failure": self.failure}
+
+
 class RunFolderError(KernelpilotError):
     """The run folder cannot be used (exists and is not a kernelpilot run, or a record in it is corrupt)."""
 

@@ -29,7 +29,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.errors import ContractError, KernelRunError
+from kernelpilot.errors import ContractError
 from kernelpilot.profile.occupancy import ARCH_LIMITS, limits_for
 from kernelpilot.profile.pipeline_math import (  # re-exported: the arithmetic keeps its old import path
     RATIO_HIGH,
@@ -46,10 +46,14 @@ from kernelpilot.profile.sass_loop import MainLoopCheck, check_main_loop, find_m
 from kernelpilot.profile.static import (
     StaticFailure,
     StaticReport,
+    config_tasks,
     inspect_configs,
+    isolated_workers,
     parse_arch,
     parse_sass,
+    raise_static_failure,
     read_kernel_meta,
+    run_isolated_tasks,
 )
 from kernelpilot.search.guided import tunable_role
 
@@ -239,14 +243,17 @@ def _stage_candidates(tunables: dict[str, list[Any]]) -> Optional[list[int]]:
     return None
 
 
-def default_pipeline_configs(kernel_path: str | Path) -> list[dict[str, Any]]:
+def default_pipeline_configs(kernel_path: str | Path,
+                             meta: Optional[tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]] = None
+                             ) -> list[dict[str, Any]]:
     """Configs ``kernelpilot pipeline`` shows by default: DEFAULT_CONFIG, then it with each other num_stages
-    candidate, then with each other BLOCK_K candidate (the two knobs the analysis is about).
+    candidate, then with each other BLOCK_K candidate (the two knobs the analysis is about). ``meta``: the file's
+    :func:`~kernelpilot.profile.static.read_kernel_meta`, already read (in an isolated worker).
 
     Raises:
         ContractError: the kernel file breaks the contract or has no tile tunables.
     """
-    _, tunables, default, _ = read_kernel_meta(kernel_path)
+    _, tunables, default, _ = meta or read_kernel_meta(kernel_path)
     names = tile_tunables(default)
     out = [dict(default)]
     for name in [n for n in tunables if tunable_role(n) == "stages"] + [names["K"]]:
@@ -257,24 +264,36 @@ def default_pipeline_configs(kernel_path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def analyze_pipelines(kernel_path: str | Path, configs: list[dict[str, Any]], shape: Optional[dict[str, Any]] = None,
-                      arch: Optional[str] = None, max_workers: Optional[int] = None
+def analyze_pipelines(kernel_path: str | Path, configs: Optional[list[dict[str, Any]]], shape: Optional[dict[str, Any]] = None,
+                      arch: Optional[str] = None, max_workers: Optional[int] = None, timeout_s: Optional[float] = None
                       ) -> list[Union[PipelineReport, StaticFailure]]:
     """Compile several configs (in parallel) and analyse each; a config that fails to compile or load is returned
-    as its :class:`StaticFailure`.
+    as its :class:`StaticFailure`. ``configs`` None: :func:`default_pipeline_configs`. ``timeout_s``: run the kernel
+    file only in isolated workers with this limit a config (see :func:`kernelpilot.profile.static.inspect_configs`);
+    a config whose worker exits, crashes or hangs is a ``stage="worker"`` failure.
 
     Raises:
         ContractError: bad kernel file, config, shape or arch, or no tile tunables.
+        KernelFailed: with ``timeout_s``, importing the kernel file exited, crashed, hung or raised.
     """
-    _, tunables, default, _ = read_kernel_meta(kernel_path)
-    tile_tunables({**default})
-    candidates = _stage_candidates(tunables)
-    results = inspect_configs(kernel_path, configs, shape=shape, arch=arch, max_workers=max_workers, keep_sass=True)
+    if timeout_s is None:
+        meta = read_kernel_meta(kernel_path)
+        tile_tunables({**meta[2]})
+        results = inspect_configs(kernel_path, configs or default_pipeline_configs(kernel_path, meta), shape=shape,
+                                  arch=arch, max_workers=max_workers, keep_sass=True)
+    else:
+        with isolated_workers(kernel_path, max_workers, timeout_s) as (iso, meta):
+            tile_tunables({**meta[2]})
+            tasks = config_tasks(kernel_path, configs or default_pipeline_configs(kernel_path, meta), shape, arch,
+                                 keep_sass=True, meta=meta)
+            results = run_isolated_tasks(iso, tasks)
+    candidates = _stage_candidates(meta[1])
     return [pipeline_from_static(r, candidates) if isinstance(r, StaticReport) else r for r in results]
 
 
 def analyze_pipeline(kernel_path: str | Path, config: Optional[dict[str, Any]] = None,
-                     shape: Optional[dict[str, Any]] = None, arch: Optional[str] = None) -> PipelineReport:
+                     shape: Optional[dict[str, Any]] = None, arch: Optional[str] = None,
+                     timeout_s: Optional[float] = None) -> PipelineReport:
     """Software-pipelining analysis of one config: ratio, shared memory per stage and for S stages (model vs
     compiled), the largest S under the per-block limit, the occupancy cliff, a num_stages recommendation and the SASS
     main-loop check.
@@ -288,12 +307,12 @@ def analyze_pipeline(kernel_path: str | Path, config: Optional[dict[str, Any]] =
     Raises:
         ContractError: bad kernel file, config, shape or arch; no tile tunables; or run_kernel rejected the config.
         KernelRunError: the config did not compile, or cannot load on the target (e.g. too much shared memory).
+        KernelFailed: with ``timeout_s`` (an isolated worker, see :func:`analyze_pipelines`), the kernel file
+            exited, crashed, hung or raised.
     """
     if arch is not None:
         parse_arch(arch)
-    result = analyze_pipelines(kernel_path, [config or {}], shape=shape, arch=arch)[0]
+    result = analyze_pipelines(kernel_path, [config or {}], shape=shape, arch=arch, timeout_s=timeout_s)[0]
     if isinstance(result, StaticFailure):
-        cls = ContractError if result.stage in ("load", "capture") else KernelRunError
-        raise cls(f"{Path(result.kernel_file).name} {result.config}: {result.stage} failed: {result.error_type}: "
-                  f"{result.message}", result.hint)
+        raise_static_failure(result, f"{Path(result.kernel_file).name} {result.config}")
     return result

@@ -244,12 +244,15 @@ class StaticFailure(BaseModel):
         kernel_file, config, arch: what was attempted.
         stage: where it failed: ``"load"`` (kernel file), ``"capture"`` (setup/run_kernel raised, e.g. a
             ValueError for an impossible tile), ``"compile"`` (Triton or ptxas), ``"resources"`` (compiled, but the
-            block would not load on the target: shared memory over the per-block limit, or no block fits an SM).
+            block would not load on the target: shared memory over the per-block limit, or no block fits an SM),
+            ``"worker"`` (inspected in an isolated worker that exited, crashed or hung: see ``failure``).
         error_type: the exception's class name (``OutOfResources``, ``ValueError``, ``CompilationError``, ...).
         message: the exception's message (for ``resources``: the message Triton raises at load on a GPU).
         hint: what to change.
         shared_mem_bytes, registers_per_thread: what the compile needed, when it got that far.
         compile_s: seconds spent before failing.
+        failure: for ``stage="worker"``, the typed failure (:data:`kernelpilot.search.model.Status`: ``timeout``,
+            ``worker_crash``, ...); None otherwise.
     """
 
     status: Literal["failed"] = "failed"
@@ -263,6 +266,7 @@ class StaticFailure(BaseModel):
     shared_mem_bytes: Optional[int] = None
     registers_per_thread: Optional[int] = None
     compile_s: float = 0.0
+    failure: Optional[str] = None
 
 
 StaticResult = Union[StaticReport, StaticFailure]
@@ -1078,8 +1082,8 @@ def _check_shape_keys(shape: Optional[dict[str, Any]], known: dict[str, Any], pa
 def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shape: Optional[dict[str, Any]] = None,
                     arch: Optional[str] = None, max_workers: Optional[int] = None, *, keep_sass: bool = False,
                     save_dir: str | Path | None = None, in_process: Optional[bool] = None,
-                    spill_bytes: bool = True, progress: Optional[Callable[[int, int], None]] = None
-                    ) -> list[StaticResult]:
+                    spill_bytes: bool = True, progress: Optional[Callable[[int, int], None]] = None,
+                    timeout_s: Optional[float] = None) -> list[StaticResult]:
     """Compile several configs of one kernel file for ``arch`` (in parallel) and read their binaries.
 
     Args:
@@ -1094,6 +1098,9 @@ def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shap
         spill_bytes: for configs with local memory, rerun ``ptxas -v`` on the PTX to split it into spill store and
             load bytes (costs one more ptxas run per spilling config).
         progress: called as ``progress(done, total)`` after each config.
+        timeout_s: run every config in an isolated worker (:func:`isolated_workers`) that may take this many seconds
+            a config; a config whose worker exits, crashes or hangs is a ``stage="worker"`` failure and the others
+            go on. None: the process pool (or this process) as ``in_process`` says, without a timeout.
 
     Returns:
         One :class:`StaticReport` or :class:`StaticFailure` per config, in order; failures are recorded, not raised.
@@ -1101,27 +1108,89 @@ def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shap
     Raises:
         ContractError: the kernel file breaks the contract, a config or shape names unknown tunables/dimensions, or
             the arch is not an arch name.
-        KernelRunError: a worker process died (see :func:`run_tasks`).
+        KernelRunError: a worker process died (see :func:`run_tasks`; not with ``timeout_s``).
+        KernelFailed: with ``timeout_s``, importing the kernel file exited, crashed, hung or raised.
     """
+    if timeout_s is not None:
+        with isolated_workers(kernel_path, max_workers, timeout_s) as (iso, meta):
+            tasks = config_tasks(kernel_path, configs, shape, arch, keep_sass=keep_sass, save_dir=save_dir,
+                                 spill_bytes=spill_bytes, meta=meta)
+            return run_isolated_tasks(iso, tasks, progress)
     tasks = config_tasks(kernel_path, configs, shape, arch, keep_sass=keep_sass, save_dir=save_dir,
                          spill_bytes=spill_bytes)
     return run_tasks(tasks, max_workers=max_workers, in_process=in_process, progress=progress)
 
 
+@contextlib.contextmanager
+def isolated_workers(kernel_path: str | Path, max_workers: Optional[int], timeout_s: float
+                     ) -> Iterator[tuple[Any, tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]]]:
+    """Compile-mode isolated workers for ``kernel_path`` (:class:`~kernelpilot.search.isolated.IsolatedKernel`, up
+    to ``max_workers``, default CPU cores; ``TRITON_INTERPRET`` removed while they start) and the file's
+    :func:`read_kernel_meta`, read in the first worker: this process never imports the kernel file.
+
+    Raises:
+        ContractError: the kernel file breaks the contract.
+        KernelFailed: importing the kernel file exited, crashed, hung (over ``timeout_s``) or raised.
+    """
+    from kernelpilot.search.isolated import IsolatedKernel
+
+    with IsolatedKernel(kernel_path, interpreted=False, timeout_s=timeout_s, device="cpu",
+                        max_workers=max_workers or os.cpu_count() or 1, env=_without_interpreter_env()) as iso:
+        yield iso, iso.call("kernelpilot.profile.static_isolated:_meta_in_worker")
+
+
+def run_isolated_tasks(iso: Any, tasks: list[dict[str, Any]], progress: Optional[Callable[[int, int], None]] = None
+                       ) -> list[StaticResult]:
+    """Inspect prepared tasks in the workers of :func:`isolated_workers`, in task order; a worker that exits,
+    crashes or hangs on a config gives that config a ``stage="worker"`` :class:`StaticFailure` with ``failure`` set.
+    ``progress(done, total)`` after each config. Raises nothing for a config's own failure."""
+    def failed(task: dict[str, Any], exc: KernelpilotError) -> StaticResult:
+        return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
+                             stage="worker", error_type=type(exc).__name__, message=exc.message[:4000],
+                             hint=exc.hint, failure=getattr(exc, "failure", "runtime_error"))
+
+    results: list[Optional[StaticResult]] = [None] * len(tasks)
+    for k, (i, r) in enumerate(iso.map("kernelpilot.profile.static_isolated:_task_in_worker", tasks, failed), 1):
+        results[i] = r if isinstance(r, (StaticReport, StaticFailure)) else _load(r)
+        if progress:
+            progress(k, len(tasks))
+    return results  # type: ignore[return-value]
+
+
+def raise_static_failure(result: StaticFailure, what: str) -> None:
+    """Raise the error a failed single config stands for (``what`` names it in the message): KernelFailed (with the
+    typed ``failure``) for a worker that exited, crashed or hung; ContractError for ``load``/``capture``;
+    KernelRunError for ``compile``/``resources``.
+
+    Raises:
+        KernelpilotError: always.
+    """
+    from kernelpilot.errors import KernelFailed, KernelRunError
+
+    message = f"{what}: {result.stage} failed: {result.error_type}: {result.message}"
+    if result.stage == "worker":
+        raise KernelFailed(message, result.hint, result.failure or "runtime_error")
+    cls = ContractError if result.stage in ("load", "capture") else KernelRunError
+    raise cls(message, result.hint)
+
+
 def config_tasks(kernel_path: str | Path, configs: list[dict[str, Any]], shape: Optional[dict[str, Any]] = None,
                  arch: Optional[str] = None, *, keep_sass: bool = False, save_dir: str | Path | None = None,
-                 spill_bytes: bool = True, sass: bool = True) -> list[dict[str, Any]]:
+                 spill_bytes: bool = True, sass: bool = True,
+                 meta: Optional[tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]] = None
+                 ) -> list[dict[str, Any]]:
     """The tasks :func:`run_tasks` / :func:`iter_tasks` take for ``configs`` (arguments as :func:`inspect_configs`),
     one per config in order, each config completed from DEFAULT_CONFIG and validated. ``sass=False`` skips the
     disassembly (``cuobjdump -sass``, ~0.75 s a config on a cold SASS cache): registers, spills, shared memory,
-    max threads and occupancy are still read; the instruction mix and access widths stay empty.
+    max threads and occupancy are still read; the instruction mix and access widths stay empty. ``meta``: the
+    kernel file's :func:`read_kernel_meta`, already read (in an isolated worker), so the file is not imported here.
 
     Raises:
         ContractError: as :func:`inspect_configs`.
     """
     arch = arch or default_arch()
     parse_arch(arch)
-    path, tunables, default, base_shape = read_kernel_meta(kernel_path)
+    path, tunables, default, base_shape = meta or read_kernel_meta(kernel_path)
     _check_shape_keys(shape, base_shape, path)
     from kernelpilot.kernels.contract import validate_config
 
@@ -1136,7 +1205,7 @@ def config_tasks(kernel_path: str | Path, configs: list[dict[str, Any]], shape: 
 
 def inspect_config(kernel_path: str | Path, config: Optional[dict[str, Any]] = None,
                    shape: Optional[dict[str, Any]] = None, arch: Optional[str] = None, *, keep_sass: bool = False,
-                   save_dir: str | Path | None = None) -> StaticReport:
+                   save_dir: str | Path | None = None, timeout_s: Optional[float] = None) -> StaticReport:
     """Compile one config for ``arch`` without a GPU and report registers, spills, shared memory, occupancy and the
     SASS instruction mix.
 
@@ -1147,6 +1216,7 @@ def inspect_config(kernel_path: str | Path, config: Optional[dict[str, Any]] = N
         arch: target such as ``"sm_90"``; None: the GPU here, else :data:`DEFAULT_CPU_ARCH`.
         keep_sass: keep the SASS text in the report's ``.sass``.
         save_dir: also write the cubin, PTX and SASS there.
+        timeout_s: run it in an isolated worker with this limit (see :func:`inspect_configs`).
 
     Returns:
         The :class:`StaticReport`.
@@ -1156,21 +1226,19 @@ def inspect_config(kernel_path: str | Path, config: Optional[dict[str, Any]] = N
             raised) — the message carries the original error.
         KernelRunError: Triton or ptxas failed to compile it, or the compiled block cannot load on the target
             (``OutOfResources``: too much shared memory, or no block fits).
+        KernelFailed: with ``timeout_s``, the kernel file exited, crashed, hung or raised in its worker.
     """
-    from kernelpilot.errors import KernelRunError
-
     result = inspect_configs(kernel_path, [config or {}], shape=shape, arch=arch, keep_sass=keep_sass,
-                             save_dir=save_dir)[0]
+                             save_dir=save_dir, timeout_s=timeout_s)[0]
     if isinstance(result, StaticFailure):
-        cls = ContractError if result.stage in ("load", "capture") else KernelRunError
-        raise cls(f"{Path(result.kernel_file).name} {result.config} for {result.arch}: {result.stage} failed: "
-                  f"{result.error_type}: {result.message}", result.hint)
+        raise_static_failure(result, f"{Path(result.kernel_file).name} {result.config} for {result.arch}")
     return result
 
 
 def inspect_space(kernel_path: str | Path, shape: Optional[dict[str, Any]] = None, arch: Optional[str] = None,
                   max_workers: Optional[int] = None, limit: Optional[int] = None, seed: int = 0,
-                  spill_bytes: bool = False, progress: Optional[Callable[[int, int], None]] = None) -> StaticSpace:
+                  spill_bytes: bool = False, progress: Optional[Callable[[int, int], None]] = None,
+                  timeout_s: Optional[float] = None) -> StaticSpace:
     """Inspect the whole TUNABLES space (or a sample of ``limit`` configs) in parallel over CPU cores.
 
     Args:
@@ -1184,18 +1252,31 @@ def inspect_space(kernel_path: str | Path, shape: Optional[dict[str, Any]] = Non
         spill_bytes: rerun ``ptxas -v`` for spilling configs (off by default here: the table needs n_spills, which
             the binary gives, and the rerun doubles the cost of every spilling config).
         progress: called as ``progress(done, total)`` after each config.
+        timeout_s: inspect in isolated workers with this limit a config (see :func:`inspect_configs`): a config
+            whose worker exits, crashes or hangs is a ``stage="worker"`` failure and the table goes on.
 
     Returns:
         A :class:`StaticSpace` saying how many of how many configs were inspected, with every result.
 
     Raises:
         ContractError: bad kernel file, shape, arch or ``limit < 1``.
-        KernelRunError: a worker process died (see :func:`run_tasks`).
+        KernelRunError: a worker process died (see :func:`run_tasks`; not with ``timeout_s``).
+        KernelFailed: with ``timeout_s``, importing the kernel file exited, crashed, hung or raised.
     """
     if limit is not None and limit < 1:
         raise ContractError(f"--limit {limit} must be at least 1", "e.g. --limit 32")
     arch = arch or default_arch()
-    path, tunables, default, base_shape = read_kernel_meta(kernel_path)
+    if timeout_s is not None:
+        with isolated_workers(kernel_path, max_workers, timeout_s) as (iso, meta):
+            return _space(meta, shape, arch, max_workers, limit, seed, spill_bytes, progress, iso)
+    return _space(read_kernel_meta(kernel_path), shape, arch, max_workers, limit, seed, spill_bytes, progress, None)
+
+
+def _space(meta: tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]], shape: Optional[dict[str, Any]],
+           arch: str, max_workers: Optional[int], limit: Optional[int], seed: int, spill_bytes: bool,
+           progress: Optional[Callable[[int, int], None]], iso: Any) -> StaticSpace:
+    """:func:`inspect_space` once the kernel file's meta is known; ``iso``: isolated workers, or None for the pool."""
+    path, tunables, default, base_shape = meta
     _check_shape_keys(shape, base_shape, path)
     every = space_configs(tunables)
     chosen = every
@@ -1207,8 +1288,13 @@ def inspect_space(kernel_path: str | Path, shape: Optional[dict[str, Any]] = Non
         chosen = [c for i, c in enumerate(every) if i in pick]
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(chosen)))
     t0 = time.perf_counter()
-    results = inspect_configs(path, chosen, shape=shape, arch=arch, max_workers=workers, in_process=False,
-                              spill_bytes=spill_bytes, progress=progress)
+    if iso is not None:
+        iso.max_workers = workers
+        results = run_isolated_tasks(iso, config_tasks(path, chosen, shape, arch, spill_bytes=spill_bytes, meta=meta),
+                                     progress)
+    else:
+        results = inspect_configs(path, chosen, shape=shape, arch=arch, max_workers=workers, in_process=False,
+                                  spill_bytes=spill_bytes, progress=progress)
     n_ok = sum(isinstance(r, StaticReport) for r in results)
     return StaticSpace(kernel_file=path, arch=arch, shape={**base_shape, **(shape or {})}, n_configs_total=len(every),
                        n_inspected=len(chosen), sampled=sampled, sample_seed=seed, n_ok=n_ok,

@@ -34,21 +34,32 @@ def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> Benchmar
         return BenchmarkRow(name=name, skipped=f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
 
-def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], device: str) -> BenchmarkResult:
+#: torch.compile of each reference function, compiled once per process (a worker answers many requests).
+_COMPILED: dict[Any, Any] = {}
+
+
+def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], device: str,
+                  kernel_timing: TimingResult | None = None) -> BenchmarkResult:
     """Time the kernel at ``config``, the reference in eager PyTorch, and ``torch.compile(reference)``.
 
     All three run on the same inputs (seed 0, native dtypes) with the same timer; in-place inputs are restored
-    before every launch of each, outside the timed region. torch.compile is skipped without a
-    GPU: next to interpreted Triton its CPU time would compare nothing.
+    before every launch of each, outside the timed region. torch.compile is skipped without a GPU: next to
+    interpreted Triton its CPU time would compare nothing; it compiles once per process.
+    ``kernel_timing``: the kernel's timing already taken on these inputs (``kernelpilot bench``), not taken again.
+    Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
     import torch
 
     case = make_case(kf, shape, 0, device)
     inputs, restore = case.inputs, case.before_launch
-    rows = [_timed(f"{kf.name} (Triton, best config)", lambda: run_kernel(kf, inputs, config), device, restore),
+    name = f"{kf.name} (Triton, best config)"
+    rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
+            _timed(name, lambda: run_kernel(kf, inputs, config), device, restore),
             _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), device, restore)]
     if device == "cuda":
-        compiled = torch.compile(kf.reference)
+        if kf.reference not in _COMPILED:
+            _COMPILED[kf.reference] = torch.compile(kf.reference)
+        compiled = _COMPILED[kf.reference]
         rows.append(_timed("torch.compile (reference, default mode)", lambda: compiled(**inputs), device, restore))
     else:
         rows.append(BenchmarkRow(name="torch.compile (reference)",

@@ -3,7 +3,9 @@
 A worker is a fresh Python process (``spawn``) bound to one device (``cuda:<i>`` through
 ``CUDA_VISIBLE_DEVICES``, or ``cpu`` for the Triton interpreter). It loads the kernel file once and answers
 requests over a pipe: evaluate a config (first launch → correctness over 3 seeds → timing → speed-of-light
-check), or take interleaved A/B samples of two configs. The parent never runs kernel code, so:
+check), take interleaved A/B samples of two configs, or run a named function on the loaded kernel
+(:meth:`Worker.call`: how ``check``, ``bench``, ``profile``, ``inspect`` and ``pipeline`` run kernel code, through
+:mod:`kernelpilot.search.isolated`). The parent never runs kernel code, so:
 
 * an exception is classified (:func:`classify_exception`) into ``compile_error``, ``illegal_memory_access``
   or ``runtime_error`` and returned;
@@ -11,7 +13,9 @@ check), or take interleaved A/B samples of two configs. The parent never runs ke
   ``illegal_memory_access`` and the worker is replaced before the next config (its context is unusable);
 * a hang is caught by the parent's per-request timeout: the worker is killed and replaced, the config is
   recorded as ``timeout``;
-* a worker that dies (segfault, OOM kill) is recorded as ``worker_crash`` and replaced.
+* a worker that dies (segfault, ``os._exit``, OOM kill) is recorded as ``worker_crash`` (its exit code or signal
+  named) and replaced; a ``sys.exit`` in kernel code is caught in the child (``SystemExit`` is a BaseException)
+  and reported as a ``worker_crash`` too (:func:`kernelpilot.search.failures.describe_exception`).
 
 This is the runner layer of Kernel Tuner's strategy → runner → device → back end: strategies never see a
 process, only :class:`kernelpilot.search.model.Evaluation` objects.
@@ -22,13 +26,14 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-import traceback
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
+from kernelpilot.search.failures import (_COMPILE_TYPES, POISONING_MARKERS, classify_exception, describe_exception,
+                                         exit_text, raise_described)
 from kernelpilot.search.model import Evaluation, Status
 
 __all__ = [
@@ -39,17 +44,9 @@ __all__ = [
     "classify_exception",
 ]
 
-#: Substrings of CUDA error messages after which the CUDA context is unusable (CUDA Runtime API,
-#: cudaErrorIllegalAddress / cudaErrorMisalignedAddress / cudaErrorLaunchFailure / cudaErrorIllegalInstruction
-#: / cudaErrorHardwareStackError): the worker that saw one is replaced.
-POISONING_MARKERS: tuple[str, ...] = (
-    "illegal memory access", "an illegal memory access", "misaligned address", "unspecified launch failure",
-    "illegal instruction", "hardware stack error", "cudaerrorillegaladdress", "cuda_error_illegal_address",
-    "device-side assert",
-)
-#: Exception class names (and message fragments) that mean the config did not compile or cannot launch.
-_COMPILE_TYPES = ("CompilationError", "OutOfResources", "CompileTimeAssertionFailure", "PTXASError",
-                  "MLIRCompilationError", "UnsupportedLanguageConstruct")
+#: Seconds a fresh worker may take to import torch, Triton and kernelpilot before loading the kernel file (the
+#: start timeout then applies to the kernel file's import alone). Generous: a loaded 2-core machine takes ~10 s.
+BOOT_TIMEOUT_S = 180.0
 
 
 class WorkerOptions(BaseModel):
@@ -90,37 +87,6 @@ def below_floor(median_ns: float, floor_ns: float | None, tolerance: float) -> s
     from kernelpilot.hardware.roofline import impossible_reason
 
     return impossible_reason(median_ns, floor_ns, tolerance)
-
-
-def classify_exception(exc: BaseException) -> Status:
-    """The failure status of an exception raised while compiling or running a config.
-
-    Returns ``illegal_memory_access`` for CUDA errors that poison the context (:data:`POISONING_MARKERS`),
-    ``compile_error`` for Triton compile/resource errors and ``ValueError`` (``run_kernel`` refusing a config,
-    the kernel-file contract's way to say "this config cannot run"), else ``runtime_error``.
-
-    Under the Triton interpreter nothing is compiled: a config that would not compile fails at launch with an
-    ``InterpreterError`` wrapping the front end's own error (raised in ``triton/language``: a ``tl.arange`` range
-    that is not a power of two, incompatible shapes) or a failed ``tl.static_assert`` (a bare ``AssertionError``
-    raised by the interpreter's ``_new_static_assert``). Compiled for a GPU the same fault is a
-    ``CompilationError``, so these are ``compile_error`` too; faults of the interpreted program itself (a
-    failed ``tl.assume``, numpy errors) stay ``runtime_error``. Raises nothing.
-    """
-    text = f"{type(exc).__name__}: {exc}".lower()
-    if any(marker in text for marker in POISONING_MARKERS):
-        return "illegal_memory_access"
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & set(_COMPILE_TYPES) or isinstance(exc, ValueError) or "out of resource" in text:
-        return "compile_error"
-    if "InterpreterError" in names and exc.__cause__ is not None:
-        try:
-            frames = traceback.extract_tb(exc.__cause__.__traceback__)
-        except Exception:  # noqa: BLE001 - an unreadable traceback: not a front-end fault we can name
-            frames = []
-        if frames and ("/triton/language/" in frames[-1].filename.replace(os.sep, "/")
-                       or frames[-1].name == "_new_static_assert"):
-            return "compile_error"
-    return "runtime_error"
 
 
 # ---------------------------------------------------------------------------------------------------- child side
@@ -214,8 +180,28 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     return {"a": sa, "b": sb}
 
 
+def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
+    """Run ``module:function`` (named by the parent) as ``function(kf, opts, device, *args)``; every fault of the
+    kernel code, also ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
+    import importlib
+
+    try:
+        module, name = target.split(":", 1)
+        return "call", getattr(importlib.import_module(module), name)(kf, opts, device, *args)
+    except BaseException as exc:  # noqa: BLE001 - the kernel's exits and interrupts are data too
+        what = target.rsplit(":", 1)[-1].strip("_").removesuffix("_in_worker")
+        return "raised", describe_exception(exc, f"running `{what}` in the worker")
+
+
 def _child_main(conn: Any, opts_json: str, device: str) -> None:
-    """The worker process: bind the device, load the kernel, answer requests until told to stop."""
+    """The worker process: bind the device, load the kernel, answer requests until told to stop.
+
+    The child's stdout is sent to its stderr, so a kernel that prints cannot corrupt a command's ``--json`` output.
+    """
+    import sys
+
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     if device.startswith("cuda:"):
         os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
     opts = WorkerOptions.model_validate_json(opts_json)
@@ -223,10 +209,14 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         from kernelpilot.kernels.contract import load_kernel, use_interpreter
 
         use_interpreter(opts.interpreted)
+        import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
+        import triton  # noqa: F401
+
+        conn.send(("booted", None))  # kernelpilot imported: the start timeout now runs for the kernel file alone
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit
-        conn.send(("load_error", f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"))
+        conn.send(("load_error", describe_exception(exc, "importing the kernel file")))
         return
     while True:
         try:
@@ -247,8 +237,10 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
                 conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
-        except BaseException as exc:  # noqa: BLE001
-            conn.send(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=5)}"))
+            elif kind == "call":
+                conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
+        except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
+            conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
 
 
 # ---------------------------------------------------------------------------------------------------- parent side
@@ -264,7 +256,9 @@ class Worker:
         start_timeout_s: seconds to wait for the worker to load the kernel.
 
     Raises:
-        kernelpilot.errors.SearchError: the kernel file cannot be loaded in the worker (message from the worker).
+        kernelpilot.errors.ContractError: the kernel file breaks the contract (the child's message and hint).
+        kernelpilot.errors.KernelFailed: importing the kernel file exited, crashed, hung (over ``start_timeout_s``)
+            or raised; the failure is ``worker_crash``, ``timeout`` or the exception's class.
     """
 
     def __init__(self, opts: WorkerOptions, device: str, *, timeout_s: float = 120.0, start_timeout_s: float = 120.0):
@@ -275,25 +269,37 @@ class Worker:
 
     # -- process management
     def _start(self) -> None:
-        from kernelpilot.errors import SearchError
+        from kernelpilot.errors import KernelFailed
 
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_child_main, args=(child, self.opts.model_dump_json(), self.device), daemon=True)
         proc.start()
         child.close()
-        if not parent.poll(self.start_timeout_s):
-            proc.kill()
-            raise SearchError(f"worker on {self.device} did not load {self.opts.kernel} within {self.start_timeout_s:.0f} s",
-                              "check that the kernel file imports quickly; raise --timeout-s")
-        try:
-            kind, payload = parent.recv()
-        except EOFError:
-            kind, payload = "load_error", f"the worker process died while loading (exit code {proc.exitcode})"
+        what = f"the worker on {self.device} loading {self.opts.kernel}"
+        kind, payload = "", None
+        for stage, limit_s in (("booted", max(self.start_timeout_s, BOOT_TIMEOUT_S)), ("ready", self.start_timeout_s)):
+            if not parent.poll(limit_s):
+                proc.kill()
+                proc.join(timeout=10)
+                raise KernelFailed(f"{what}: no answer within {limit_s:.0f} s "
+                                   + ("(the kernel file hangs while imported?)" if stage == "ready" else
+                                      "(kernelpilot did not even start)"),
+                                   "make the kernel file import quickly (no work at import time); raise --timeout-s",
+                                   "timeout")
+            try:
+                kind, payload = parent.recv()
+            except (EOFError, OSError):
+                proc.join(timeout=10)
+                raise KernelFailed(f"{what}: the process died ({exit_text(proc.exitcode)})",
+                                   "run the kernel file with python to see the crash (a segfault in an extension, "
+                                   "os._exit at import?)", "worker_crash") from None
+            if kind != stage:
+                break
         if kind != "ready":
             proc.kill()
-            raise SearchError(f"worker on {self.device} could not load the kernel: {payload}",
-                              "run `kernelpilot check KERNEL` to see the contract error")
+            proc.join(timeout=10)
+            raise_described(payload)
         self._proc, self._conn = proc, parent
 
     def _kill(self) -> None:
@@ -332,7 +338,7 @@ class Worker:
             code = self._proc.exitcode if self._proc is not None else None
             self._kill()
             self.restarts += 1
-            return "crash", f"worker process died (exit code {code})"
+            return "crash", f"worker process died ({exit_text(code)})"
 
     # -- requests
     def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
@@ -359,6 +365,35 @@ class Worker:
             return ev, payload.get("correctness"), payload.get("timing")
         return self._failed(config, kind, payload, t0), None, None
 
+    def call(self, target: str, *args: Any) -> Any:
+        """Run ``target`` (``"module:function"``) in the worker as ``function(kf, opts, device, *args)`` and return
+        what it returned (picklable). The function runs kernel code; the worker is replaced after any failure.
+
+        Raises:
+            KernelpilotError: the class the function raised (a ContractError keeps its message and hint), else
+                :class:`~kernelpilot.errors.KernelFailed` with the failure: ``timeout`` (no answer within
+                ``timeout_s``), ``worker_crash`` (the process died: its exit code or signal is named; or the
+                kernel called ``sys.exit``), or the exception's class (:func:`classify_exception`).
+        """
+        from kernelpilot.errors import KernelFailed
+
+        kind, payload = self._request(("call", target, args))
+        if kind == "call":
+            return payload
+        if kind == "raised" and payload.get("failure") != "kernelpilot":
+            self._kill()  # the kernel misbehaved: its process state (CUDA context, globals) is not trusted again
+        if kind == "raised":
+            raise_described(payload)
+        where = f"{self.opts.kernel} in its worker process"
+        if kind == "timeout":
+            raise KernelFailed(f"{where}: {payload}", "the kernel hangs or is far too slow: fix it, or raise "
+                               "--timeout-s", "timeout")
+        if kind == "crash":
+            raise KernelFailed(f"{where}: {payload}: a segfault, os._exit, or the OS killed it",
+                               "run the kernel under compute-sanitizer or python -X faulthandler to find the crash",
+                               "worker_crash")
+        raise KernelFailed(f"{where}: {str(payload)[:2000]}", "", "runtime_error")
+
     def _answered(self, ev: Evaluation) -> Evaluation:
         """An answer from the worker; after an illegal memory access the worker is replaced (its context is poisoned)."""
         if ev.status == "illegal_memory_access":
@@ -369,6 +404,10 @@ class Worker:
     def _failed(self, config: dict[str, Any], kind: str, payload: Any, t0: float) -> Evaluation:
         """The :class:`Evaluation` of a request that got no answer (a hang, a dead worker, an unexpected error)."""
         status: Status = {"timeout": "timeout", "crash": "worker_crash"}.get(kind, "runtime_error")  # type: ignore[assignment]
+        if kind == "raised":  # the request raised in the worker (e.g. sys.exit in run_kernel): typed, worker replaced
+            status = payload["failure"] if payload.get("failure") in get_args(Status) else "runtime_error"
+            payload = payload["message"]
+            self._kill()
         return Evaluation(config=config, status=status, message=str(payload)[:2000], wall_s=time.monotonic() - t0,
                           worker=self.device, measured=not self.opts.interpreted)
 

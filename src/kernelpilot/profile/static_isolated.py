@@ -1,0 +1,33 @@
+"""Worker side of static inspection (``inspect``, ``pipeline``) in isolated worker processes.
+
+Capturing a launch runs the kernel file's ``setup`` and ``run_kernel`` (:mod:`kernelpilot.profile.static`), so a
+kernel that calls ``sys.exit``, segfaults or loops forever would end or hang the command. With a timeout,
+:func:`kernelpilot.profile.static.inspect_configs` runs every config in a
+:class:`~kernelpilot.search.isolated.IsolatedKernel` worker (compile mode, ``TRITON_INTERPRET`` removed) through the
+functions here, named by string (so this module imports :mod:`~kernelpilot.profile.static` and not the reverse).
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from kernelpilot.profile.static import _fail, _inspect_task
+
+__all__: list[str] = []
+
+
+def _meta_in_worker(kf: Any, opts: Any, device: str) -> tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
+    """(resolved path, TUNABLES, DEFAULT_CONFIG, SHAPE) of the worker's kernel file."""
+    return str(kf.path), kf.tunables, kf.default_config, dict(kf.shape)
+
+
+def _task_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> dict[str, Any]:
+    """One config: :func:`kernelpilot.profile.static._inspect_task`, an ``Exception`` recorded as a ``compile``
+    failure (as the process pool's ``_safe_task`` does); ``SystemExit``/``KeyboardInterrupt`` go up to the worker,
+    which reports them as the kernel's exit (a ``worker`` failure in the parent)."""
+    try:
+        return _inspect_task(task)
+    except Exception as exc:  # noqa: BLE001 - recorded, never raised
+        return _fail(task["kernel_path"], dict(task["config"]), task["arch"], "compile", exc,
+                     message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
