@@ -185,7 +185,7 @@ def test_several_devices_share_a_planned_search(write_kernel):
 
 
 def test_speed_of_light_floor():
-    from kernelpilot.search.worker import below_floor
+    from kernelpilot.hardware.roofline import impossible_reason as below_floor
 
     assert below_floor(90.0, 100.0, 0.05) and "under the speed-of-light floor 100 ns" in below_floor(90.0, 100.0, 0.05)
     assert below_floor(96.3, 100.0, 0.05) is None, "3.7 % under a measured floor is possible (cuBLAS did it)"

@@ -1,0 +1,206 @@
+"""The worker process's side of isolated evaluation (:mod:`kernelpilot.search.worker` is the parent's side).
+
+The child binds its device, imports the kernel file once and answers requests over a pipe until told to stop:
+``eval`` (first launch → correctness over 3 seeds → timing → speed-of-light check, with the full records),
+``ab`` (interleaved A/B samples of two configs on the same inputs) and ``call`` (a named function run on the loaded
+kernel: ``kernelpilot check``/``bench``/``profile``/``inspect`` use it through :mod:`kernelpilot.search.isolated`).
+Every fault of the kernel is answered as data; the parent catches what cannot be answered (a hang, a dead process).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception, describe_exception
+from kernelpilot.search.model import Evaluation, Status
+
+__all__ = ["WorkerOptions"]
+
+
+class WorkerOptions(BaseModel):
+    """What every worker of one search needs.
+
+    Attributes:
+        kernel: the kernel file.
+        ref: a file defining ``reference`` (or None: the kernel file's own).
+        shape: the problem shape.
+        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements).
+        min_samples / max_samples / rep_ms: timing bounds (:func:`kernelpilot.measure.timing.time_cuda`).
+        floor_ns: the roofline's speed-of-light floor, measured ceilings preferred (None: no check).
+        sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``; callers pass the roofline's
+            :attr:`~kernelpilot.hardware.roofline.Roofline.sol_tolerance` (5 % under a measured ceiling, 0 under a
+            datasheet peak; see :data:`kernelpilot.hardware.roofline.SOL_TOLERANCE_MEASURED`).
+        race_samples: samples taken first when racing against an incumbent.
+        race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
+            which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
+    """
+
+    kernel: str
+    ref: str | None = None
+    shape: dict[str, Any]
+    interpreted: bool = False
+    min_samples: int = 20
+    max_samples: int = 200
+    rep_ms: float = 150.0
+    floor_ns: float | None = None
+    sol_tolerance: float = 0.05
+    race_samples: int = 8
+    race_margin: float = 0.10
+
+
+def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
+                    race_against_ns: float | None, records: dict[str, Any] | None = None) -> Evaluation:
+    """Evaluate one config inside the worker (see the module docstring); never raises for the config's faults.
+
+    ``records``, when given, receives the full ``correctness`` and ``timing`` records (JSON dicts of
+    :class:`~kernelpilot.measure.correctness.CorrectnessResult` and :class:`~kernelpilot.measure.timing.TimingResult`)
+    as far as the evaluation got: ``kernelpilot optimize`` writes them into each version's folder.
+    """
+    import torch
+
+    from kernelpilot.errors import ContractError
+    from kernelpilot.kernels.contract import make_case, run_kernel, validate_config
+    from kernelpilot.measure.correctness import check_correctness
+    from kernelpilot.measure.timing import time_callable
+    from kernelpilot.hardware.roofline import impossible_reason
+    from kernelpilot.search.stats import clearly_slower
+
+    t0 = time.monotonic()
+    base: dict[str, Any] = {"config": config, "worker": device, "measured": not opts.interpreted}
+
+    def done(status: Status, message: str = "", **fields: Any) -> Evaluation:
+        return Evaluation(status=status, message=message[:2000], wall_s=time.monotonic() - t0, **base, **fields)
+
+    try:
+        validate_config(config, kf.tunables, kf.path)
+    except ContractError as exc:
+        return done("invalid_config", exc.message)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    try:
+        case = make_case(kf, opts.shape, 0, "cuda" if device.startswith("cuda") else "cpu")
+        t = time.monotonic()
+        run_kernel(kf, case.inputs, config)  # first launch: compile (or Triton cache hit) + module load
+        sync()
+        compile_s = time.monotonic() - t
+    except Exception as exc:  # noqa: BLE001 - every fault of a config is data
+        return done(classify_exception(exc), f"{type(exc).__name__}: {exc}")
+    base["compile_s"] = compile_s
+    phases = base["phases_s"] = {"setup_and_compile": compile_s}  # where this evaluation's seconds went
+    t = time.monotonic()
+    correctness = check_correctness(kf, opts.shape, config, "cuda" if device.startswith("cuda") else "cpu")
+    phases["check"] = time.monotonic() - t
+    if records is not None:
+        records["correctness"] = correctness.model_dump(mode="json")
+    if not correctness.passed:
+        bad = next(s for s in correctness.seeds if not s.passed)
+        if bad.error:
+            status: Status = "illegal_memory_access" if any(m in bad.error.lower() for m in POISONING_MARKERS) \
+                else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
+            return done(status, correctness.summary)
+        nonfinite = any(o.n_nonfinite > 0 for o in bad.outputs)
+        return done("nan" if nonfinite else "wrong_result", correctness.summary)
+    fn = lambda: run_kernel(kf, case.inputs, config)
+    kwargs: dict[str, Any] = {} if opts.interpreted else {"rep_ms": opts.rep_ms, "max_samples": opts.max_samples,
+                                                          "min_samples": opts.min_samples}
+    t = time.monotonic()
+    try:
+        if race_against_ns and not opts.interpreted:
+            short = time_callable(fn, device="cuda", min_samples=opts.race_samples, max_samples=opts.race_samples,
+                                  rep_ms=0.0, before_each=case.before_launch)
+            if clearly_slower(short.samples_ns, race_against_ns, margin=opts.race_margin):
+                phases["timing"] = time.monotonic() - t
+                return done("ok", f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
+                                  f"incumbent {race_against_ns:.0f} ns", duration_ns=short.median_ns,
+                            iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
+        timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", before_each=case.before_launch,
+                               **kwargs)
+    except Exception as exc:  # noqa: BLE001
+        return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
+    phases["timing"] = time.monotonic() - t
+    if records is not None:
+        records["timing"] = timing.model_dump(mode="json")
+    fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
+    why = None if opts.interpreted else impossible_reason(timing.median_ns, opts.floor_ns, opts.sol_tolerance)
+    return done("impossible", why, **fields) if why else done("ok", **fields)
+
+
+def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
+              n: int) -> dict[str, list[float]]:
+    """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns."""
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.timing import time_interleaved
+
+    on_gpu = device.startswith("cuda")
+    case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
+    sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
+                              "cuda" if on_gpu else "cpu", before_each=case.before_launch)
+    return {"a": sa, "b": sb}
+
+
+def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
+    """Run ``module:function`` (named by the parent) as ``function(kf, opts, device, *args)``; every fault of the
+    kernel code, also ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
+    import importlib
+
+    try:
+        module, name = target.split(":", 1)
+        return "call", getattr(importlib.import_module(module), name)(kf, opts, device, *args)
+    except BaseException as exc:  # noqa: BLE001 - the kernel's exits and interrupts are data too
+        what = target.rsplit(":", 1)[-1].strip("_").removesuffix("_in_worker")
+        return "raised", describe_exception(exc, f"running `{what}` in the worker")
+
+
+def _child_main(conn: Any, opts_json: str, device: str) -> None:
+    """The worker process: bind the device, load the kernel, answer requests until told to stop.
+
+    The child's stdout is sent to its stderr, so a kernel that prints cannot corrupt a command's ``--json`` output.
+    """
+    import sys
+
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    if device.startswith("cuda:"):
+        os.environ["CUDA_VISIBLE_DEVICES"] = device.split(":", 1)[1]
+    opts = WorkerOptions.model_validate_json(opts_json)
+    try:
+        from kernelpilot.kernels.contract import load_kernel, use_interpreter
+
+        use_interpreter(opts.interpreted)
+        import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
+        import triton  # noqa: F401
+
+        conn.send(("booted", None))  # kernelpilot imported: the start timeout now runs for the kernel file alone
+        kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
+        conn.send(("ready", None))
+    except BaseException as exc:  # noqa: BLE001 - report, then exit
+        conn.send(("load_error", describe_exception(exc, "importing the kernel file")))
+        return
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        kind = msg[0]
+        try:
+            if kind == "stop":
+                return
+            if kind == "eval":
+                rec: dict[str, Any] = {}
+                ev = _child_evaluate(kf, opts, device, msg[1], msg[2], records=rec)
+                conn.send(("eval", {"evaluation": ev.model_dump_json(), **rec}))
+            elif kind == "version":
+                rec = {}
+                ev = _child_evaluate(kf, opts, device, msg[1], None, records=rec)
+                conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
+            elif kind == "ab":
+                conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
+            elif kind == "call":
+                conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
+        except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
+            conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
+
+
