@@ -81,16 +81,26 @@ class FirstIncorrect:
         return None
 
 
-def _baselines(kf: Any, shape: dict[str, Any], config: dict[str, Any], device: str, log: Log) -> Any:
-    """PyTorch eager and torch.compile of the reference (and the kernel at ``config``) on the same inputs, timed once;
-    None when they cannot run (the reason is logged)."""
-    from kernelpilot.report.benchmark import run_benchmark
+def _baselines(runner: Any, shape: dict[str, Any], config: dict[str, Any], log: Log) -> Any:
+    """PyTorch eager and torch.compile of the reference (and the kernel at ``config``) on the same inputs, timed once
+    in the run's first worker (isolated like every version; torch.compile compiles there once); None when they cannot
+    run (the reason is logged)."""
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.report.benchmark import BenchmarkResult
 
     try:
-        return run_benchmark(kf, shape, config, device)
-    except Exception as exc:  # noqa: BLE001 - a baseline that cannot run is reported, not fatal
-        log(f"baselines not measured: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+        return BenchmarkResult.model_validate_json(
+            runner.workers[0].call("kernelpilot.app.optimize:_baselines_in_worker", shape, config))
+    except KernelpilotError as exc:  # a baseline that cannot run is reported, not fatal
+        log(f"baselines not measured: {exc.message.splitlines()[0][:200]}")
         return None
+
+
+def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any]) -> str:
+    """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
+    from kernelpilot.report.benchmark import run_benchmark
+
+    return run_benchmark(kf, shape, config, "cuda" if device.startswith("cuda") else "cpu").model_dump_json()
 
 
 def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = None, budget_s: float | None = None,
@@ -184,11 +194,6 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                                                "roofline.json", "run.json")], "run: kernel, environment, roofline")
     bench = None
     info.baselines_ns = dict(baselines_ns or {}) if not cuda else {}
-    if cuda and benchmark:
-        log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")
-        bench = _baselines(kf, ctx.shape, ctx.start, "cuda", log)
-        if bench is not None:
-            info.baselines_ns = {r.name: r.timing.median_ns for r in bench.rows[1:] if r.timing is not None}
     metrics_of: dict[str, Any] = {}
     recorder = RunFolderRecorder(ws, kf_sha256=kf.source_sha256, shape=ctx.shape, strategy=strategy, roofline=roof,
                                  history=history, metrics_of=metrics_of, log=log)
@@ -218,6 +223,12 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
             if cuda and not kf.extras.get("autotuner"):
                 ahead = CompileAhead(kf.path, compile_order(strat, ctx.space, seed, ctx.start), ctx.shape, arch=None)
             runner = make_runner(ctx, ref=ref, timeout_s=timeout_s)
+            if cuda and benchmark:
+                log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")
+                bench = _baselines(runner, ctx.shape, ctx.start, log)
+                if bench is not None:
+                    info.baselines_ns = {r.name: r.timing.median_ns for r in bench.rows[1:] if r.timing is not None}
+                    write_json(ws.root / "run.json", info)
         ev = Evaluator(ctx.space, runner, budget=Budget(max_s=budget_s, charged=replayer is not None), pruner=ahead, evidence=evidence,
                        recorder=recorder, stop=stop, roofline=roof, ab_samples=0 if replayer else (30 if cuda else 8),
                        race=cuda, strategy=strategy)
@@ -264,8 +275,18 @@ def _final_benchmark(bench: Any, kf: Any, ctx: Any, best: Evaluation, log: Log) 
     before the search; under the interpreter everything is timed now (cheap at the CPU shape); None in a replay."""
     from kernelpilot.measure.timing import TimingResult
 
-    if ctx.device == "cpu":
-        return _baselines(kf, ctx.shape, best.config, "cpu", log)
+    if ctx.device == "cpu":  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
+        from kernelpilot.errors import KernelpilotError
+        from kernelpilot.report.benchmark import BenchmarkResult
+        from kernelpilot.search.isolated import run_isolated
+
+        try:
+            return BenchmarkResult.model_validate_json(run_isolated(
+                kf.path, "kernelpilot.app.optimize:_baselines_in_worker", ctx.shape, best.config,
+                ref=kf.reference_path if kf.reference_path != kf.path else None, interpreted=True))
+        except KernelpilotError as exc:
+            log(f"benchmark not measured: {exc.message.splitlines()[0][:200]}")
+            return None
     timing = (best.records or {}).get("timing")
     if bench is None or timing is None:
         return None
