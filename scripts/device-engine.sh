@@ -46,7 +46,7 @@ python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], '
 case "$stage" in
 smoke)
   for ex in vector_add matmul; do
-    echo "== [$(elapsed) s] optimize $ex --budget-s 45"
+    echo "== [$(elapsed) s] optimize $ex --budget-s 45"; rm -rf runs/smoke-$ex
     /usr/bin/time -f "wall %e s" timeout 240 $KP optimize examples/$ex.py --budget-s 45 --out runs/smoke-$ex 2>&1 | tail -n 25
     summary runs/smoke-$ex
   done
@@ -55,14 +55,14 @@ smoke)
   tar czf "$OUT/smoke-runs.tgz" runs ;;
 optimize)
   for ex in "$@"; do
-    echo "== [$(elapsed) s] optimize $ex (defaults)"
+    echo "== [$(elapsed) s] optimize $ex (defaults)"; rm -rf runs/opt-$ex
     /usr/bin/time -f "wall %e s" timeout 330 $KP optimize examples/$ex.py --out runs/opt-$ex 2>&1 | tail -n 12
     summary runs/opt-$ex
   done
   tar czf "$OUT/opt-$(echo "$@" | tr ' ' '-').tgz" runs ;;
 exhaustive)
   for ex in "$@"; do
-    echo "== [$(elapsed) s] tune $ex --strategy exhaustive (no cache)"
+    echo "== [$(elapsed) s] tune $ex --strategy exhaustive (no cache)"; rm -rf runs/exh-$ex
     timeout 400 $KP tune examples/$ex.py --strategy exhaustive --no-cache --out runs/exh-$ex 2>&1 | tail -n 6
   done
   tar czf "$OUT/exh-$(echo "$@" | tr ' ' '-').tgz" runs ;;

@@ -211,11 +211,6 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
             if env.ncu.counters_readable is False:
                 evidence.disable(f"profiling disabled: {env.ncu.counters_detail}")
                 log(evidence.disabled)
-    stop: list[StopRule] = [FirstIncorrect()]
-    if roof is not None:
-        stop.append(TargetMet(roof.target_fraction * 100, info.baselines_ns))
-    if iterations is not None:
-        stop.append(MaxVersions(iterations + 1))
     ahead = None
     runner: Any = replayer
     try:
@@ -229,6 +224,11 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                 if bench is not None:
                     info.baselines_ns = {r.name: r.timing.median_ns for r in bench.rows[1:] if r.timing is not None}
                     write_json(ws.root / "run.json", info)
+        stop: list[StopRule] = [FirstIncorrect()]  # after the baselines: the target rule reads them
+        if roof is not None:
+            stop.append(TargetMet(roof.target_fraction * 100, dict(info.baselines_ns)))
+        if iterations is not None:
+            stop.append(MaxVersions(iterations + 1))
         ev = Evaluator(ctx.space, runner, budget=Budget(max_s=budget_s, charged=replayer is not None), pruner=ahead, evidence=evidence,
                        recorder=recorder, stop=stop, roofline=roof, ab_samples=0 if replayer else (30 if cuda else 8),
                        race=cuda, strategy=strategy)
