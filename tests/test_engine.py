@@ -127,7 +127,7 @@ def test_optimize_replay_with_the_default_budget_lands_within_3_percent(name, tm
     constraints, start = REPLAYS[name]
     cache = DATA / f"{name}-h100.jsonl"
     exhaustive = min(e.duration_ns for e in ReplayRunner(cache).evaluations() if e.ok and not e.raced_out)
-    baselines = json.loads((DATA / "baselines-h100.json").read_text())[name]  # eager, torch.compile on that H100
+    baselines = json.loads((DATA / "baselines-h100.json").read_text())[name]  # eager, torch.compile on an H100
     result = api.optimize(EXAMPLES / f"{name}.py", out=tmp_path / "run", replay=str(cache), constraints=constraints,
                           config=start, benchmark=False, baselines_ns=baselines)
     best = result.best

@@ -199,9 +199,10 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                                  history=history, metrics_of=metrics_of, log=log)
     evidence: Any = None
     if cuda or replayer is not None:
-        light = LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
-                              "replay: light card from the stored time" if replayer else "profiling off (--no-profile)",
-                              arch=None if cuda else "sm_90")
+        why_light = ("replay: light card from the stored time" if replayer else
+                     "ncu profiles v0 and the final best; incumbents in between get light cards" if profile else
+                     "profiling off (--no-profile)")
+        light = LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name, why_light, arch=None if cuda else "sm_90")
         evidence = light
         if cuda and profile:
             evidence = NcuEvidence(kf.path, kf.reference_path if kf.reference_path != kf.path else None, ctx.shape,

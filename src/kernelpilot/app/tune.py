@@ -77,10 +77,10 @@ class TuneResult(BaseModel):
 
 
 def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: list[str] | None = None,
-                ray_address: str | None = None, min_samples: int = 20, max_samples: int = 200,
-                rep_ms: float = 150.0) -> Any:
+                ray_address: str | None = None) -> Any:
     """The isolated runner for a campaign: a :class:`~kernelpilot.search.worker.WorkerPool` (one worker per GPU, or
-    the interpreter) or a :class:`~kernelpilot.search.ray_pool.RayPool`, with the roofline's speed-of-light floor.
+    the interpreter) or a :class:`~kernelpilot.search.ray_pool.RayPool`, with the roofline's speed-of-light floor and
+    the one timing protocol (:data:`kernelpilot.measure.timing.MIN_SAMPLES` ... ``REP_MS``).
 
     Raises:
         SearchError: the kernel cannot be loaded in a worker.
@@ -90,8 +90,7 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     roof = ctx.roofline
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
                          interpreted=ctx.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
-                         sol_tolerance=roof.sol_tolerance if roof is not None else 0.0, min_samples=min_samples,
-                         max_samples=max_samples, rep_ms=rep_ms)
+                         sol_tolerance=roof.sol_tolerance if roof is not None else 0.0)
     if ray_address:
         from kernelpilot.search.ray_pool import RayPool
 

@@ -112,7 +112,13 @@ def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None
     return [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]
 
 
-def time_cuda(fn: Callable[[], Any], *, min_samples: int = 20, max_samples: int = 500, rep_ms: float = 300.0,
+#: The one timing protocol of every command (bench, check's neighbours, optimize, tune, baselines): at least 20 and
+#: at most 200 samples, about 150 ms of timed launches. The worker's options default to the same numbers.
+MIN_SAMPLES, MAX_SAMPLES, REP_MS = 20, 200, 150.0
+
+
+def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samples: int = MAX_SAMPLES,
+              rep_ms: float = REP_MS,
               max_warmup_ms: float = 2000.0, stable_rel: float = 0.02, batch: int = 5,
               before_each: Callable[[], None] | None = None) -> TimingResult:
     """Time ``fn`` on the current CUDA device.

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.measure.timing import MAX_SAMPLES, MIN_SAMPLES, REP_MS
 from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception, describe_exception
 from kernelpilot.search.model import Evaluation, Status
 
@@ -43,9 +44,9 @@ class WorkerOptions(BaseModel):
     ref: str | None = None
     shape: dict[str, Any]
     interpreted: bool = False
-    min_samples: int = 20
-    max_samples: int = 200
-    rep_ms: float = 150.0
+    min_samples: int = MIN_SAMPLES
+    max_samples: int = MAX_SAMPLES
+    rep_ms: float = REP_MS
     floor_ns: float | None = None
     sol_tolerance: float = 0.05
     race_samples: int = 8
