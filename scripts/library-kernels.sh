@@ -18,12 +18,12 @@ OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 KP="python3 -m kernelpilot.cli"
 ITER=${ITER:-6}
-OPT_LIMIT_S=${OPT_LIMIT_S:-240}
+OPT_LIMIT_S=${OPT_LIMIT_S:-200}
 RES=runs/library; mkdir -p "$RES"
 if [ $# -gt 0 ]; then names=("$@"); else names=($(ls benchmarks/library/*.py | xargs -n1 basename | sed 's/\.py$//')); fi
 start=$(date +%s)
 {
-echo "== library kernels $(date -u +%Y-%m-%dT%H:%M:%SZ): ${names[*]} (optimize --iterations $ITER)"
+echo "== library kernels $(date -u +%Y-%m-%dT%H:%M:%SZ): ${names[*]} (optimize --budget-s ${OPT_BUDGET_S:-90})"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 python3 -c "import liger_kernel, importlib.metadata as m; print('liger-kernel', m.version('liger-kernel'))" 2>&1 | tail -1
@@ -40,7 +40,7 @@ for name in "${names[@]}"; do
   tail -n 5 "$RES/$name.bench.err"
   echo "== [$(( $(date +%s) - start )) s] $name: optimize"
   rm -rf "$RES/$name"
-  timeout "$OPT_LIMIT_S" $KP optimize "$file" --budget-s "${OPT_BUDGET_S:-45}" --no-benchmark --json --out "$RES/$name" \
+  timeout "$OPT_LIMIT_S" $KP optimize "$file" --budget-s "${OPT_BUDGET_S:-90}" --no-benchmark --json --out "$RES/$name" \
     > "$RES/$name.optimize.json" 2> "$RES/$name.optimize.err"; echo "rc=$?"
   tail -n 5 "$RES/$name.optimize.err"
 done

@@ -217,7 +217,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
     try:
         if replayer is None:
             if cuda and not kf.extras.get("autotuner"):
-                ahead = CompileAhead(kf.path, compile_order(strat, ctx.space, seed, ctx.start), ctx.shape, arch=None)
+                ahead = CompileAhead(kf.path, compile_order(strat, ctx.space, seed, ctx.start), ctx.shape, arch=None,
+                                     measure_while_cold=True)
             runner = make_runner(ctx, ref=ref, timeout_s=timeout_s)
             if cuda and benchmark:
                 log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")

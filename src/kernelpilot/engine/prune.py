@@ -95,6 +95,7 @@ class CompileAhead:
         max_spills: prune configs with more spilled registers (``n_spills``, 4-byte units) than this.
         min_occupancy_pct: prune configs whose theoretical occupancy is below this percentage (None: no floor).
         max_workers: compile processes (default: CPU cores).
+        measure_while_cold: do not wait for a verdict before the first compile finished (see :meth:`reason`).
         wait_s: longest wait in :meth:`reason` for one config, seconds.
 
     Raises:
@@ -103,13 +104,14 @@ class CompileAhead:
 
     def __init__(self, kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], arch: str | None, *,
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
-                 max_workers: int | None = None, wait_s: float = 30.0) -> None:
+                 max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False) -> None:
         import threading
 
         from kernelpilot.profile.static import config_tasks, default_arch
 
         arch = arch or default_arch()
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
+        self.measure_while_cold = measure_while_cold
         self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
         self._keys = [config_key(c) for c in configs]
         self._key_set = set(self._keys)
@@ -165,13 +167,15 @@ class CompileAhead:
     def reason(self, config: dict[str, Any]) -> str | None:
         """The prune reason of ``config`` (None: measure it), waiting up to ``wait_s`` for its compile; a config
         not compiled by then (or outside the compiled set) is measured unchecked, and stays so: a verdict arriving
-        later does not turn a config already sent to a worker into a pruned one."""
+        later does not turn a config already sent to a worker into a pruned one. With ``measure_while_cold`` nothing
+        waits before the first verdict: the compile processes are still starting (about 20 s on the H100 for
+        Liger-Kernel's RMSNorm) while the worker could already measure."""
         key = config_key(config)
         t0 = time.monotonic()
         with self._cv:
             if key in self._unchecked:
                 return None
-            if key not in self.verdicts and key in self._key_set:
+            if key not in self.verdicts and key in self._key_set and (self.verdicts or not self.measure_while_cold):
                 self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
             self.waited_s += time.monotonic() - t0
             if key in self.verdicts:
