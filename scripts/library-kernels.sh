@@ -84,7 +84,7 @@ for name in names:
     index = find(opt, "best_version")
     best = next((v for v in opt.get("versions", []) if v.get("index") == index), {})
     print("\t".join([name, str(check.get("passed", check.get("_error", "?"))),
-                     us((bench.get("timing") or {}).get("median_ns")), us(best.get("median_ns")),
+                     us((bench.get("timing") or {}).get("median_ns")), us(best.get("duration_ns")),
                      json.dumps(best.get("config")), row_us("compile"), row_us("eager")]))
 PY
 } 2>&1 | tee "$OUT/library.log"

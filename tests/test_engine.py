@@ -138,3 +138,17 @@ def test_optimize_replay_with_the_default_budget_lands_within_3_percent(name, tm
     assert len(result.versions) < len(ReplayRunner(cache))  # and it did not need the whole space
     outcome = json.loads((tmp_path / "run" / f"v{best.index}" / "outcome.json").read_text())
     assert outcome["accepted"] is True and outcome["duration_ns"] == best.duration_ns
+
+
+def test_an_unknown_gpu_is_an_error_in_tune_as_in_optimize(tmp_path):
+    """One set-up for both campaigns: a --gpu the user names must exist (tune used to ignore it silently)."""
+    from kernelpilot import api
+    from kernelpilot.app.tune import tune
+    from kernelpilot.errors import SpecError
+
+    for run in (lambda: tune(EXAMPLES / "vector_add.py", gpu="RTX9999", use_cache=False, prune=False),
+                lambda: api.optimize(EXAMPLES / "vector_add.py", out=tmp_path / "o", gpu="RTX9999")):
+        with pytest.raises(SpecError) as info:
+            run()
+        assert "RTX9999" in info.value.message and info.value.hint
+    assert not (tmp_path / "o").exists()

@@ -158,6 +158,10 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         from kernelpilot.errors import SearchError
 
         raise SearchError(f"--iterations {iterations} is negative", "give the most versions to try after v0 (>= 0)")
+    if budget_s is not None and not budget_s > 0:
+        from kernelpilot.errors import SearchError
+
+        raise SearchError(f"--budget-s {budget_s} is not a positive number of seconds", "e.g. --budget-s 120")
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
     ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer)
     kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
@@ -185,7 +189,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                    mode="cuda" if cuda else ("replay" if replayer else "interpreter"),
                    device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
                                                                 else f"replay of {ctx.gpu}")),
-                   gpu_spec=roof.gpu if roof else None, iterations=iterations if iterations is not None else -1,
+                   gpu_spec=roof.gpu if roof else None, iterations=iterations,
                    profile=profile and cuda, started_utc=now_utc(), strategy=strategy, seed=seed, budget_s=budget_s,
                    floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None)
     write_json(ws.root / "run.json", info)

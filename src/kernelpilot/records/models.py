@@ -31,7 +31,7 @@ class RunInfo(BaseModel):
     mode: str
     device_name: str
     gpu_spec: str | None
-    iterations: int
+    iterations: int | None = None
     profile: bool
     started_utc: str
     strategy: str = "guided"
