@@ -287,3 +287,37 @@ def test_sass_can_be_skipped_and_occupancy_is_still_read():
     r = _ok(run_tasks(tasks, max_workers=1, in_process=False)[0])
     assert r.registers_per_thread > 0 and r.occupancy is not None and r.max_threads_per_block
     assert r.n_instructions == 0 and not any(r.instruction_mix.values()) and any("SASS not read" in n for n in r.notes)
+
+
+def _constrained_vector_add(tmp_path):
+    """vector_add with CONSTRAINTS that keep 2 of its 24 configs and exclude its DEFAULT_CONFIG (128, 4 warps)."""
+    path = tmp_path / "vector_add_constrained.py"
+    path.write_text(VECTOR_ADD.read_text() + '\nCONSTRAINTS = ["BLOCK_SIZE == 128 and num_warps <= 2"]\n')
+    return path
+
+
+def test_cli_all_configs_keeps_the_kernels_constraints(tmp_path):
+    import json
+
+    app, runner = _cli()
+    res = runner.invoke(app, ["inspect", str(_constrained_vector_add(tmp_path)), "--all-configs", "--arch", "sm_90",
+                              "--workers", "2", "--json"])
+    assert res.exit_code == 0, res.stdout
+    data = json.loads(res.stdout)
+    configs = [r["config"] for r in data["results"]]
+    assert configs == [{"BLOCK_SIZE": 128, "num_warps": 1}, {"BLOCK_SIZE": 128, "num_warps": 2}]
+    assert {"BLOCK_SIZE": 256, "num_warps": 1} not in configs and {"BLOCK_SIZE": 128, "num_warps": 4} not in configs
+    assert (data["n_configs_total"], data["n_excluded"], data["n_inspected"], data["n_ok"]) == (2, 22, 2, 2)
+
+
+def test_inspect_space_samples_only_allowed_configs_without_the_excluded_default(tmp_path):
+    space = inspect_space(_constrained_vector_add(tmp_path), arch="sm_90", limit=1, max_workers=1)
+    assert space.sampled and space.n_inspected == 1 and space.n_configs_total == 2
+    assert space.results[0].config in ({"BLOCK_SIZE": 128, "num_warps": 1}, {"BLOCK_SIZE": 128, "num_warps": 2})
+
+
+def test_constraints_excluding_every_config_are_a_contract_error(tmp_path):
+    path = tmp_path / "vector_add_empty.py"
+    path.write_text(VECTOR_ADD.read_text() + '\nCONSTRAINTS = ["BLOCK_SIZE > 4096"]\n')
+    with pytest.raises(ContractError, match="exclude every one of the 24 configs"):
+        inspect_space(path, arch="sm_90")
