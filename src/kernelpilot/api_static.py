@@ -32,8 +32,10 @@ def inspect(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: 
         A :class:`kernelpilot.profile.static.StaticReport`.
 
     Raises:
-        ContractError: bad kernel file, config, shape or arch; the config cannot compile or exceeds the target's
-            resources (the message says which). KernelFailed: the worker exited, crashed or hung.
+        ContractError: bad kernel file, config, shape or arch, or ``run_kernel`` raised while being captured.
+        KernelRunError: Triton or ptxas failed to compile the config, or it cannot load on the target
+            (``OutOfResources``: too much shared memory, or no block fits).
+        KernelFailed: the kernel file exited, crashed, hung (over ``timeout_s``) or raised in its worker.
     """
     from kernelpilot.profile.static import inspect_config
 
