@@ -20,11 +20,7 @@ MAX_MODULE_LINES = 500
 OVERSIZED_ALLOWED: frozenset[str] = frozenset()
 
 #: Import cycles known today, each as the set of modules in one strongly connected component.
-CYCLES_ALLOWED: tuple[frozenset[str], ...] = (
-    # cli.py imports cli_inspect and cli_search at its bottom to register their commands, and both import the
-    # shared helpers from cli; the lead untangles this (shared helpers into a module of their own).
-    frozenset({"kernelpilot.cli", "kernelpilot.cli_inspect", "kernelpilot.cli_search"}),
-)
+CYCLES_ALLOWED: tuple[frozenset[str], ...] = ()
 
 
 def _modules() -> dict[str, Path]:

@@ -171,7 +171,7 @@ def test_cli_pipeline_rejects_an_untiled_kernel():
     import typer
     from typer.testing import CliRunner
 
-    from kernelpilot.cli_inspect import register
+    from kernelpilot.cli.static import register
 
     app = typer.Typer()
     register(app)

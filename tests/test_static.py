@@ -241,7 +241,7 @@ def _cli():
     import typer
     from typer.testing import CliRunner
 
-    from kernelpilot.cli_inspect import register
+    from kernelpilot.cli.static import register
 
     app = typer.Typer()
     register(app)
@@ -266,7 +266,7 @@ def test_cli_inspect_json_and_errors():
 
 
 def test_cli_all_configs_table_fits_100_columns(monkeypatch):
-    from kernelpilot.cli import out
+    from kernelpilot.cli.common import out
 
     app, runner = _cli()
     monkeypatch.setattr(out, "width", 100)

@@ -1,6 +1,10 @@
-"""kernelpilot's Python API: one function per CLI command, typed, returning pydantic models.
+"""kernelpilot's Python API: one function per CLI command, typed, returning pydantic models (or plain dicts of
+them, where the command's JSON output is such a dict).
 
-The CLI (:mod:`kernelpilot.cli`) only parses arguments and prints what these return.
+The CLI (:mod:`kernelpilot.cli`) only parses arguments, calls one of these and prints what it returns. The static
+commands (``inspect``, ``pipeline``), the search commands (``tune``, ``cache``) and the specs commands live in
+:mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` and are re-exported
+here, so ``from kernelpilot import api; api.tune(...)`` works for every command.
 """
 
 from __future__ import annotations
@@ -15,7 +19,12 @@ from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload
-from kernelpilot.loop import detect_device, optimize, roofline_for
+from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
+from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
+from kernelpilot.api_static import inspect, inspect_space, pipeline
+from kernelpilot.app.optimize import OptimizeResult
+from kernelpilot.app.optimize import optimize as _optimize
+from kernelpilot.loop import detect_device, roofline_for
 from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
@@ -31,7 +40,9 @@ from kernelpilot.report.final import render_final_report
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
 __all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
-           "BenchResult", "ProfileResult", "RooflineResult", "ReportResult"]
+           "inspect", "inspect_space", "pipeline", "tune", "cache_list", "cache_show", "cache_clear",
+           "specs_list", "specs_show", "specs_cite", "specs_measure",
+           "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
 
 
 def bundled_example(name: str = "softmax") -> Path:
@@ -220,6 +231,32 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     shp.update(resolve_shape(kf, shape) if shape else {})
     roof, work, note = roofline_for(kf, shp, device, gpu)
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
+
+
+def optimize(kernel: str | Path | None = None, *, out: str | Path | None = None, **options: Any) -> OptimizeResult:
+    """The evidence loop (``kernelpilot optimize``): check, time, profile, judge, one change, repeat; every version
+    recorded in the run folder (:func:`kernelpilot.app.optimize.optimize`, whose keywords ``options`` takes:
+    ``iterations``, ``budget_s`` (seconds), ``shape``, ``config``, ``ref``, ``gpu``, ``profile``, ``benchmark``,
+    ``strategy``, ``seed``, ``timeout_s`` (seconds per version), ``replay``, ``constraints``, ``baselines_ns``
+    (ns), ``log``, ...).
+
+    Args:
+        kernel: the kernel file (None: the bundled softmax example, :func:`bundled_example`).
+        out: the run folder, new or empty (None: ``runs/<kernel file stem>-<local time YYYYmmdd-HHMMSS>``).
+
+    Returns:
+        :class:`OptimizeResult` (``run.best_version`` None when no version was correct).
+
+    Raises:
+        ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty.
+        SearchError: unknown strategy, negative iterations, a cache of another kernel. SpecError: unknown ``gpu``.
+        ToolMissingError: git requested but unavailable.
+    """
+    import datetime as _dt
+
+    path = Path(kernel) if kernel is not None else bundled_example("softmax")
+    folder = out if out is not None else Path("runs") / f"{path.stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return _optimize(path, out=folder, **options)
 
 
 class ReportResult(BaseModel):

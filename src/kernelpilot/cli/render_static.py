@@ -1,24 +1,18 @@
-"""``kernelpilot inspect`` and ``kernelpilot pipeline``: static compile for a target GPU, without a GPU.
-
-Registered on the main Typer app by :func:`register` (``kernelpilot.cli`` calls it). Same conventions as the other
-commands: ``--json`` prints one JSON object on stdout, a :class:`~kernelpilot.errors.KernelpilotError` exits 1 with
-the message and a hint, bad ``--config``/``--shape`` syntax exits 2.
+"""Human output of ``inspect`` (one config, or the ``--all-configs`` table) and ``pipeline``: rich tables on
+:data:`kernelpilot.cli.common.out`, from the result of one :mod:`kernelpilot.api` call.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-import typer
 from rich.table import Table
 
-ArchOpt = typer.Option(None, "--arch", help="Target GPU arch, e.g. sm_90 (default: this GPU, else sm_90).")
-TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one config (the kernel file's setup and run_kernel, "
-                          "the compile) may take in its isolated worker before it fails as a timeout.")
+from kernelpilot.cli.common import out
 
 
-def _no_worker_failure(results: list[Any]) -> bool:
+def no_worker_failure(results: list[Any]) -> bool:
     """False when a config's worker exited, crashed or hung (the kernel file misbehaved: the command exits 1);
     compile and resource failures are results, not faults of the command."""
     return not any(getattr(r, "stage", None) == "worker" for r in results)
@@ -38,9 +32,9 @@ def _config_text(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
-def _human_static(r: Any) -> None:
-    from kernelpilot.cli import out
-
+def static(r: Any) -> None:
+    """``inspect``: one config's compile facts (threads, registers, spills, shared memory, occupancy, load/store
+    widths, SASS size) and its static SASS instruction mix."""
     occ_pct, limiter = _occ(r)
     out.print(f"[bold]{r.kernel_name}[/] ({Path(r.kernel_file).name}) for {r.arch} — Triton {r.triton_version}, "
               f"compiled in {r.compile_s:.2f} s")
@@ -92,11 +86,9 @@ def _failure_code(r: Any) -> str:
     return r.stage
 
 
-def _human_space(space: Any) -> None:
+def space(space: Any) -> None:
     """The ``--all-configs`` table: one row per config, narrow enough for 100 columns; failures listed below it."""
     from rich import box
-
-    from kernelpilot.cli import out
 
     names = list(space.results[0].config) if space.results else []
     rows_values = [",".join(str(r.config.get(n)) for n in names) for r in space.results]
@@ -144,9 +136,9 @@ def _human_space(space: Any) -> None:
               f"{space.wall_s:.1f} s")
 
 
-def _human_pipelines(result: dict[str, Any]) -> None:
-    from kernelpilot.cli import out
-
+def pipelines(result: dict[str, Any]) -> None:
+    """``pipeline``: one table per config (ratio, shared memory per stage, cliffs, advice); a failed config in one
+    line."""
     for r in result["reports"]:
         if getattr(r, "status", None) == "failed":
             out.print(f"[bold]{_config_text(r.config)}[/]: [red]{r.stage} failed[/] {r.error_type}: "
@@ -169,70 +161,3 @@ def _human_pipelines(result: dict[str, Any]) -> None:
         if r.main_loop is not None:
             t.add_row("SASS main loop", r.main_loop.verdict)
         out.print(t)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``inspect`` and ``pipeline`` commands to ``app`` (the main ``kernelpilot`` Typer app)."""
-    from kernelpilot.cli import ConfigOpt, JsonOpt, ShapeOpt
-
-    @app.command("inspect")
-    def inspect_cmd(kernel: Path, config: Optional[list[str]] = ConfigOpt, shape: Optional[list[str]] = ShapeOpt,
-                    arch: Optional[str] = ArchOpt,
-                    all_configs: bool = typer.Option(False, "--all-configs",
-                                                     help="Inspect the whole TUNABLES space in parallel (a table)."),
-                    limit: Optional[int] = typer.Option(None, "--limit",
-                                                        help="With --all-configs: at most N configs (DEFAULT_CONFIG "
-                                                             "plus a seeded sample)."),
-                    workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: CPU cores)."),
-                    save: Optional[Path] = typer.Option(None, "--save", help="Also write the cubin, PTX and SASS here."),
-                    timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
-        """Compile for a target GPU without one: registers, spills, shared memory, occupancy, SASS mix.
-
-        The kernel file runs only in isolated worker processes: a config whose run_kernel exits, crashes or hangs
-        is a typed failure (one row of the --all-configs table; exit 1)."""
-        from kernelpilot.cli import _kv, _run
-        from kernelpilot.profile import static
-
-        cfg, shp = _kv(config, "--config"), _kv(shape, "--shape")
-        if all_configs:
-            import time
-
-            from kernelpilot.cli import err
-
-            start = time.monotonic()
-
-            def progress(done: int, total: int) -> None:
-                # stderr, so --json keeps one object on stdout; about 20 lines for a large space.
-                if done == total or done % max(1, total // 20) == 0:
-                    err.print(f"[dim]inspected {done}/{total} configs, {time.monotonic() - start:.0f} s[/]")
-
-            _run(as_json, lambda: static.inspect_space(kernel, shape=shp or None, arch=arch, max_workers=workers,
-                                                       limit=limit, progress=progress, timeout_s=timeout_s),
-                 _human_space, ok=lambda r: _no_worker_failure(r.results))
-        else:
-            _run(as_json, lambda: static.inspect_config(kernel, cfg, shape=shp or None, arch=arch, save_dir=save,
-                                                        timeout_s=timeout_s), _human_static)
-
-    @app.command("pipeline")
-    def pipeline_cmd(kernel: Path, config: Optional[list[str]] = typer.Option(
-            None, "--config", help="One config to analyse, e.g. --config BLOCK_K=64 --config num_stages=3 (default: "
-                                   "DEFAULT_CONFIG and its num_stages and BLOCK_K variants)."),
-            shape: Optional[list[str]] = ShapeOpt, arch: Optional[str] = ArchOpt, timeout_s: float = TimeoutOpt,
-            as_json: bool = JsonOpt) -> None:
-        """Software pipelining of a tiled tl.dot kernel: ratio, stages, occupancy cliff, SASS main loop.
-
-        The kernel file runs only in isolated worker processes; a requested --config that fails is an error."""
-        from kernelpilot.cli import _kv, _run
-        from kernelpilot.profile import pipeline as pl
-
-        cfg, shp = _kv(config, "--config"), _kv(shape, "--shape")
-
-        def work() -> dict[str, Any]:
-            if cfg:
-                reports: list[Any] = [pl.analyze_pipeline(kernel, cfg, shape=shp or None, arch=arch,
-                                                          timeout_s=timeout_s)]
-            else:
-                reports = pl.analyze_pipelines(kernel, None, shape=shp or None, arch=arch, timeout_s=timeout_s)
-            return {"kernel_file": str(Path(kernel).resolve()), "n_configs": len(reports), "reports": reports}
-
-        _run(as_json, work, _human_pipelines, ok=lambda r: _no_worker_failure(r["reports"]))

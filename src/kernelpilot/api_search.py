@@ -1,0 +1,111 @@
+"""The search half of kernelpilot's Python API: ``tune`` and the evaluation cache (``cache list|show|clear``).
+
+Re-exported by :mod:`kernelpilot.api`; each function is a thin call to its implementation in :mod:`kernelpilot.app`
+or :mod:`kernelpilot.search`, imported when called (importing the API stays cheap).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from kernelpilot.app.tune import TuneResult
+
+__all__ = ["tune", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
+
+#: ``kernelpilot tune --prune`` word -> the ``prune`` argument of :func:`kernelpilot.app.tune.tune`.
+PRUNE_MODES: dict[str, bool | str] = {"drop": True, "report": "report", "off": False}
+
+
+def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | None = None,
+         budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
+         ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
+         constraints: list[str] | None = None, max_spills: int | None = None, min_occupancy_pct: float | None = None,
+         timeout_s: float = 120.0, ab_samples: int = 30, race: bool = True, replay: str | Path | None = None,
+         use_cache: bool = True, ray_address: str | None = None, out: str | Path | None = None,
+         log: Callable[[str], None] | None = None, **options: Any) -> "TuneResult":
+    """Search the kernel's configs: compile-ahead pruning, isolated workers, the evaluation cache, A/B decisions
+    (``kernelpilot tune``; :func:`kernelpilot.app.tune.tune`).
+
+    Args:
+        kernel: the kernel file (TUNABLES, optional CONSTRAINTS, or a ``@triton.autotune`` kernel).
+        strategy: ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes``; seed: its seed.
+        budget_evals: the most new evaluations; budget_s: the most wall seconds (None: no limit).
+        shape: overrides of SHAPE (CPU_SHAPE under the interpreter). ref: a separate reference file.
+        gpu: spec name for limits and the speed-of-light floor (default: the GPU present).
+        prune: True (or ``"drop"``): skip configs that cannot win; ``"report"``: report them, run all; False
+            (or ``"off"``): no compile-ahead.
+        constraints: extra constraint expressions. max_spills: prune configs spilling more registers (count);
+            min_occupancy_pct: prune below this theoretical occupancy (%).
+        timeout_s: seconds one config may take in its worker (a hang becomes ``timeout``).
+        ab_samples: interleaved samples per side per decision. race: stop clearly slower candidates early.
+        replay: answer from this cache file or prefix (no GPU). use_cache: read and append the cache.
+        ray_address: evaluate on this Ray cluster. out: folder for ``tune.json`` and ``tune.md``.
+        log: progress callback, one line per call. options: the other keywords of the implementation
+            (``devices``, ``cache_root``, ``start``).
+
+    Returns:
+        A :class:`kernelpilot.app.tune.TuneResult` (``best`` None when no config ran correctly).
+
+    Raises:
+        SearchError: unknown strategy or prune mode, bad space or constraints, a cache of another kernel version.
+        ContractError: the kernel file breaks the contract. SpecError: unknown ``gpu``.
+    """
+    from kernelpilot.app.tune import tune as _tune
+
+    if max_spills is not None:
+        options["max_spills"] = max_spills
+    return _tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed,
+                 ref=ref, gpu=gpu, prune=PRUNE_MODES.get(prune, prune) if isinstance(prune, str) else prune,
+                 constraints=constraints, min_occupancy_pct=min_occupancy_pct,
+                 timeout_s=timeout_s, ab_samples=ab_samples, race=race, replay=replay, use_cache=use_cache,
+                 ray_address=ray_address, out=out, log=log, **options)
+
+
+def cache_list(root: str | Path | None = None) -> dict[str, Any]:
+    """Every evaluation-cache file in ``root`` (default ``$KERNELPILOT_CACHE`` or ``~/.kernelpilot/cache``)
+    (``kernelpilot cache list``).
+
+    Returns:
+        ``{"caches": [CacheSummary, ...]}`` sorted by file name (kernel, GPU, shape, configs, ok, best time in ns).
+
+    Raises:
+        OSError: the folder cannot be read.
+    """
+    from kernelpilot.search.cache_admin import list_caches
+
+    return {"caches": list_caches(root)}
+
+
+def cache_show(which: str | Path, root: str | Path | None = None) -> dict[str, Any]:
+    """One cache file's summary and records (``kernelpilot cache show``).
+
+    Args:
+        which: a cache file, or a prefix of a cache file's name or of its context key. root: the cache folder.
+
+    Returns:
+        ``{"summary": CacheSummary, "evaluations": [Evaluation, ...]}`` (the last record of each config).
+
+    Raises:
+        SearchError: no file or several files match ``which``. OSError: the file cannot be read.
+    """
+    from kernelpilot.search.cache_admin import show_cache
+
+    summary, evaluations = show_cache(which, root=root)
+    return {"summary": summary, "evaluations": evaluations}
+
+
+def cache_clear(which: str | Path | None = None, root: str | Path | None = None) -> dict[str, list[str]]:
+    """Delete one cache file (``which``: file or prefix) or every cache file in ``root`` (``kernelpilot cache
+    clear``).
+
+    Returns:
+        ``{"deleted": [path, ...]}`` (empty when nothing was deleted).
+
+    Raises:
+        SearchError: ``which`` matches no file or several. OSError: a file cannot be deleted.
+    """
+    from kernelpilot.search.cache_admin import clear_cache
+
+    return {"deleted": [str(p) for p in clear_cache(which, root=root)]}

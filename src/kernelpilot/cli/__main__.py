@@ -1,0 +1,5 @@
+"""``python -m kernelpilot.cli``: the ``kernelpilot`` command line."""
+
+from kernelpilot.cli import app
+
+app()

@@ -1,0 +1,85 @@
+"""What every ``kernelpilot`` command shares: the consoles, the common options, and :func:`run_command`, which calls
+one :mod:`kernelpilot.api` function and prints its result.
+
+Conventions (every command): ``--json`` prints one JSON object on stdout (progress goes to stderr); a
+:class:`~kernelpilot.errors.KernelpilotError` exits 1 printing its message and hint (with ``--json``: the object
+``{"error", "message", "hint"}``); bad ``--shape``/``--config`` syntax exits 2.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Callable, Optional
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from kernelpilot.errors import KernelpilotError
+
+#: Progress, errors and hints (stderr, so ``--json`` keeps stdout to one object).
+err = Console(stderr=True, soft_wrap=True)
+#: Human output (stdout).
+out = Console(soft_wrap=True)
+
+JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+ShapeOpt = typer.Option(None, "--shape", help="Override a shape value, e.g. --shape M=8192 (repeatable).")
+ConfigOpt = typer.Option(None, "--config", help="Override a tunable, e.g. --config BLOCK_SIZE=1024 (repeatable).")
+RefOpt = typer.Option(None, "--ref", help="A file defining reference(**inputs), if not in the kernel file.")
+TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds the kernel's worker process may take (importing the "
+                          "file, then the command's work) before it is killed and the run fails as a timeout.")
+
+
+def dump(obj: Any) -> str:
+    """``obj`` as one line of JSON: a pydantic model by its aliases; anything else through :func:`json.dumps`, with
+    nested models dumped by field name and other unknown objects (paths) as strings."""
+    if isinstance(obj, BaseModel):
+        return obj.model_dump_json(by_alias=True)
+    return json.dumps(obj, default=lambda o: o.model_dump() if isinstance(o, BaseModel) else str(o))
+
+
+def run_command(as_json: bool, fn: Callable[[], Any], human: Callable[[Any], None],
+                ok: Callable[[Any], bool] = lambda r: True) -> None:
+    """Call ``fn`` (one :mod:`kernelpilot.api` call); print its result as JSON (``as_json``) or through ``human``.
+
+    Raises:
+        typer.Exit: code 1 when ``fn`` raised a KernelpilotError (printed as the error object or as message +
+            hint on stderr) or when ``ok(result)`` is False (the result is printed first).
+    """
+    try:
+        result = fn()
+    except KernelpilotError as exc:
+        if as_json:
+            print(json.dumps(exc.to_dict()))
+        else:
+            err.print(f"[bold red]error:[/] {exc.message}")
+            if exc.hint:
+                err.print(f"[yellow]hint:[/] {exc.hint}")
+        raise typer.Exit(1)
+    if as_json:
+        print(dump(result))
+    else:
+        human(result)
+    if not ok(result):
+        raise typer.Exit(1)
+
+
+def kv(items: Optional[list[str]], what: str) -> dict[str, Any]:
+    """Repeated ``NAME=VALUE`` options (``--shape``, ``--config``) as a dict, values parsed as Python literals.
+
+    Raises:
+        typer.Exit: code 2 (a usage error) when an item is not ``NAME=VALUE``; the message goes to stderr.
+    """
+    from kernelpilot.kernels.contract import parse_assignments
+
+    try:
+        return parse_assignments(items, what)
+    except KernelpilotError as exc:
+        err.print(f"[bold red]error:[/] {exc.message}")
+        raise typer.Exit(2)
+
+
+def log(line: str) -> None:
+    """One progress line on stderr, prefixed with the wall-clock time (HH:MM:SS)."""
+    err.print(f"[dim]{_dt.datetime.now().strftime('%H:%M:%S')}[/] {line}")

@@ -1,0 +1,174 @@
+"""Human output of the run commands (check, bench, profile, roofline, optimize, report) and of tune and cache: rich
+tables and lines on :data:`kernelpilot.cli.common.out`. Each printer takes the result of one :mod:`kernelpilot.api`
+call and prints nothing else; ``--json`` bypasses them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from kernelpilot.cli.common import out
+
+#: Most versions rows ``optimize``/``report`` print to the terminal (final_report.md keeps every row).
+MAX_VERSION_ROWS = 25
+#: Rows kept for the last versions even when the accepted versions alone fill :data:`MAX_VERSION_ROWS`.
+MIN_LAST_ROWS = 5
+
+
+def us(ns: float | None) -> str:
+    """Nanoseconds as microseconds with two decimals; ``—`` for None."""
+    return "—" if ns is None else f"{ns / 1e3:.2f}"
+
+
+def check(r: Any) -> None:
+    """``check``: PASS/FAIL and one row per seed and output (relative L2 error, max |Δ|, mismatches, NaN/Inf)."""
+    out.print(("[green]PASS[/] " if r.passed else "[red]FAIL[/] ") + r.summary)
+    t = Table("seed", "output", "rel L2", "max |Δ|", "mismatched", "NaN/Inf", "result")
+    for s in r.seeds:
+        if s.error:
+            t.add_row(str(s.seed), "—", "—", "—", "—", "—", s.error)
+        for o in s.outputs:
+            t.add_row(str(s.seed), o.name, f"{o.rel_l2_error:.3g}" if o.rel_l2_error is not None else "—",
+                      f"{o.max_abs_error:.3g}" if o.max_abs_error is not None else "—",
+                      f"{o.n_mismatched}/{o.n_elements}", str(o.n_nonfinite), o.reason)
+    out.print(t)
+
+
+def bench(r: Any) -> None:
+    """``bench``: median and IQR (µs), % of the roofline, the impossible flag, the baselines table."""
+    from kernelpilot.report.benchmark import render_benchmark_md
+
+    t = r.timing
+    out.print(f"{Path(r.kernel).name} {r.config} at {r.shape}: median {t.median_ns / 1e3:.2f} µs, "
+              f"IQR {t.iqr_ns / 1e3:.2f} µs, {t.n_samples} samples — {t.timer}")
+    if r.pct_of_roofline is not None:
+        out.print(f"{r.pct_of_roofline:.1f} % of the roofline (floor {r.floor_ns / 1e3:.2f} µs)")
+    if r.impossible:
+        out.print("[red]impossible: faster than the speed-of-light floor[/]")
+    if r.baselines:
+        out.print(render_benchmark_md(r.baselines))
+
+
+#: The profile metrics ``profile`` prints, in order.
+PROFILE_METRICS = ("compute_sol_pct", "memory_sol_pct", "dram_pct", "l1_hit_rate_pct", "l2_hit_rate_pct",
+                   "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "registers_per_thread",
+                   "shared_mem_per_block_bytes", "waves_per_sm", "grid_size", "block_size")
+
+
+def profile(r: Any) -> None:
+    """``profile``: the main kernel's metrics and stalls, the verdict, ncu's rules, the bottleneck card (a light
+    profile: the card only)."""
+    m, v = r.main, r.verdict
+    if m is None:
+        out.print(r.card.to_markdown(), markup=False)
+        return
+    out.print(f"[bold]{m.kernel_name}[/] on {m.device_name}: {m.duration_ns / 1e3 if m.duration_ns else 0:.2f} µs")
+    t = Table("metric", "value")
+    for name in PROFILE_METRICS:
+        val = getattr(m, name, None)
+        t.add_row(name, "—" if val is None else (f"{val:.4g}" if isinstance(val, float) else str(val)))
+    for s in m.top_stalls:
+        t.add_row(f"stall {s.reason}", f"{s.ratio:.3g} ({s.share_pct:.0f} %)")
+    out.print(t)
+    out.print(f"[bold]verdict:[/] {v.bound} ({v.rule}) — {v.summary}")
+    for rule in v.ncu_rules[:6]:
+        out.print(f"  ncu {rule.identifier}: {rule.title}")
+    out.print("\n[bold]bottleneck card[/]", markup=True)
+    out.print(r.card.to_markdown(), markup=False)
+
+
+def roofline(r: Any) -> None:
+    """``roofline``: FLOPs and bytes with their sources, then the cited roofline (or why there is none)."""
+    from kernelpilot.hardware.roofline import render_roofline_md
+
+    w = r.workload
+    out.print(f"FLOPs {w.flops:.6g} ({w.flops_source}); bytes {w.bytes_moved:.6g} ({w.bytes_source})")
+    out.print(render_roofline_md(r.roofline) if r.roofline else r.note)
+
+
+def shown_versions(versions: list[Any], max_rows: int = MAX_VERSION_ROWS) -> list[Any]:
+    """The versions a terminal table shows: all when they fit in ``max_rows``; else every accepted version (the
+    baseline included; the latest ones when they alone would fill the table, keeping :data:`MIN_LAST_ROWS` rows)
+    plus the last versions up to ``max_rows`` rows, in version order."""
+    if len(versions) <= max_rows:
+        return list(versions)
+    accepted = [i for i, v in enumerate(versions) if v.accepted]
+    accepted = accepted[max(0, len(accepted) - (max_rows - MIN_LAST_ROWS)):]
+    keep = set(accepted)
+    for i in range(len(versions) - 1, -1, -1):
+        if len(keep) >= max_rows:
+            break
+        keep.add(i)
+    return [versions[i] for i in sorted(keep)]
+
+
+def versions(run: Any, all_versions: list[Any], folder: str | Path) -> None:
+    """The versions table of a run (:func:`kernelpilot.report.final.versions_table`), at most
+    :data:`MAX_VERSION_ROWS` rows (:func:`shown_versions`), saying how many rows were left out and where they all
+    are (``final_report.md`` in ``folder``)."""
+    from kernelpilot.report.final import versions_table
+
+    shown = shown_versions(all_versions)
+    out.print(versions_table(run, shown), markup=False)
+    left_out = len(all_versions) - len(shown)
+    if left_out:
+        out.print(f"… {left_out} of {len(all_versions)} versions not shown (shown: every accepted version and the "
+                  f"last ones); {Path(folder) / 'final_report.md'} has them all", markup=False)
+
+
+def optimize(r: Any) -> None:
+    """``optimize``: the versions table (capped), why the run stopped, the best version, where the records are."""
+    versions(r.run, r.versions, r.out)
+    best = f"v{r.run.best_version}" if r.run.best_version is not None else "none (no correct version)"
+    out.print(f"\nstopped: {r.run.stop_reason}\nbest: {best} — records in {r.out}", markup=False)
+
+
+def report(r: Any) -> None:
+    """``report``: the versions table (capped) and the rebuilt final_report.md's path."""
+    versions(r.run, r.versions, Path(r.final_report).parent)
+    out.print(f"wrote {r.final_report}")
+
+
+def tune(r: Any) -> None:
+    """``tune``: the best config and its median (µs), why it stopped, counts, pruning and the cache file."""
+    if r.best is None:
+        out.print(f"[red]no config ran correctly[/] ({r.failures})")
+    else:
+        out.print(f"[bold]best[/] {r.best.config}: {us(r.best.duration_ns)} µs"
+                  + ("" if r.measured else " (interpreted: not a measurement)"))
+        out.print(r.triton_config, markup=False)
+    out.print(f"stopped: {r.stopped}; {len(r.evaluations)} evaluations ({r.n_new} new, {r.n_cached} cached); "
+              f"failures {r.failures or 'none'}; worker restarts {r.worker_restarts}")
+    if r.prune is not None:
+        out.print(f"static pruning: {r.prune.n_pruned} of {r.prune.n_compiled} compiled "
+                  f"({r.prune.n_configs} in the space) pruned {r.prune.by_reason}")
+    if r.cache_file:
+        out.print(f"cache: {r.cache_file}")
+
+
+def cache_list(rows: dict[str, Any]) -> None:
+    """``cache list``: one row per cache file."""
+    t = Table("file", "kernel", "gpu", "shape", "configs", "ok", "best µs")
+    for s in rows["caches"]:
+        t.add_row(Path(s.file).name, s.kernel, s.context.gpu, str(s.context.shape), str(s.configs), str(s.ok),
+                  us(s.best_duration_ns))
+    out.print(t)
+
+
+def cache_show(r: dict[str, Any]) -> None:
+    """``cache show``: the file's summary, then its records fastest first."""
+    s = r["summary"]
+    out.print(f"[bold]{Path(s.file).name}[/]: {s.kernel} on {s.context.gpu}, shape {s.context.shape}; "
+              f"{s.configs} configs, {s.ok} ok, statuses {s.statuses}")
+    t = Table("config", "status", "median µs", "IQR µs", "message")
+    for ev in sorted(r["evaluations"], key=lambda e: e.objective):
+        t.add_row(ev.key, ev.status, us(ev.duration_ns), us(ev.iqr_ns), ev.message[:80])
+    out.print(t)
+
+
+def cache_clear(r: dict[str, Any]) -> None:
+    """``cache clear``: how many files were deleted."""
+    out.print(f"deleted {len(r['deleted'])} cache file(s)")

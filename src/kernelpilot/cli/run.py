@@ -1,0 +1,135 @@
+"""The commands that run the kernel or read its runs: env, check, bench, profile, roofline, optimize, report.
+
+Each parses its options, calls one :mod:`kernelpilot.api` function through
+:func:`kernelpilot.cli.common.run_command` and prints the result (JSON, or :mod:`kernelpilot.cli.render`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from kernelpilot.cli import render
+from kernelpilot.cli.common import ConfigOpt, JsonOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, out, run_command
+
+
+def env(as_json: bool = JsonOpt,
+        probe: bool = typer.Option(True, "--probe/--no-probe", help="Run one tiny ncu profile to test counters.")) -> None:
+    """Python, torch, triton, CUDA, driver, GPU (SMs, L2, clocks seen), ncu and whether it can read counters."""
+    from kernelpilot import api
+    from kernelpilot.measure.env import render_env_md
+
+    run_command(as_json, lambda: api.env(probe_ncu=probe), lambda r: out.print(render_env_md(r)))
+
+
+def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
+          ref: Optional[Path] = RefOpt, seeds: int = typer.Option(3, help="Fresh input sets to check."),
+          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Correctness against a float64 reference on fresh seeds (exit 1 when incorrect).
+
+    The kernel runs in an isolated worker process: an exit, crash, hang or exception is a typed failure."""
+    from kernelpilot import api
+
+    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    run_command(as_json, lambda: api.check(kernel, shape=shp, config=cfg, ref=ref, n_seeds=seeds, timeout_s=timeout_s),
+                render.check, ok=lambda r: r.passed)
+
+
+def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
+          ref: Optional[Path] = RefOpt, baselines: bool = typer.Option(False, help="Also time PyTorch eager and torch.compile."),
+          gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
+          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
+
+    The kernel (and the baselines) run in an isolated worker process: an exit, crash, hang or exception is a typed
+    failure."""
+    from kernelpilot import api
+
+    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
+                                           timeout_s=timeout_s),
+                render.bench, ok=lambda r: not r.impossible)
+
+
+def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path] = typer.Option(
+        None, "--report", help="Read this .ncu-rep instead of profiling (no GPU needed)."),
+        output: Optional[Path] = typer.Option(None, "--out", help="Where to write the new .ncu-rep."),
+        shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
+        light: bool = typer.Option(False, "--light", help="No ncu: timing + roofline + compile metadata card."),
+        timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Nsight Compute profile (or a saved report): normalized metrics and the verdict."""
+    from kernelpilot import api
+
+    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    run_command(as_json, lambda: api.profile(kernel, report=report, out=output, shape=shp, config=cfg, ref=ref,
+                                             light=light, timeout_s=timeout_s),
+                render.profile)
+
+
+def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spec name, e.g. H100-SXM (default: this GPU)."),
+             shape: Optional[list[str]] = ShapeOpt, as_json: bool = JsonOpt) -> None:
+    """FLOPs, bytes, arithmetic intensity, ridge point, bound and target, every spec cited. No GPU needed."""
+    from kernelpilot import api
+
+    shp = kv(shape, "--shape")
+    run_command(as_json, lambda: api.roofline(kernel, gpu=gpu, shape=shp), render.roofline)
+
+
+def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (default: the bundled softmax example)."),
+             iterations: Optional[int] = typer.Option(None, help="Cap on the versions after v0 (default: the budget "
+                                                      "decides)."),
+             budget_s: Optional[float] = typer.Option(None, "--budget-s", help="Seconds for the search (default 200 on "
+                                                      "a GPU and in a replay, where the stored device seconds count; 45 "
+                                                      "under the interpreter)."),
+             output: Optional[Path] = typer.Option(None, "--out", help="Run folder (default runs/<kernel>-<time>)."),
+             shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
+             gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
+             no_profile: bool = typer.Option(False, "--no-profile", help="Skip ncu (light cards from timing + "
+                                             "roofline + compile metadata)."),
+             no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip the eager/torch.compile baselines "
+                                               "and benchmark.md."),
+             strategy: str = typer.Option("guided", help="What proposes the next config: guided (the bottleneck "
+                                          "card's one-variable moves), exhaustive, random, local or bayes."),
+             seed: int = typer.Option(0, help="The strategy's seed."),
+             timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one version's check and timing may "
+                                             "take in its worker before it is recorded as a timeout (a hang)."),
+             replay: Optional[str] = typer.Option(None, "--replay", help="Answer every version from this evaluation "
+                                                  "cache (a `tune` cache file or prefix; no GPU)."),
+             constraint: Optional[list[str]] = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
+                                                            "'GROUP_M == 8' (repeatable)."),
+             baseline: Optional[list[str]] = typer.Option(None, "--baseline-ns", help="For --replay: a baseline's "
+                                                          "median measured on the cache's GPU, e.g. torch.compile=184000 "
+                                                          "(repeatable); the target does not stop the run while one is "
+                                                          "faster."),
+             as_json: bool = JsonOpt) -> None:
+    """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
+
+    Every config tried is a version folder with its hypothesis written first. Versions run in isolated worker
+    processes (a crash, hang or illegal memory access is a failed version with a typed failure, and the loop goes on);
+    ncu profiles each new incumbent; the search stops at the budget, at --iterations, or at the roofline target once
+    no measured baseline (eager, torch.compile) is faster."""
+    from kernelpilot import api
+
+    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    baselines_ns = {k: float(v) for k, v in kv(baseline, "--baseline-ns").items()}
+    run_command(as_json, lambda: api.optimize(kernel, out=output, iterations=iterations, budget_s=budget_s, shape=shp,
+                                              config=cfg, ref=ref, gpu=gpu, profile=not no_profile,
+                                              benchmark=not no_benchmark, strategy=strategy, seed=seed,
+                                              timeout_s=timeout_s, replay=replay, constraints=constraint,
+                                              baselines_ns=baselines_ns, log=log),
+                render.optimize, ok=lambda r: r.run.best_version is not None)
+
+
+def report(run: Path, as_json: bool = JsonOpt) -> None:
+    """Re-read a run folder (validating every record) and rebuild final_report.md."""
+    from kernelpilot import api
+
+    run_command(as_json, lambda: api.report(run), render.report)
+
+
+def register(app: typer.Typer) -> None:
+    """Add env, check, bench, profile, roofline, optimize and report to ``app`` (the ``kernelpilot`` app)."""
+    for command in (env, check, bench, profile, roofline, optimize, report):
+        app.command(command.__name__)(command)

@@ -1,0 +1,86 @@
+"""``kernelpilot tune`` and ``kernelpilot cache list|show|clear``: the search and its evaluation cache.
+
+Each command calls one :mod:`kernelpilot.api` function and prints the result (JSON, or :mod:`kernelpilot.cli.render`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernelpilot.cli import render
+from kernelpilot.cli.common import JsonOpt, RefOpt, ShapeOpt, kv, out, run_command
+
+#: ``kernelpilot cache``: the group of the cache commands.
+cache_app = typer.Typer(no_args_is_help=True, help="The evaluation cache: list, show, clear.")
+RootOpt = typer.Option(None, "--root", help="Cache folder (default $KERNELPILOT_CACHE or ~/.kernelpilot/cache).")
+
+
+def tune_cmd(
+    kernel: Path = typer.Argument(..., help="Kernel file (TUNABLES, optional CONSTRAINTS)."),
+    strategy: str = typer.Option("guided", "--strategy", help="guided, exhaustive, random, local or bayes."),
+    budget_evals: int | None = typer.Option(None, "--budget-evals", help="Most new evaluations."),
+    budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds."),
+    seed: int = typer.Option(0, "--seed", help="The strategy's seed."),
+    shape: list[str] | None = ShapeOpt, ref: Path | None = RefOpt,
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU spec for limits and the floor (default: this GPU)."),
+    prune: str = typer.Option("drop", "--prune", help="drop: compile the configs in parallel with the "
+                              "measurements and skip those that cannot win; report: compile and report, run all; "
+                              "off: no compile-ahead."),
+    constraint: list[str] | None = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
+                                                   "'GROUP_M == 8' (repeatable)."),
+    max_spills: int = typer.Option(16, "--max-spills", help="Prune configs spilling more registers than this."),
+    min_occupancy: float | None = typer.Option(None, "--min-occupancy", help="Prune below this occupancy, %."),
+    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Per-config limit; a hang becomes `timeout`."),
+    ab_samples: int = typer.Option(30, "--ab-samples", help="Interleaved samples per side per decision."),
+    no_race: bool = typer.Option(False, "--no-race", help="Time every candidate fully (no racing)."),
+    replay: str | None = typer.Option(None, "--replay", help="Answer from this cache file (no GPU)."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor append the cache."),
+    ray: str | None = typer.Option(None, "--ray", help="Evaluate on a Ray cluster at this address."),
+    output: Path | None = typer.Option(None, "--out", help="Write tune.json and tune.md here."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions."""
+    from kernelpilot import api
+
+    log = (lambda msg: None) if as_json else (lambda msg: out.print(msg, markup=False))
+    shp = kv(shape, "--shape")
+    run_command(as_json, lambda: api.tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s,
+                                          shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
+                                          max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
+                                          ab_samples=ab_samples, race=not no_race, replay=replay,
+                                          use_cache=not no_cache, ray_address=ray, out=output, log=log),
+                render.tune, ok=lambda r: r.best is not None)
+
+
+@cache_app.command("list")
+def cache_list(root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Every cache file: kernel, GPU, records, best time."""
+    from kernelpilot import api
+
+    run_command(as_json, lambda: api.cache_list(root), render.cache_list)
+
+
+@cache_app.command("show")
+def cache_show(which: str = typer.Argument(..., help="Cache file, file-name prefix or key prefix."),
+               root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
+    """The records of one cache file, fastest first."""
+    from kernelpilot import api
+
+    run_command(as_json, lambda: api.cache_show(which, root=root), render.cache_show)
+
+
+@cache_app.command("clear")
+def cache_clear(which: str | None = typer.Argument(None, help="One cache (prefix); default: all."),
+                root: Path | None = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Delete one cache file, or all of them."""
+    from kernelpilot import api
+
+    run_command(as_json, lambda: api.cache_clear(which, root=root), render.cache_clear)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``tune`` and the ``cache`` group to ``app``."""
+    app.command("tune")(tune_cmd)
+    app.add_typer(cache_app, name="cache")
