@@ -108,8 +108,9 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
 
     Every config tried is a version folder with its hypothesis written first. Versions run in isolated worker
     processes (a crash, hang or illegal memory access is a failed version with a typed failure, and the loop goes on);
-    ncu profiles each new incumbent; the search stops at the budget, at --iterations, or at the roofline target once
-    no measured baseline (eager, torch.compile) is faster."""
+    ncu profiles v0 and the final best (light cards in between); the search stops at the budget, at --iterations,
+    when the strategy has nothing left, or at 90 % of the roofline once no measured baseline (eager, torch.compile)
+    is more than 3 % faster. The best version is the fastest accepted one."""
     from kernelpilot import api
 
     shp, cfg = kv(shape, "--shape"), kv(config, "--config")
