@@ -289,14 +289,6 @@ def _read_outcome(path: Path) -> Evaluation:
     """
     import json
 
-    from pydantic import ValidationError
+    from kernelpilot.records.workspace import read_record
 
-    from kernelpilot.errors import RunFolderError
-
-    if not path.is_file():
-        raise RunFolderError(f"record missing: {path}", "the run folder is incomplete; re-run that version")
-    try:
-        return outcome_from_json(json.loads(path.read_text()))
-    except (ValidationError, ValueError, KeyError, TypeError) as exc:
-        raise RunFolderError(f"record corrupt: {path}: {str(exc).splitlines()[0]}",
-                             "restore it from the run's git history (`git -C RUN checkout -- FILE`)") from exc
+    return read_record(path, lambda text: outcome_from_json(json.loads(text)))

@@ -99,16 +99,11 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
 
 
 def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> None:
-    """With several workers and a strategy whose order is known up front (``plan``), measure the next configs in
-    parallel, so the strategy's sequential calls are answered without waiting."""
+    """With several workers and a strategy whose order is known up front (``plan``), measure the planned configs in
+    parallel (:meth:`Evaluator.measure_ahead`), so the strategy's sequential calls are answered without waiting."""
     plan = getattr(strat, "plan", None)
-    if plan is None or ev.parallel < 2:
-        return
-    todo = [c for c in plan(ev.space, seed=seed, start=start) if ev.needs_run(c)]
-    if ev.budget.max_evals is not None:
-        todo = todo[: max(0, ev.budget.max_evals - ev.budget.evals)]
-    for res in ev.runner.map(todo):
-        ev.ready[res.key] = ev._absorb(res)
+    if plan is not None and ev.parallel > 1:
+        ev.measure_ahead(plan(ev.space, seed=seed, start=start))
 
 
 def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | None = None,
@@ -190,8 +185,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                        pruner=ahead if prune is True else None, evidence=evidence, roofline=roof,
                        ab_samples=ab_samples if replayer is None else 0, race=race and replayer is None,
                        strategy=strategy, log=log)
-        _prefetch(strat, ev, seed, ctx.start)
         try:
+            _prefetch(strat, ev, seed, ctx.start)
             strat.search(space, ev, seed=seed, start=ctx.start)
             stopped = "strategy finished"
         except BudgetExhausted as exc:

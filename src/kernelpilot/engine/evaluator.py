@@ -227,17 +227,33 @@ class Evaluator:
             BudgetExhausted: the budget is spent (configs measured before are recorded and cached).
         """
         cands = [c if isinstance(c, Candidate) else Candidate(c) for c in candidates]
-        todo: list[dict[str, Any]] = []
-        for c in cands:
-            if self.needs_run(c.config) and config_key(c.config) not in {config_key(t) for t in todo}:
-                todo.append(c.config)
-        if len(todo) > 1 and self.parallel > 1:
-            self.budget.check()
-            if self.budget.max_evals is not None:
-                todo = todo[: max(0, self.budget.max_evals - self.budget.evals)]
-            for ev in self.runner.map(todo, race_against_ns=self._race_ns()):
-                self.ready[ev.key] = self._absorb(ev)
+        if self.parallel > 1:
+            self.measure_ahead([c.config for c in cands])
         return [self(c) for c in cands]
+
+    def measure_ahead(self, configs: Sequence[dict[str, Any]]) -> None:
+        """Measure ``configs`` now, in parallel over the runner's workers, so that later calls answer them without
+        waiting: only those that would cost a run (:meth:`needs_run`), each once, no more than the evaluation budget
+        has left, clearly slower ones raced against the incumbent; every answer is counted and cached at once. Fewer
+        than two such configs: nothing to spread, the calls measure them.
+
+        Raises:
+            BudgetExhausted: the budget is already spent.
+        """
+        todo: list[dict[str, Any]] = []
+        keys: set[str] = set()
+        for c in configs:
+            key = config_key(c)
+            if key not in keys and self.needs_run(c):
+                keys.add(key)
+                todo.append(dict(c))
+        if len(todo) < 2:
+            return
+        self.budget.check()
+        if self.budget.max_evals is not None:
+            todo = todo[: max(0, self.budget.max_evals - self.budget.evals)]
+        for ev in self.runner.map(todo, race_against_ns=self._race_ns()):
+            self.ready[ev.key] = self._absorb(ev)
 
     def needs_run(self, config: dict[str, Any]) -> bool:
         """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""

@@ -13,13 +13,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.errors import RunFolderError
 
 M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 RUN_FILE = "run.json"
 
 
@@ -39,20 +40,30 @@ def write_json(path: Path, data: BaseModel | dict[str, Any] | list[Any]) -> Path
     return write_text(path, text + "\n")
 
 
-def read_json(path: Path, model: type[M]) -> M:
-    """Read and validate a JSON record.
+def read_record(path: Path, parse: Callable[[str], R]) -> R:
+    """Read one record with ``parse`` (text -> record), naming the file when it is missing or does not parse.
 
     Raises:
-        RunFolderError: the file is missing, not JSON, or does not match ``model`` (the message names the file).
+        RunFolderError: the file is missing, or ``parse`` raised a ValidationError, ValueError (bad JSON included),
+            KeyError or TypeError (the message names the file, the hint says how to restore it).
     """
     if not path.is_file():
         raise RunFolderError(f"record missing: {path}", "the run folder is incomplete; re-run that version")
     try:
-        return model.model_validate_json(path.read_text())
-    except (ValidationError, ValueError) as exc:
+        return parse(path.read_text())
+    except (ValidationError, ValueError, KeyError, TypeError) as exc:
         first = str(exc).splitlines()[0:3]
         raise RunFolderError(f"record corrupt: {path}: {' '.join(first)}",
                              "restore it from the run's git history (`git -C RUN checkout -- FILE`)") from exc
+
+
+def read_json(path: Path, model: type[M]) -> M:
+    """Read and validate a JSON record as ``model`` (:func:`read_record`).
+
+    Raises:
+        RunFolderError: the file is missing, not JSON, or does not match ``model`` (the message names the file).
+    """
+    return read_record(path, model.model_validate_json)
 
 
 class Workspace:
