@@ -199,13 +199,15 @@ class Evaluator:
             why = rule.check(self)
             if why is not None:
                 raise StopSearch(why)
-        if self.needs_run(config):
+        known = self._known_answer(config, key)
+        if known is None:
             self.budget.check()  # before anything is written for a version that would never run
         index = len(self.order)
         parent, move = self._derivation(cand)
         if self.recorder is not None:
             self.recorder.before(index, config, parent, move, self.incumbent)
-        ev = self._answer(config, key)
+        ev = known if known is not None else self._absorb(
+            self.runner.evaluate(config, race_against_ns=self._race_ns()))
         ev = ev.model_copy(update={"index": index, "parent": parent.index if parent is not None else None,
                                    "move": move})
         ev = self._judge(self._measures(ev, parent))
@@ -263,7 +265,9 @@ class Evaluator:
                     or (self.cache is not None and self.cache.get(config) is not None))
 
     # -- answering ---------------------------------------------------------------------------------------------------
-    def _answer(self, config: dict[str, Any], key: str) -> Evaluation:
+    def _known_answer(self, config: dict[str, Any], key: str) -> Evaluation | None:
+        """The answer that costs no run: ``invalid_config``, ``pruned``, measured ahead, or cached; None when the
+        runner must evaluate ``config``."""
         why = self.space.why_invalid(config)
         if why is not None:
             return Evaluation(config=config, status="invalid_config", message=why)
@@ -273,9 +277,6 @@ class Evaluator:
         ev = self.ready.pop(key, None)
         if ev is None and self.cache is not None:
             ev = self.cache.get(config)
-        if ev is None:
-            self.budget.check()
-            ev = self._absorb(self.runner.evaluate(config, race_against_ns=self._race_ns()))
         return ev
 
     def _prune_reason(self, config: dict[str, Any]) -> str | None:
