@@ -25,11 +25,12 @@ from kernelpilot.api_static import inspect, inspect_space, pipeline
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.optimize import optimize as _optimize
 from kernelpilot.loop import detect_device, roofline_for
+from kernelpilot.options import at_least, check_kernel_path, check_shape_values, positive
 from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
 from kernelpilot.profile.card import BottleneckCard, card_from_metrics
-from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report
+from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report, require_verdict_metrics
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
 from kernelpilot.records.evaluation import Evaluation
@@ -65,18 +66,43 @@ def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     """Correctness of one config on ``n_seeds`` fresh input sets, run in an isolated worker process.
 
     Raises:
-        ContractError: the kernel file, shape or config breaks the contract.
+        OptionError: ``n_seeds`` < 1, ``timeout_s`` not positive, a ``shape`` value of the wrong type.
+        ContractError: the kernel file, shape or config breaks the contract (a folder given as the kernel file).
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised outside a seed.
     """
+    _check_common(kernel, ref, timeout_s)
+    at_least("--seeds", n_seeds, 1, "the number of fresh input sets to check")
     with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
         return CorrectnessResult.model_validate_json(
             iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds))
 
 
+def _check_common(kernel: str | Path | None, ref: str | Path | None, timeout_s: float | None) -> None:
+    """The checks every command that runs the kernel makes first: the kernel and reference paths are files (not
+    folders), the time limit is positive.
+
+    Raises:
+        ContractError: a folder given as the kernel or reference file. OptionError: ``timeout_s`` not positive.
+    """
+    check_kernel_path(kernel)
+    check_kernel_path(ref, "reference file")
+    positive("--timeout-s", timeout_s, "300")
+
+
+def _shape(kf: KernelFile, shape: dict[str, Any] | None) -> dict[str, Any]:
+    """:func:`resolve_shape` after checking the overrides' types against the file's SHAPE (and CPU_SHAPE).
+
+    Raises:
+        OptionError: a value of the wrong type (``N=abc``). ContractError: a name SHAPE does not have.
+    """
+    check_shape_values(shape, {**kf.shape, **(kf.cpu_shape or {})}, str(kf.path))
+    return resolve_shape(kf, shape)
+
+
 def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, n_seeds: int) -> str:
     """Worker side of :func:`check`: the CorrectnessResult as JSON."""
-    return check_correctness(kf, resolve_shape(kf, shape), resolve_config(kf, config), _here(device),
+    return check_correctness(kf, _shape(kf, shape), resolve_config(kf, config), _here(device),
                              seeds=tuple(range(n_seeds))).model_dump_json()
 
 
@@ -101,9 +127,11 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker.
 
     Raises:
+        OptionError: ``timeout_s`` not positive, a ``shape`` value of the wrong type.
         ContractError / SpecError: bad kernel file, shape, config or ``gpu``.
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised.
     """
+    _check_common(kernel, ref, timeout_s)
     with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
         return BenchResult.model_validate_json(
             iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu))
@@ -116,7 +144,7 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.measure.timing import time_callable
 
     dev = _here(device)
-    shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
+    shp, cfg = _shape(kf, shape), resolve_config(kf, config)
     roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
     case = make_case(kf, shp, 0, dev)
     timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), dev, before_each=case.before_launch)
@@ -158,6 +186,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised in the worker.
     """
     if report is None:
+        _check_common(kernel, ref, timeout_s)
         if kernel is None:
             raise ToolMissingError("nothing to profile", "give a KERNEL file or --report FILE.ncu-rep")
         if detect_device() != "cuda":
@@ -175,7 +204,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
                     raise
                 return _light(iso, shp, cfg, exc.message)
     kernels = read_report(report)
-    main = main_kernel(kernels)
+    main = require_verdict_metrics(main_kernel(kernels), report)
     verdict = judge(main)
     return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict,
                          card=card_from_metrics(main, verdict))
@@ -184,7 +213,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
 def _resolve_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
                        config: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     """Worker side of :func:`profile`: (kernel path, kernel name, resolved shape, resolved config)."""
-    return str(kf.path), kf.name, resolve_shape(kf, shape), resolve_config(kf, config)
+    return str(kf.path), kf.name, _shape(kf, shape), resolve_config(kf, config)
 
 
 def _light(iso: IsolatedKernel, shape: dict[str, Any], config: dict[str, Any], reason: str) -> ProfileResult:
@@ -225,10 +254,11 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     The shape is ``SHAPE`` (the GPU shape) unless overridden, also on a CPU machine: inputs are built on the CPU
     only to count bytes.
     """
+    check_kernel_path(kernel)
     device = detect_device()
     kf = load_kernel(kernel, None, interpreted=(device == "cpu"))
     shp = dict(kf.shape)
-    shp.update(resolve_shape(kf, shape) if shape else {})
+    shp.update(_shape(kf, shape) if shape else {})
     roof, work, note = roofline_for(kf, shp, device, gpu)
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 

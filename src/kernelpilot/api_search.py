@@ -68,14 +68,17 @@ def cache_list(root: str | Path | None = None) -> dict[str, Any]:
     (``kernelpilot cache list``).
 
     Returns:
-        ``{"caches": [CacheSummary, ...]}`` sorted by file name (kernel, GPU, shape, configs, ok, best time in ns).
+        ``{"caches": [CacheSummary, ...], "skipped": [warning, ...]}``: the readable files sorted by file name
+        (kernel, GPU, shape, configs, ok, best time in ns); a file that cannot be read or has no valid header is
+        skipped, with a warning naming it.
 
     Raises:
         OSError: the folder cannot be read.
     """
-    from kernelpilot.search.cache_admin import list_caches
+    from kernelpilot.search.cache_admin import survey_caches
 
-    return {"caches": list_caches(root)}
+    caches, skipped = survey_caches(root)
+    return {"caches": caches, "skipped": skipped}
 
 
 def cache_show(which: str | Path, root: str | Path | None = None) -> dict[str, Any]:

@@ -10,10 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from kernelpilot.options import at_least, check_arch, check_kernel_path, positive
+
 if TYPE_CHECKING:
     from kernelpilot.profile.static import StaticReport, StaticSpace
 
 __all__ = ["inspect", "inspect_space", "pipeline"]
+
+
+def _check(kernel: str | Path, arch: str | None, timeout_s: float | None) -> None:
+    """The options every static command shares: a kernel file (not a folder), a known arch, a positive limit.
+
+    Raises:
+        ContractError: ``kernel`` is a folder. OptionError: an unknown ``arch``, a ``timeout_s`` not positive.
+    """
+    check_kernel_path(kernel)
+    check_arch(arch)
+    positive("--timeout-s", timeout_s, "300")
 
 
 def inspect(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: dict[str, Any] | None = None,
@@ -32,6 +45,7 @@ def inspect(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: 
         A :class:`kernelpilot.profile.static.StaticReport`.
 
     Raises:
+        OptionError: an arch no spec knows, a ``timeout_s`` not positive, a shape value of the wrong type.
         ContractError: bad kernel file, config, shape or arch, or ``run_kernel`` raised while being captured.
         KernelRunError: Triton or ptxas failed to compile the config, or it cannot load on the target
             (``OutOfResources``: too much shared memory, or no block fits).
@@ -39,6 +53,7 @@ def inspect(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: 
     """
     from kernelpilot.profile.static import inspect_config
 
+    _check(kernel, arch, timeout_s)
     return inspect_config(kernel, config or {}, shape=shape or None, arch=arch, save_dir=save, timeout_s=timeout_s)
 
 
@@ -59,10 +74,14 @@ def inspect_space(kernel: str | Path, *, shape: dict[str, Any] | None = None, ar
         exceeds the resources or whose worker exited, crashed or hung is a failure row, not an exception.
 
     Raises:
+        OptionError: an arch no spec knows, ``limit``/``workers`` below 1, a ``timeout_s`` not positive.
         ContractError: bad kernel file, shape, TUNABLES or arch.
     """
     from kernelpilot.profile.static import inspect_space as _inspect_space
 
+    _check(kernel, arch, timeout_s)
+    at_least("--limit", limit, 1, "the most configs to inspect")
+    at_least("--workers", workers, 1, "the number of processes")
     return _inspect_space(kernel, shape=shape or None, arch=arch, max_workers=workers, limit=limit,
                           progress=progress, timeout_s=timeout_s)
 
@@ -88,6 +107,7 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
     """
     from kernelpilot.profile import pipeline as pl
 
+    _check(kernel, arch, timeout_s)
     if config:
         reports: list[Any] = [pl.analyze_pipeline(kernel, config, shape=shape or None, arch=arch,
                                                   timeout_s=timeout_s)]

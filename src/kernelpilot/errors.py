@@ -15,6 +15,9 @@ class KernelpilotError(Exception):
         hint: what to do next (may be empty).
     """
 
+    #: The process exit status the command line gives this error (1; a bad option 2, an interrupted run 130/143).
+    exit_code: int = 1
+
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
         self.message = message
@@ -83,3 +86,44 @@ class RunFolderError(KernelpilotError):
 
 class SearchError(KernelpilotError):
     """A search cannot be set up: a bad search space (constraint syntax, unknown name), an unknown strategy."""
+
+
+class OptionError(KernelpilotError):
+    """A command-line option (or the API keyword behind it) has a value no run can use: a negative time limit, zero
+    seeds, a shape value of the wrong type, an unknown arch. The message names the option and the value given; the
+    command line exits 2 (a usage error)."""
+
+    exit_code = 2
+
+
+class RecordError(RunFolderError):
+    """Records of a run folder fail validation (against their schema, against each other, or against git).
+
+    Args:
+        message: a summary naming the folder and the first problems.
+        hint: what to do.
+        problems: one dict per problem: ``{"file": path relative to the run, "problem": what is wrong,
+            "fix": what to do}``.
+    """
+
+    def __init__(self, message: str, hint: str = "", problems: list[dict[str, str]] | None = None) -> None:
+        super().__init__(message, hint)
+        self.problems = list(problems or [])
+
+    def to_dict(self) -> dict:  # type: ignore[override]
+        """``{"error", "message", "hint", "problems"}``: the base fields and every problem found."""
+        return {**super().to_dict(), "problems": self.problems}
+
+
+class Interrupted(KernelpilotError):
+    """A run stopped on SIGINT or SIGTERM: what was decided before is recorded; the hint says how to resume.
+
+    Args:
+        message: what was interrupted and what is kept. hint: the command that resumes it.
+        signum: the signal's number (the command line exits ``128 + signum``: 130 for SIGINT, 143 for SIGTERM).
+    """
+
+    def __init__(self, message: str, hint: str = "", signum: int = 2) -> None:
+        super().__init__(message, hint)
+        self.signum = signum
+        self.exit_code = 128 + signum

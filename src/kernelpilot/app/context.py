@@ -16,6 +16,7 @@ from kernelpilot.errors import SearchError, SpecError
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
 from kernelpilot.kernels.workload import Workload, workload
+from kernelpilot.options import check_kernel_path, check_shape_values
 
 __all__ = ["RunContext", "detect_device", "gpu_name", "prepare", "roofline_at", "roofline_for"]
 
@@ -131,13 +132,16 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         replay: a :class:`~kernelpilot.engine.runner.ReplayRunner` (its cache's context gives shape and GPU).
 
     Raises:
-        ContractError: the kernel file breaks the contract, or a shape/config override is wrong.
+        ContractError: the kernel file breaks the contract (or is a folder), or a shape/config override is wrong.
+        OptionError: a shape override of the wrong type (``N=abc`` where SHAPE holds a number).
         SpecError: ``gpu`` names no known GPU.
         SearchError: the cache was measured with another version of the kernel file, or no config satisfies the
             constraints.
     """
     from kernelpilot.search.space import SearchSpace, limits_from_spec
 
+    check_kernel_path(kernel)
+    check_kernel_path(ref, "reference file")
     device = "replay" if replay is not None else detect_device()
     interpreted = device == "cpu"
     kf = load_kernel(kernel, ref, interpreted=interpreted)
@@ -148,6 +152,7 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         raise SearchError(f"the cache {replay.path} was measured with another version of {kf.path.name} "
                           f"(sha256 {ctx.kernel_sha256[:12]} vs {kf.source_sha256[:12]} now)",
                           "replay with the kernel file the cache was filled with, or fill a new cache")
+    check_shape_values(shape, {**kf.shape, **(kf.cpu_shape or {})}, str(kf.path))
     shp = dict(ctx.shape) if ctx is not None and not shape else resolve_shape(kf, shape)
     detected = (ctx.gpu if ctx is not None and ctx.gpu != "cpu" else None) if device == "replay" else (
         gpu_name() if device == "cuda" else None)

@@ -3,7 +3,8 @@ one :mod:`kernelpilot.api` function and prints its result.
 
 Conventions (every command): ``--json`` prints one JSON object on stdout (progress goes to stderr); a
 :class:`~kernelpilot.errors.KernelpilotError` exits 1 printing its message and hint (with ``--json``: the object
-``{"error", "message", "hint"}``); bad ``--shape``/``--config`` syntax exits 2.
+``{"error", "message", "hint"}``); a bad option (:class:`~kernelpilot.errors.OptionError`, bad ``--shape``/``--config``
+syntax) exits 2; an interrupted run exits 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.errors import Interrupted, KernelpilotError, OptionError
 
 #: Progress, errors and hints (stderr, so ``--json`` keeps stdout to one object).
 err = Console(stderr=True, soft_wrap=True)
@@ -44,19 +45,16 @@ def run_command(as_json: bool, fn: Callable[[], Any], human: Callable[[Any], Non
     """Call ``fn`` (one :mod:`kernelpilot.api` call); print its result as JSON (``as_json``) or through ``human``.
 
     Raises:
-        typer.Exit: code 1 when ``fn`` raised a KernelpilotError (printed as the error object or as message +
-            hint on stderr) or when ``ok(result)`` is False (the result is printed first).
+        typer.Exit: the error's ``exit_code`` (1; 2 for a bad option; 128 + the signal for an interrupted run)
+            when ``fn`` raised a KernelpilotError or was interrupted (printed by :func:`fail`), or code 1 when
+            ``ok(result)`` is False (the result is printed first).
     """
     try:
         result = fn()
     except KernelpilotError as exc:
-        if as_json:
-            print(json.dumps(exc.to_dict()))
-        else:
-            err.print(f"[bold red]error:[/] {exc.message}")
-            if exc.hint:
-                err.print(f"[yellow]hint:[/] {exc.hint}")
-        raise typer.Exit(1)
+        fail(as_json, exc)
+    except KeyboardInterrupt:  # Ctrl-C outside a run that handles it itself (set-up, a check, a bench)
+        fail(as_json, Interrupted("interrupted (Ctrl-C)", "nothing was recorded by this command; run it again"))
     if as_json:
         print(dump(result))
     else:
@@ -65,19 +63,35 @@ def run_command(as_json: bool, fn: Callable[[], Any], human: Callable[[Any], Non
         raise typer.Exit(1)
 
 
-def kv(items: Optional[list[str]], what: str) -> dict[str, Any]:
+def fail(as_json: bool, exc: KernelpilotError) -> None:
+    """Print ``exc`` (``error:``/``hint:`` lines on stderr, or its JSON object on stdout) and exit with its
+    :attr:`~kernelpilot.errors.KernelpilotError.exit_code`.
+
+    Raises:
+        typer.Exit: always.
+    """
+    if as_json:
+        print(json.dumps(exc.to_dict()))
+    else:
+        err.print(f"[bold red]error:[/] {exc.message}", markup=True, highlight=False)
+        if exc.hint:
+            err.print(f"[yellow]hint:[/] {exc.hint}", markup=True, highlight=False)
+    raise typer.Exit(exc.exit_code)
+
+
+def kv(items: Optional[list[str]], what: str, as_json: bool = False) -> dict[str, Any]:
     """Repeated ``NAME=VALUE`` options (``--shape``, ``--config``) as a dict, values parsed as Python literals.
 
     Raises:
-        typer.Exit: code 2 (a usage error) when an item is not ``NAME=VALUE``; the message goes to stderr.
+        typer.Exit: code 2 (a usage error) when an item is not ``NAME=VALUE`` (printed by :func:`fail`).
     """
     from kernelpilot.kernels.contract import parse_assignments
 
     try:
         return parse_assignments(items, what)
     except KernelpilotError as exc:
-        err.print(f"[bold red]error:[/] {exc.message}")
-        raise typer.Exit(2)
+        fail(as_json, OptionError(exc.message, exc.hint))
+    return {}
 
 
 def log(line: str) -> None:

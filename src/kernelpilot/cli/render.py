@@ -150,7 +150,11 @@ def tune(r: Any) -> None:
 
 
 def cache_list(rows: dict[str, Any]) -> None:
-    """``cache list``: one row per cache file."""
+    """``cache list``: one row per readable cache file; a warning on stderr for each file skipped."""
+    from kernelpilot.cli.common import err
+
+    for warning in rows.get("skipped", []):
+        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
     t = Table("file", "kernel", "gpu", "shape", "configs", "ok", "best µs")
     for s in rows["caches"]:
         t.add_row(Path(s.file).name, s.kernel, s.context.gpu, str(s.context.shape), str(s.configs), str(s.ok),

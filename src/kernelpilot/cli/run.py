@@ -32,7 +32,7 @@ def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
     The kernel runs in an isolated worker process: an exit, crash, hang or exception is a typed failure."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.check(kernel, shape=shp, config=cfg, ref=ref, n_seeds=seeds, timeout_s=timeout_s),
                 render.check, ok=lambda r: r.passed)
 
@@ -47,7 +47,7 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
     failure."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
                                            timeout_s=timeout_s),
                 render.bench, ok=lambda r: not r.impossible)
@@ -62,7 +62,7 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
     """Nsight Compute profile (or a saved report): normalized metrics and the verdict."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.profile(kernel, report=report, out=output, shape=shp, config=cfg, ref=ref,
                                              light=light, timeout_s=timeout_s),
                 render.profile)
@@ -73,7 +73,7 @@ def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spe
     """FLOPs, bytes, arithmetic intensity, ridge point, bound and target, every spec cited. No GPU needed."""
     from kernelpilot import api
 
-    shp = kv(shape, "--shape")
+    shp = kv(shape, "--shape", as_json)
     run_command(as_json, lambda: api.roofline(kernel, gpu=gpu, shape=shp), render.roofline)
 
 
@@ -113,8 +113,8 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     is more than 3 % faster. The best version is the fastest accepted one."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
-    baselines_ns = {k: float(v) for k, v in kv(baseline, "--baseline-ns").items()}
+    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
+    baselines_ns = {k: float(v) for k, v in kv(baseline, "--baseline-ns", as_json).items()}
     run_command(as_json, lambda: api.optimize(kernel, out=output, iterations=iterations, budget_s=budget_s, shape=shp,
                                               config=cfg, ref=ref, gpu=gpu, profile=not no_profile,
                                               benchmark=not no_benchmark, strategy=strategy, seed=seed,

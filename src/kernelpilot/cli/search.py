@@ -45,7 +45,7 @@ def tune_cmd(
     from kernelpilot import api
 
     log = (lambda msg: None) if as_json else (lambda msg: out.print(msg, markup=False))
-    shp = kv(shape, "--shape")
+    shp = kv(shape, "--shape", as_json)
     run_command(as_json, lambda: api.tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s,
                                           shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
                                           max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,

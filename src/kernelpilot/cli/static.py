@@ -38,7 +38,7 @@ def inspect_cmd(kernel: Path, config: Optional[list[str]] = ConfigOpt, shape: Op
     is a typed failure (one row of the --all-configs table; exit 1)."""
     from kernelpilot import api
 
-    cfg, shp = kv(config, "--config"), kv(shape, "--shape")
+    cfg, shp = kv(config, "--config", as_json), kv(shape, "--shape", as_json)
     if not all_configs:
         run_command(as_json, lambda: api.inspect(kernel, config=cfg, shape=shp, arch=arch, save=save,
                                                  timeout_s=timeout_s), render_static.static)
@@ -65,7 +65,7 @@ def pipeline_cmd(kernel: Path, config: Optional[list[str]] = typer.Option(
     The kernel file runs only in isolated worker processes; a requested --config that fails is an error."""
     from kernelpilot import api
 
-    cfg, shp = kv(config, "--config"), kv(shape, "--shape")
+    cfg, shp = kv(config, "--config", as_json), kv(shape, "--shape", as_json)
     run_command(as_json, lambda: api.pipeline(kernel, config=cfg, shape=shp, arch=arch, timeout_s=timeout_s),
                 render_static.pipelines, ok=lambda r: render_static.no_worker_failure(r["reports"]))
 

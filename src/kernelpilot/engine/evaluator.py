@@ -171,6 +171,33 @@ class Evaluator:
         self.device_s = 0.0
         #: results measured ahead of the strategy's call (a batch over several workers, or a known plan), by key
         self.ready: dict[str, Evaluation] = {}
+        #: the per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
+        #: ``timeout`` measured under a smaller limit is run again (None: the runner has no limit, e.g. a replay)
+        self.timeout_s: float | None = getattr(runner, "timeout_s", None)
+
+    def preload(self, prior: Sequence[Evaluation]) -> None:
+        """Start from the evaluations of an earlier session of the same search (``--resume``), in their order: each
+        is answered from memory when the strategy asks for it again (the strategy, deterministic given its answers,
+        walks the same path back to where the session stopped), the incumbent and its history are restored, and
+        the new evaluations among them count against the evaluation budget. Call before the strategy starts.
+
+        Raises:
+            ValueError: evaluations were already made by this evaluator.
+        """
+        if self.order:
+            raise ValueError("preload() must come before the first evaluation")
+        for ev in prior:
+            self.seen[ev.key] = ev
+            self.order.append(ev)
+            if ev.status not in ("invalid_config", "pruned") and not ev.cached:
+                self.n_new += 1
+                self.device_s += ev.wall_s
+                self.budget.evals += 1
+            if ev.accepted and ev.ok:
+                self.incumbent = ev
+                self.history.append(IncumbentChange(evaluations=len(self.order), config=ev.config,
+                                                    duration_ns=float(ev.duration_ns or math.nan),
+                                                    decision=ev.decision))
 
     @property
     def parallel(self) -> int:
@@ -261,8 +288,7 @@ class Evaluator:
         """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""
         key = config_key(config)
         return not (key in self.seen or key in self.ready or self.space.why_invalid(config)
-                    or self._prune_reason(config) is not None
-                    or (self.cache is not None and self.cache.get(config) is not None))
+                    or self._prune_reason(config) is not None or self._cached(config) is not None)
 
     # -- answering ---------------------------------------------------------------------------------------------------
     def _known_answer(self, config: dict[str, Any], key: str) -> Evaluation | None:
@@ -275,8 +301,18 @@ class Evaluator:
         if why is not None:
             return Evaluation(config=config, status="pruned", message=why)
         ev = self.ready.pop(key, None)
-        if ev is None and self.cache is not None:
-            ev = self.cache.get(config)
+        return ev if ev is not None else self._cached(config)
+
+    def _cached(self, config: dict[str, Any]) -> Evaluation | None:
+        """The cache's answer for ``config``, unless it is a ``timeout`` recorded under a smaller time limit than
+        the runner's now (or under an unknown one, from a cache written before limits were recorded): a looser
+        limit deserves a new try."""
+        if self.cache is None:
+            return None
+        ev = self.cache.get(config)
+        if (ev is not None and ev.status == "timeout" and self.timeout_s is not None
+                and (ev.timeout_s is None or ev.timeout_s < self.timeout_s)):
+            return None
         return ev
 
     def _prune_reason(self, config: dict[str, Any]) -> str | None:
@@ -286,7 +322,10 @@ class Evaluator:
         return self.incumbent.duration_ns if (self.race and self.incumbent is not None) else None
 
     def _absorb(self, ev: Evaluation) -> Evaluation:
-        """Count a new evaluation against the budget and append it to the cache (before anyone reads it)."""
+        """Count a new evaluation against the budget, note the time limit it ran under, and append it to the cache
+        (before anyone reads it)."""
+        if ev.timeout_s is None and self.timeout_s is not None and not ev.cached:
+            ev = ev.model_copy(update={"timeout_s": self.timeout_s})
         self.budget.charge(ev.wall_s)
         self.n_new += 1
         self.device_s += ev.wall_s

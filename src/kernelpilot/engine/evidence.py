@@ -108,14 +108,14 @@ class NcuEvidence:
             return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
         self.n_profiles += 1
         from kernelpilot.profile.card import card_from_metrics
-        from kernelpilot.profile.metrics import main_kernel, read_report
+        from kernelpilot.profile.metrics import main_kernel, read_report, require_verdict_metrics
         from kernelpilot.profile.ncu_run import profile_kernel
         from kernelpilot.profile.verdict import judge
 
         try:
             report = profile_kernel(self.kernel, self.shape, ev.config, self.report_path(ev), ref=self.ref)
             kernels = read_report(report)
-            metrics = main_kernel(kernels)
+            metrics = require_verdict_metrics(main_kernel(kernels), report)
             verdict = judge(metrics)
         except (ToolMissingError, CountersNotPermitted) as exc:
             self.disable(f"profiling disabled: {exc.message}")

@@ -417,6 +417,29 @@ def main_kernel(metrics: list[KernelMetrics]) -> KernelMetrics:
     return max(metrics, key=lambda m: m.duration_ns if m.duration_ns is not None else 0.0)
 
 
+#: The main kernel's metrics a verdict needs, with the ncu section that holds them.
+REQUIRED_FOR_VERDICT = {"duration_ns": "GPU Speed Of Light Throughput (gpu__time_duration)",
+                        "compute_sol_pct": "GPU Speed Of Light Throughput (compute SOL %)",
+                        "memory_sol_pct": "GPU Speed Of Light Throughput (memory SOL %)"}
+
+
+def require_verdict_metrics(metrics: KernelMetrics, path: str | os.PathLike[str]) -> KernelMetrics:
+    """``metrics`` when it has what a verdict needs (:data:`REQUIRED_FOR_VERDICT`); a report without them gives no
+    verdict at all rather than one from missing data.
+
+    Raises:
+        ReportError: a required metric is missing (the message names the report, the kernel and the sections).
+    """
+    missing = [f"{name} ({section})" for name, section in REQUIRED_FOR_VERDICT.items()
+               if getattr(metrics, name, None) is None]
+    if missing:
+        raise ReportError(f"{path}: the main kernel {metrics.kernel_name or '(unnamed)'} lacks "
+                          f"{', '.join(missing)}: no verdict can be made from this report",
+                          "profile again with the full section set (`ncu --set full`, as `kernelpilot profile` "
+                          "does), or include --section SpeedOfLight")
+    return metrics
+
+
 if __name__ == "__main__":
     import sys
 

@@ -129,7 +129,7 @@ def load_actions(path: str | os.PathLike[str]) -> list[Any]:
 
     Raises:
         ReportError: the file is missing, is a directory, cannot be read, is not an Nsight Compute report,
-            or holds no profiled kernel.
+            holds no profiled kernel, or is only partly readable (a launch without a name or metrics: truncated).
         ToolMissingError: ``ncu_report`` is not available (see :func:`import_ncu_report`).
     """
     report_path = Path(path)
@@ -156,4 +156,22 @@ def load_actions(path: str | os.PathLike[str]) -> list[Any]:
         ) from exc
     if not actions:
         raise _describe_empty(report_path)
+    unreadable = [i for i, action in enumerate(actions) if not _readable(action)]
+    if unreadable:
+        which = ", ".join(map(str, unreadable[:10])) + (" …" if len(unreadable) > 10 else "")
+        raise ReportError(
+            f"{report_path} is only partly readable: launch {which} of {len(actions)} has no kernel name or no "
+            f"metrics ({report_path.stat().st_size} bytes; the file is truncated or corrupt)",
+            "profile the kernel again (`kernelpilot profile KERNEL`, or ncu --set full -o NAME ...); a report copied "
+            "while ncu was still writing it is incomplete",
+        )
     return actions
+
+
+def _readable(action: Any) -> bool:
+    """True when ``ncu_report`` read a launch: it has a kernel name and at least one metric (a truncated report
+    loads with empty launches: no name, zero metrics)."""
+    try:
+        return bool(action.name()) and len(action.metric_names()) > 0
+    except Exception:  # noqa: BLE001 - a SWIG call failing on a damaged launch: unreadable
+        return False

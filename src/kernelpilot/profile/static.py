@@ -95,9 +95,15 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
 
     from kernelpilot.errors import KernelRunError
 
+    from kernelpilot.procguard import quiet_resource_tracker
+
+    quiet_resource_tracker()  # a killed parent leaves the pool's semaphores: no warning from the tracker then
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(tasks)))
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init)
+    # the pool's processes die with this one (parent-death signal: iter_tasks shuts the pool down in the thread that
+    # started it, so that thread outlives them) and stay quiet if orphaned
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                               initargs=(os.getpid(),))
     try:
         with _without_interpreter_env():  # workers start while submitting (spawn starts them on demand)
             futures = {pool.submit(_safe_task, t): i for i, t in enumerate(tasks)}
@@ -189,6 +195,9 @@ def _read_kernel_space(kernel_path: str | Path) -> tuple[tuple[str, dict[str, li
 
 
 def _check_shape_keys(shape: Optional[dict[str, Any]], known: dict[str, Any], path: str) -> None:
+    from kernelpilot.options import check_shape_values
+
+    check_shape_values(shape, known, path)
     for key in shape or {}:
         if key not in known:
             raise ContractError(f"{path}: --shape sets `{key}`, which SHAPE does not have ({', '.join(sorted(known))})",

@@ -116,6 +116,8 @@ class Evaluation(BaseModel):
         card: the bottleneck card's JSON when one was made for this config (the guided strategy's evidence, also
             when replayed).
         cached: True when the answer came from the cache (then ``wall_s`` is what it cost when measured).
+        timeout_s: the per-config time limit (s) the evaluation ran under, None when unknown (a replay, a cache
+            written before limits were recorded): a cached ``timeout`` is run again under a larger limit.
         worker: which worker produced it (``cpu``, ``cuda:0``, ``replay`` ...).
         accepted: True when this config became the incumbent (the first correct config, or faster than the
             incumbent beyond noise), False when it did not, None before it was judged or when it failed.
@@ -148,6 +150,7 @@ class Evaluation(BaseModel):
     static: dict[str, Any] = Field(default_factory=dict)
     card: dict[str, Any] | None = None
     cached: bool = False
+    timeout_s: float | None = None
     worker: str = ""
     accepted: bool | None = None
     decision: str = ""

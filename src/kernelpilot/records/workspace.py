@@ -9,6 +9,7 @@ temporary file first and is renamed into place.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -24,13 +25,37 @@ R = TypeVar("R")
 RUN_FILE = "run.json"
 
 
+def current_umask() -> int:
+    """This process's file-creation mask (e.g. ``0o022``), read without changing it where the OS allows
+    (``/proc/self/status`` on Linux); elsewhere set and restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename)."""
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename).
+
+    The file gets the permissions any new file gets here (``0o666`` less the umask: ``0644`` under the usual
+    ``022``), not the owner-only ``0600`` of a temporary file, so a run folder is readable by the group.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return path
 
 
@@ -81,13 +106,21 @@ class Workspace:
         """Create a new run folder.
 
         Raises:
-            RunFolderError: ``root`` exists and is not empty (nothing recorded there is touched).
+            RunFolderError: ``root`` exists and is not empty (nothing recorded there is touched), or it cannot be
+                created or written (a missing or read-only parent, a file in the way).
         """
         root = Path(root)
         if root.exists() and (not root.is_dir() or any(root.iterdir())):
             raise RunFolderError(f"{root} already exists and is not empty; kernelpilot never overwrites a run",
-                                 "pass a new --out folder (or move the old run away)")
-        root.mkdir(parents=True, exist_ok=True)
+                                 "pass a new --out folder (or move the old run away); to continue a killed run, "
+                                 "pass --resume with that folder")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = write_text(root / ".write-test", "")
+            probe.unlink()
+        except OSError as exc:
+            raise RunFolderError(f"cannot create the run folder {root}: {exc.strerror or exc}",
+                                 "pass an --out folder in a place you can write (e.g. --out runs/NAME)") from exc
         return cls(root)
 
     @classmethod

@@ -18,7 +18,8 @@ from kernelpilot.search.cache_file import FILE_NAME_RE, CacheFileIndex, cache_di
 from kernelpilot.search.cache_store import CacheContext
 from kernelpilot.search.model import Evaluation
 
-__all__ = ["CacheSummary", "best_evaluation", "clear_cache", "list_caches", "read_cache_file", "show_cache"]
+__all__ = ["CacheSummary", "best_evaluation", "clear_cache", "list_caches", "read_cache_file", "show_cache",
+           "survey_caches"]
 
 
 class CacheSummary(BaseModel):
@@ -122,6 +123,34 @@ def list_caches(root: str | os.PathLike[str] | None = None) -> list[CacheSummary
         OSError: a file cannot be read.
     """
     return [read_cache_file(p)[0] for p in _cache_files(root)]
+
+
+def survey_caches(root: str | os.PathLike[str] | None = None) -> tuple[list[CacheSummary], list[str]]:
+    """Summaries of the cache files that can be read, and one warning per file that cannot (unreadable, or no
+    valid header line naming its context): one bad file never hides the others (``kernelpilot cache list``).
+
+    Args:
+        root: the cache folder, or None for :func:`cache_dir`'s default.
+
+    Returns:
+        (summaries sorted by file name, warnings naming each skipped file and why). Raises nothing for a file.
+    """
+    summaries: list[CacheSummary] = []
+    skipped: list[str] = []
+    for path in _cache_files(root):
+        try:
+            summary = read_cache_file(path)[0]
+        except (OSError, SearchError) as exc:
+            skipped.append(f"{path}: cannot be read ({exc}); skipped")
+            continue
+        if summary.context is None:
+            why = summary.warnings[0] if summary.warnings else "no header line"
+            why = why.removeprefix(f"{path}: ").removesuffix("; skipped")
+            skipped.append(f"{path}: not a kernelpilot cache file ({why}); skipped (delete it with "
+                           f"`kernelpilot cache clear {path.name}`)")
+            continue
+        summaries.append(summary)
+    return summaries, skipped
 
 
 def _resolve(path_or_prefix: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> Path:

@@ -71,10 +71,14 @@ class Budget(BaseModel):
     evaluation cost when it was measured (its stored ``wall_s``, passed to :meth:`charge`), so a replayed search stops
     where the live one would have.
 
+    A resumed search (``optimize --resume``, ``tune --resume``) starts with what the killed one spent:
+    ``spent_before_s`` seconds and ``evals`` evaluations.
+
     Attributes:
         max_evals: most new evaluations, or None.
         max_s: most seconds (wall from :meth:`start`, or charged), or None.
         charged: count charged seconds instead of the wall clock.
+        spent_before_s: seconds spent by earlier sessions of the same search (added to both clocks).
         evals: new evaluations so far. charged_s: seconds charged so far.
         started_s: ``time.monotonic()`` at :meth:`start`.
     """
@@ -85,6 +89,7 @@ class Budget(BaseModel):
     evals: int = 0
     charged_s: float = 0.0
     started_s: float | None = None
+    spent_before_s: float = 0.0
 
     def start(self) -> Budget:
         """Start the clock (idempotent) and return self."""
@@ -93,10 +98,11 @@ class Budget(BaseModel):
         return self
 
     def elapsed_s(self) -> float:
-        """Seconds spent: charged seconds, or wall seconds since :meth:`start` (0 before it)."""
+        """Seconds spent: charged seconds, or wall seconds since :meth:`start` (0 before it), plus
+        ``spent_before_s``."""
         if self.charged:
-            return self.charged_s
-        return 0.0 if self.started_s is None else time.monotonic() - self.started_s
+            return self.spent_before_s + self.charged_s
+        return self.spent_before_s + (0.0 if self.started_s is None else time.monotonic() - self.started_s)
 
     def exhausted(self) -> bool:
         """True when the evaluation count or the time limit is reached."""

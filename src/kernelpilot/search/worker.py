@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, get_args
 
 
+from kernelpilot.procguard import quiet_resource_tracker
 from kernelpilot.search.failures import POISONING_MARKERS, classify_exception, exit_text, raise_described
 from kernelpilot.search.model import Evaluation, Status
-from kernelpilot.search.worker_child import WorkerOptions, _child_main
+from kernelpilot.search.worker_child import WorkerOptions
+from kernelpilot.search.worker_entry import guarded_child_main
 
 __all__ = [
     "POISONING_MARKERS",
@@ -73,9 +76,13 @@ class Worker:
     def _start(self) -> None:
         from kernelpilot.errors import KernelFailed
 
+        quiet_resource_tracker()  # before the first spawn starts multiprocessing's tracker
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_child_main, args=(child, self.opts.model_dump_json(), self.device), daemon=True)
+        # guarded: the worker dies with this process and stays quiet if orphaned (kernelpilot.procguard)
+        proc = ctx.Process(target=guarded_child_main, daemon=True,
+                           args=(child, self.opts.model_dump_json(), self.device, os.getpid(),
+                                 threading.current_thread() is threading.main_thread()))
         proc.start()
         child.close()
         what = f"the worker on {self.device} loading {self.opts.kernel}"
@@ -232,6 +239,7 @@ class WorkerPool:
 
     def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0):
         self.devices = devices or default_devices(opts.interpreted)
+        self.timeout_s = timeout_s
         self.workers = [Worker(opts, d, timeout_s=timeout_s) for d in self.devices]
 
     def __enter__(self) -> WorkerPool:
@@ -244,6 +252,11 @@ class WorkerPool:
         """Stop every worker."""
         for w in self.workers:
             w.close()
+
+    def abort(self) -> None:
+        """Kill every worker now, without the polite stop (an interrupted run: the version in flight is dropped)."""
+        for w in self.workers:
+            w._kill()
 
     @property
     def restarts(self) -> int:

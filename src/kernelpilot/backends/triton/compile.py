@@ -147,8 +147,14 @@ def _worker() -> _Worker:
     return _WORKER
 
 
-def _worker_init() -> None:
-    """Child-process initializer: compile mode for Triton (``TRITON_INTERPRET`` removed before Triton loads)."""
+def _worker_init(parent_pid: int | None = None) -> None:
+    """Child-process initializer: compile mode for Triton (``TRITON_INTERPRET`` removed before Triton loads); with
+    ``parent_pid``, the process follows its parent (:func:`kernelpilot.procguard.guard_child`: it dies with it and
+    prints nothing once orphaned; Ctrl-C is left to the parent)."""
+    if parent_pid is not None:
+        from kernelpilot.procguard import guard_child
+
+        guard_child(parent_pid)
     os.environ.pop("TRITON_INTERPRET", None)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
 
