@@ -23,6 +23,7 @@ from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
 from kernelpilot.app.optimize import OptimizeResult
+from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
 from kernelpilot.loop import detect_device, roofline_for
 from kernelpilot.options import at_least, check_kernel_path, check_shape_values, positive
@@ -33,11 +34,7 @@ from kernelpilot.profile.card import BottleneckCard, card_from_metrics
 from kernelpilot.profile.metrics import KernelMetrics, main_kernel, read_report, require_verdict_metrics
 from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
-from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.records.models import RunInfo, outcome_from_json
-from kernelpilot.records.workspace import Workspace, read_json, write_text
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
-from kernelpilot.report.final import render_final_report
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
 __all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
@@ -263,62 +260,65 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 
 
-def optimize(kernel: str | Path | None = None, *, out: str | Path | None = None, **options: Any) -> OptimizeResult:
+def optimize(kernel: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
+             **options: Any) -> OptimizeResult:
     """The evidence loop (``kernelpilot optimize``): check, time, profile, judge, one change, repeat; every version
-    recorded in the run folder (:func:`kernelpilot.app.optimize.optimize`, whose keywords ``options`` takes:
-    ``iterations``, ``budget_s`` (seconds), ``shape``, ``config``, ``ref``, ``gpu``, ``profile``, ``benchmark``,
-    ``strategy``, ``seed``, ``timeout_s`` (seconds per version), ``replay``, ``constraints``, ``baselines_ns``
-    (ns), ``log``, ...).
+    recorded in the run folder and committed when decided (:func:`kernelpilot.app.optimize.optimize`, whose
+    keywords ``options`` takes: ``iterations``, ``budget_s`` (seconds), ``shape``, ``config``, ``ref``, ``gpu``,
+    ``profile``, ``benchmark``, ``strategy``, ``seed``, ``timeout_s`` (seconds per version), ``replay``,
+    ``constraints``, ``baselines_ns`` (ns), ``log``, ...). With ``resume``, continue that killed or interrupted run
+    instead (:func:`kernelpilot.app.resume.resume`: only ``timeout_s``, ``budget_s``, ``iterations``,
+    ``cache_root`` and ``log`` may be given again).
 
     Args:
         kernel: the kernel file (None: the bundled softmax example, :func:`bundled_example`).
         out: the run folder, new or empty (None: ``runs/<kernel file stem>-<local time YYYYmmdd-HHMMSS>``).
+        resume: a run folder to continue (then ``kernel`` and ``out`` must be None).
 
     Returns:
         :class:`OptimizeResult` (``run.best_version`` None when no version was correct).
 
     Raises:
-        ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty.
-        SearchError: unknown strategy, negative iterations, a cache of another kernel. SpecError: unknown ``gpu``.
-        ToolMissingError: git requested but unavailable.
+        OptionError: a bad option value, or options given with ``resume`` that the run already fixed.
+        ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty, or the run to
+            resume is not a run folder or lost records. SearchError: unknown strategy, a cache of another kernel.
+        SpecError: unknown ``gpu``. ToolMissingError: git requested but unavailable.
+        Interrupted: SIGINT or SIGTERM stopped the run (the hint gives the command that resumes it).
     """
     import datetime as _dt
 
+    from kernelpilot.errors import OptionError
+
+    given = {k: v for k, v in options.items() if v is not None}
+    if resume is not None:
+        from kernelpilot.app.resume import resume as _resume
+
+        fixed = sorted(k for k, v in given.items() if k not in ("timeout_s", "budget_s", "iterations", "cache_root",
+                                                                 "log") and v not in ({}, [], False))
+        if kernel is not None or out is not None or fixed:
+            extra = [*(["KERNEL"] if kernel is not None else []), *(["--out"] if out is not None else []), *fixed]
+            raise OptionError(f"--resume continues a run with the kernel and options it started with; also given: "
+                              f"{', '.join(extra)}",
+                              "give only --resume RUN (and, to change them, --timeout-s, --budget-s, --iterations)")
+        return _resume(resume, **{k: v for k, v in given.items() if k in ("timeout_s", "budget_s", "iterations",
+                                                                         "cache_root", "log")})
     path = Path(kernel) if kernel is not None else bundled_example("softmax")
     folder = out if out is not None else Path("runs") / f"{path.stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    return _optimize(path, out=folder, **options)
-
-
-class ReportResult(BaseModel):
-    """``kernelpilot report``: the run's records, re-read and validated, and the report file rebuilt."""
-
-    run: RunInfo
-    versions: list[Evaluation]
-    final_report: str
+    return _optimize(path, out=folder, **given)
 
 
 def report(run_folder: str | Path) -> ReportResult:
-    """Re-read a run folder's records (validating each) and rebuild final_report.md.
+    """Validate a run folder (``optimize``) or a ``tune --out`` folder — every record against its schema, against
+    each other and against the run's git history — and rebuild its report (``kernelpilot report``;
+    :func:`kernelpilot.app.report_cmd.report`).
+
+    Returns:
+        A :class:`ReportResult` (``finished`` False, with a ``note`` on how to resume, for a killed run).
 
     Raises:
-        RunFolderError: not a run folder, or a record is missing or corrupt (the message names the file).
+        RunFolderError: not a run or tune folder. RecordError: a record is invalid, contradicts another, or changed
+            since its commit (every file named, with what to do).
     """
-    ws = Workspace.open(Path(run_folder))
-    info = read_json(ws.root / "run.json", RunInfo)
-    versions = [_read_outcome(ws.root / f"v{i}" / "outcome.json") for i in ws.version_indices()]
-    roof = read_json(ws.root / "roofline.json", Roofline) if (ws.root / "roofline.json").is_file() else None
-    path = write_text(ws.root / "final_report.md", render_final_report(info, versions, roof))
-    return ReportResult(run=info, versions=versions, final_report=str(path))
+    from kernelpilot.app.report_cmd import report as _report
 
-
-def _read_outcome(path: Path) -> Evaluation:
-    """One version's outcome.json (either record format), validated.
-
-    Raises:
-        RunFolderError: missing, not JSON, or matching neither format (the message names the file).
-    """
-    import json
-
-    from kernelpilot.records.workspace import read_record
-
-    return read_record(path, lambda text: outcome_from_json(json.loads(text)))
+    return _report(run_folder)

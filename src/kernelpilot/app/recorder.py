@@ -1,21 +1,31 @@
 """The run folder recorder: ``optimize``'s per-version records and git history, as the engine's
 :class:`~kernelpilot.engine.evaluator.Recorder` hook.
 
-Before a version runs: ``vN/config.json`` (config, move, parent, incumbent, strategy, source hash, shape) and
-``vN/hypothesis.md``. After it was judged: ``correctness.json`` and ``timing.json`` (the worker's full records, when
-it got that far), ``verdict.json`` (the card, when one was made), ``metrics.json`` (ncu), ``outcome.json`` (the
-:class:`~kernelpilot.records.evaluation.Evaluation`), and one git commit per accepted version. Everything else is
-committed by :meth:`RunFolderRecorder.finish`.
+Before a version runs: ``vN/config.json`` (config, move, parent, incumbent, strategy, source hash, shape, search
+seconds spent so far) and ``vN/hypothesis.md``. After it was judged: ``correctness.json`` and ``timing.json`` (the
+worker's full records, when it got that far), ``verdict.json`` (the card, when one was made), ``metrics.json``
+(ncu), ``outcome.json`` (the :class:`~kernelpilot.records.evaluation.Evaluation`), and one git commit per version
+as soon as it is decided — accepted, rejected or failed — together with ``run.json`` (the search seconds spent), so
+a killed run loses at most the version in flight (``optimize --resume`` redoes it).
+
+A version's commit id cannot be inside the files of that commit: ``outcome.json`` is committed without it, then
+rewritten with it, and that rewrite goes into the next commit (the next version's, or the final ``record:`` one).
+So the only difference ever allowed between a version's ``outcome.json`` and its last commit is the ``commit``
+field naming that very commit (:mod:`kernelpilot.app.validate` checks it). Everything else is committed by
+:meth:`RunFolderRecorder.finish`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.history import RunHistory
+from kernelpilot.records.models import VersionConfig
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.report.hypothesis import render_hypothesis
 
@@ -43,25 +53,40 @@ class RunFolderRecorder:
         roofline: for the hypothesis' target line. history: the git history (None: no git).
         metrics_of: config key -> ncu metrics, for ``observed`` (None: no profiles).
         log: progress callback.
+        guard: a :class:`~kernelpilot.app.interrupt.GracefulStop` whose ``held()`` keeps a signal from cutting a
+            version's files and commit in half (None: no guard).
+
+    Attributes:
+        elapsed_s: returns the search seconds spent so far (written into ``config.json``); set by the campaign once
+            its evaluator exists.
+        on_commit: called before each version's commit; writes the run's state (``run.json``) and returns the
+            files to commit with the version.
     """
 
     def __init__(self, ws: Workspace, *, kf_sha256: str, shape: dict[str, Any], strategy: str, roofline: Any,
                  history: RunHistory | None, metrics_of: dict[str, Any] | None = None,
-                 log: Any = lambda _m: None) -> None:
+                 log: Any = lambda _m: None, guard: Any = None) -> None:
         self.ws, self.sha, self.shape, self.strategy, self.roofline = ws, kf_sha256, shape, strategy, roofline
         self.history, self.metrics_of, self.log = history, metrics_of if metrics_of is not None else {}, log
         self._parents: dict[int, Evaluation | None] = {}
+        self._held = guard.held if guard is not None else contextlib.nullcontext
+        self.elapsed_s: Callable[[], float | None] = lambda: None
+        self.on_commit: Callable[[], list[Path]] = lambda: []
+        #: files written after the last commit (the last version's outcome.json with its commit id)
+        self.pending: list[Path] = []
 
     def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
                incumbent: Evaluation | None) -> None:
         """``config.json`` and ``hypothesis.md`` of version ``index``, written before it runs."""
-        vdir = self.ws.version_dir(index)
         self._parents[index] = parent
-        write_json(vdir / "config.json", {"config": config, "move": move.model_dump() if move else None,
-                                          "parent": parent.index if parent else None,
-                                          "incumbent": incumbent.index if incumbent else None,
-                                          "strategy": self.strategy, "source_sha256": self.sha, "shape": self.shape})
-        write_text(vdir / "hypothesis.md", render_hypothesis(index, config, move, parent, self.roofline, incumbent))
+        with self._held():
+            vdir = self.ws.version_dir(index)
+            write_json(vdir / "config.json", VersionConfig(
+                config=config, move=move, parent=parent.index if parent else None,
+                incumbent=incumbent.index if incumbent else None, strategy=self.strategy, source_sha256=self.sha,
+                shape=self.shape, search_elapsed_s=self.elapsed_s()))
+            write_text(vdir / "hypothesis.md",
+                       render_hypothesis(index, config, move, parent, self.roofline, incumbent))
         self.log(f"v{index}: {'baseline' if move is None else move.label} — checking")
 
     def write_metrics(self, ev: Evaluation, metrics: Any, kernel_names: list[str]) -> None:
@@ -75,7 +100,11 @@ class RunFolderRecorder:
         return self.ws.version_dir(ev.index or 0) / "profile.ncu-rep"
 
     def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
-        """The version's records and, when it became the incumbent, its commit; returns ``ev`` (with ``commit``)."""
+        """The version's records and its commit; returns ``ev`` (with ``commit``)."""
+        with self._held():
+            return self._after(ev)
+
+    def _after(self, ev: Evaluation) -> Evaluation:
         assert ev.index is not None
         t0 = time.monotonic()
         vdir = self.ws.version_dir(ev.index)
@@ -90,26 +119,30 @@ class RunFolderRecorder:
         if ev.move is not None and parent is not None and ev.key in self.metrics_of and parent.key in self.metrics_of:
             ev = ev.model_copy(update={"observed": observed_change(ev.move.expected_metric,
                                                                    self.metrics_of[parent.key], self.metrics_of[ev.key])})
-        if self.history is not None and ev.accepted:
-            speed = f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.speedup_vs_parent and ev.parent is not None else ""
-            what = "baseline" if ev.move is None else ev.move.label
-            write_json(vdir / "outcome.json", ev)
-            ev = ev.model_copy(update={"commit": self.history.commit(
-                [vdir], f"v{ev.index}: {ev.version_status} — {what}{speed}")})
-        # the record phase: writing these files and the commit (the rewrite with the commit id goes into the final
-        # record commit)
-        ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}})
+        # the record phase: writing this version's files (its git commit comes after, outside the record it commits)
+        ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}, "commit": None})
         write_json(vdir / "outcome.json", ev)
+        if self.history is not None:
+            speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
+                     and ev.parent is not None else "")
+            what = "baseline" if ev.move is None else ev.move.label
+            status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
+            ev = ev.model_copy(update={"commit": self.history.commit(
+                [vdir, *self.pending, *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
+            write_json(vdir / "outcome.json", ev)  # with its commit id: committed with the next commit
+            self.pending = [vdir / "outcome.json"]
         self.log(f"v{ev.index}: {ev.version_status} ({ev.status})"
                  + (f" {ev.duration_ns / 1e3:.2f} µs" if ev.duration_ns else "")
                  + f" — {(ev.decision or ev.message)[:200]}")
         return ev
 
     def finish(self, versions: list[Evaluation]) -> None:
-        """Commit everything left: reports, rejected and failed versions, the commit ids in accepted outcomes."""
+        """Commit everything left: the reports, the run's final state, the last version's commit id."""
         if self.history is None:
             return
-        rejected = [f"v{v.index}" for v in versions if v.version_status in ("rejected", "failed")]
-        self.history.commit([self.ws.root], "record: final report, benchmark" +
-                            (f"; rejected/failed versions {', '.join(rejected[:40])}"
-                             f"{' …' if len(rejected) > 40 else ''} kept" if rejected else ""))
+        with self._held():
+            rejected = [v for v in versions if v.version_status in ("rejected", "failed")]
+            self.history.commit([self.ws.root], f"record: final report, benchmark; {len(versions)} versions "
+                                f"({len(versions) - len(rejected)} baseline/accepted, {len(rejected)} "
+                                "rejected/failed)")
+            self.pending = []

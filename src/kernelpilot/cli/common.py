@@ -94,6 +94,20 @@ def kv(items: Optional[list[str]], what: str, as_json: bool = False) -> dict[str
     return {}
 
 
+def numbers(values: dict[str, Any], what: str, as_json: bool = False) -> dict[str, float]:
+    """``values`` (from :func:`kv`) as floats.
+
+    Raises:
+        typer.Exit: code 2 (printed by :func:`fail`) when a value is not a number.
+    """
+    try:
+        return {k: float(v) for k, v in values.items()}
+    except (TypeError, ValueError):
+        bad = next(f"{k}={v}" for k, v in values.items() if not isinstance(v, (int, float)))
+        fail(as_json, OptionError(f"{what} {bad}: not a number", f"e.g. {what} torch.compile=184000"))
+    return {}
+
+
 def log(line: str) -> None:
     """One progress line on stderr, prefixed with the wall-clock time (HH:MM:SS)."""
     err.print(f"[dim]{_dt.datetime.now().strftime('%H:%M:%S')}[/] {line}")

@@ -12,7 +12,8 @@ from typing import Optional
 import typer
 
 from kernelpilot.cli import render
-from kernelpilot.cli.common import ConfigOpt, JsonOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, out, run_command
+from kernelpilot.cli.common import (ConfigOpt, JsonOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, numbers, out,
+                                     run_command)
 
 
 def env(as_json: bool = JsonOpt,
@@ -78,6 +79,10 @@ def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spe
 
 
 def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (default: the bundled softmax example)."),
+             resume: Optional[Path] = typer.Option(None, "--resume", help="Continue this killed or interrupted run "
+                                                   "folder: complete versions are kept, the one in flight is redone, "
+                                                   "the budget counts what was spent (only --timeout-s, --budget-s and "
+                                                   "--iterations may be given again)."),
              iterations: Optional[int] = typer.Option(None, help="Cap on the versions after v0 (default: the budget "
                                                       "decides)."),
              budget_s: Optional[float] = typer.Option(None, "--budget-s", help="Seconds for the search (default 200 on "
@@ -90,11 +95,13 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                              "roofline + compile metadata)."),
              no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip the eager/torch.compile baselines "
                                                "and benchmark.md."),
-             strategy: str = typer.Option("guided", help="What proposes the next config: guided (the bottleneck "
-                                          "card's one-variable moves), exhaustive, random, local or bayes."),
-             seed: int = typer.Option(0, help="The strategy's seed."),
-             timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one version's check and timing may "
-                                             "take in its worker before it is recorded as a timeout (a hang)."),
+             strategy: Optional[str] = typer.Option(None, help="What proposes the next config: guided (the "
+                                                    "default: the bottleneck card's one-variable moves), exhaustive, "
+                                                    "random, local or bayes."),
+             seed: Optional[int] = typer.Option(None, help="The strategy's seed (default 0)."),
+             timeout_s: Optional[float] = typer.Option(None, "--timeout-s", help="Seconds one version's check and "
+                                                       "timing may take in its worker before it is recorded as a "
+                                                       "timeout (a hang; default 300)."),
              replay: Optional[str] = typer.Option(None, "--replay", help="Answer every version from this evaluation "
                                                   "cache (a `tune` cache file or prefix; no GPU)."),
              constraint: Optional[list[str]] = typer.Option(None, "--constraint", help="Extra constraint, e.g. "
@@ -110,16 +117,20 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     processes (a crash, hang or illegal memory access is a failed version with a typed failure, and the loop goes on);
     ncu profiles v0 and the final best (light cards in between); the search stops at the budget, at --iterations,
     when the strategy has nothing left, or at 90 % of the roofline once no measured baseline (eager, torch.compile)
-    is more than 3 % faster. The best version is the fastest accepted one."""
+    is more than 3 % faster. The best version is the fastest accepted one.
+
+    Every version is committed to the run folder's git history when it is decided. Ctrl-C (or SIGTERM) stops the run
+    cleanly and says how to continue it: `kernelpilot optimize --resume RUN` (also after a kill -9)."""
     from kernelpilot import api
 
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
-    baselines_ns = {k: float(v) for k, v in kv(baseline, "--baseline-ns", as_json).items()}
-    run_command(as_json, lambda: api.optimize(kernel, out=output, iterations=iterations, budget_s=budget_s, shape=shp,
-                                              config=cfg, ref=ref, gpu=gpu, profile=not no_profile,
-                                              benchmark=not no_benchmark, strategy=strategy, seed=seed,
+    baselines_ns = numbers(kv(baseline, "--baseline-ns", as_json), "--baseline-ns", as_json)
+    run_command(as_json, lambda: api.optimize(kernel, out=output, resume=resume, iterations=iterations,
+                                              budget_s=budget_s, shape=shp or None, config=cfg or None, ref=ref,
+                                              gpu=gpu, profile=False if no_profile else None,
+                                              benchmark=False if no_benchmark else None, strategy=strategy, seed=seed,
                                               timeout_s=timeout_s, replay=replay, constraints=constraint,
-                                              baselines_ns=baselines_ns, log=log),
+                                              baselines_ns=baselines_ns or None, log=log),
                 render.optimize, ok=lambda r: r.run.best_version is not None)
 
 

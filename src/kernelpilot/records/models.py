@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from pydantic import BaseModel
 
 from kernelpilot.records.evaluation import Evaluation, Move
+
+
+def now_utc() -> str:
+    """The current UTC time, ISO 8601, seconds (the timestamps of run.json and tune-run.json)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class RunInfo(BaseModel):
@@ -19,6 +25,12 @@ class RunInfo(BaseModel):
     roofline.md (None without a spec). ``iterations`` caps the versions after v0; ``budget_s`` caps the search's wall
     seconds. ``baselines_ns`` holds the medians of PyTorch eager and torch.compile on the same inputs, measured before
     the search (the target stop rule does not stop while one of them is faster than the incumbent).
+
+    What ``optimize --resume`` needs to continue the same run: the options given (``timeout_s``, extra
+    ``constraints``, ``config_overrides``, ``gpu_requested``, ``benchmark``, ``git``, ``replay``), the search seconds
+    spent so far (``search_spent_s``, updated with each version's commit), the UTC start of every later session
+    (``resumed_utc``) and, when a session was stopped by a signal, what it was doing (``interrupted``).
+    ``finished_utc`` is set only once the final report is written and committed.
     """
 
     kernel: str
@@ -44,6 +56,48 @@ class RunInfo(BaseModel):
     best_version: int | None = None
     stop_reason: str = ""
     wall_s: float | None = None
+    timeout_s: float | None = None
+    constraints: list[str] = []
+    config_overrides: dict[str, Any] = {}
+    gpu_requested: str | None = None
+    benchmark: bool = True
+    git: bool = True
+    replay: str | None = None
+    search_spent_s: float = 0.0
+    resumed_utc: list[str] = []
+    interrupted: str | None = None
+
+
+class VersionConfig(BaseModel):
+    """``vN/config.json``: what version N was going to run, written before it ran.
+
+    Attributes:
+        config: tunable name -> value. move: the change from ``parent`` (None for the first version).
+        parent / incumbent: the version it derives from, and the incumbent when it was proposed (indices).
+        strategy: what proposed it. source_sha256: the kernel source's hash. shape: the run's shape.
+        search_elapsed_s: seconds of the search budget spent when it started (None in runs before resume).
+    """
+
+    config: dict[str, Any]
+    move: Move | None = None
+    parent: int | None = None
+    incumbent: int | None = None
+    strategy: str = ""
+    source_sha256: str = ""
+    shape: dict[str, Any] = {}
+    search_elapsed_s: float | None = None
+
+
+class Interruption(BaseModel):
+    """``vN/interrupted.json``: version N was in flight when a signal stopped the run; ``--resume`` runs it again.
+
+    Attributes:
+        signal: the signal's name (``SIGINT``, ``SIGTERM``). at_utc: when. resume: the command that continues.
+    """
+
+    signal: str
+    at_utc: str
+    resume: str
 
 
 #: outcome.json's ``status`` before the one-record change -> the Evaluation fields it implies.

@@ -1,0 +1,203 @@
+"""``kernelpilot optimize --resume RUN``: continue a run that was killed or interrupted.
+
+What is kept, what is redone:
+
+* every version whose ``outcome.json`` is present and valid (with its index, and a ``config.json`` of the same
+  config) is kept, in order; the first version without one — the version in flight when the run stopped — and
+  anything after it is removed and redone (those folders were never committed; a committed one that is not complete
+  is an error naming it, with the ``git checkout`` that restores it);
+* files of kept versions written after their last commit (the last commit id, a final profile) are committed first;
+  a stale ``.git/index.lock`` left by a kill during a commit is removed;
+* the budget counts what was spent: run.json's ``search_spent_s`` (updated with every version's commit, and when a
+  signal stopped the run) is where the search's clock starts again, and the versions kept count against
+  ``--iterations``;
+* the strategy starts again from the beginning with the kept versions as its answers: deterministic given its
+  answers, it walks the same path back to where the run stopped, then goes on.
+
+The run's own options come from run.json (the kernel — its original path when its bytes still hash to the recorded
+``source_sha256``, else the copy in the run folder —, shape, strategy, seed, budget, caps, constraints); ``--timeout-s``,
+``--budget-s`` and ``--iterations`` may be given again to change them. A finished run is not run again: its records
+are returned as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from kernelpilot.app.session import Log, OptimizeResult, Session, drive, now_utc
+from kernelpilot.errors import RunFolderError
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.models import RunInfo, VersionConfig, outcome_from_json
+from kernelpilot.records.workspace import Workspace, read_json, read_record, write_json
+
+__all__ = ["complete_versions", "resume"]
+
+
+def _sha(kernel: Path, ref: Path | None) -> str | None:
+    """The contract's source hash of ``kernel`` (+ ``ref``), None when a file is missing."""
+    try:
+        digest = hashlib.sha256(kernel.read_bytes())
+        if ref is not None and ref != kernel:
+            digest.update(ref.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _kernel_files(ws: Workspace, info: RunInfo) -> tuple[Path, Path | None]:
+    """The kernel (and reference) file to resume with: the original paths when they still hold the bytes the run
+    started with, else the copies in the run folder.
+
+    Raises:
+        RunFolderError: neither matches run.json's ``source_sha256``.
+    """
+    kernel, ref = Path(info.kernel), Path(info.reference)
+    ref_or_none = ref if ref != kernel else None
+    if _sha(kernel, ref_or_none) == info.source_sha256:
+        return kernel, ref_or_none
+    copy, copy_ref = ws.root / "kernel.py", (ws.root / "ref.py" if ref_or_none is not None else None)
+    if _sha(copy, copy_ref) == info.source_sha256:
+        return copy, copy_ref
+    raise RunFolderError(f"{ws.root}: neither {kernel} nor the run's copy kernel.py is the source the run started with "
+                         f"(sha256 {info.source_sha256[:12]})",
+                         "restore kernel.py from the run's git history (`git -C RUN checkout -- kernel.py`), or start "
+                         "a new run with the changed kernel")
+
+
+def _tracked(history: Any, rel: str) -> list[str]:
+    """Files under ``rel`` that git tracks (none without git)."""
+    if history is None:
+        return []
+    return [line for line in history.repo.git.ls_files("--", rel).splitlines() if line]
+
+
+def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluation], list[int]]:
+    """The versions to keep and the ones removed to be redone (see the module docstring).
+
+    Returns:
+        (kept evaluations in version order, indices of the folders removed).
+
+    Raises:
+        RunFolderError: a version folder to redo holds files committed to git (the records were changed or lost
+            after their commit: the message names the version and how to restore it).
+    """
+    kept: list[Evaluation] = []
+    indices = ws.version_indices()
+    for i in indices:
+        if i != len(kept):
+            break
+        vdir = ws.root / f"v{i}"
+        try:
+            ev = read_record(vdir / "outcome.json", lambda text: outcome_from_json(json.loads(text)))
+            cfg = read_json(vdir / "config.json", VersionConfig)
+        except RunFolderError:
+            break
+        if ev.index != i or ev.config != cfg.config:
+            break
+        kept.append(ev)
+    redo = [i for i in indices if i >= len(kept)]
+    for i in redo:
+        tracked = _tracked(history, f"v{i}")
+        if tracked:
+            raise RunFolderError(f"{ws.root}/v{i} is committed to the run's git history but its records are incomplete "
+                                 f"or corrupt ({', '.join(tracked[:4])} ...)",
+                                 f"restore it with `git -C {ws.root} checkout -- v{i}`, then resume again "
+                                 f"(`kernelpilot report {ws.root}` names what is wrong)")
+    for i in redo:
+        shutil.rmtree(ws.root / f"v{i}")
+    return kept, redo
+
+
+def _metrics_of(ws: Workspace, kept: list[Evaluation]) -> dict[str, Any]:
+    """config key -> ncu metrics of the kept versions that were profiled (``metrics.json``)."""
+    from kernelpilot.profile.kernel_metrics import KernelMetrics
+
+    out: dict[str, Any] = {}
+    for ev in kept:
+        path = ws.root / f"v{ev.index}" / "metrics.json"
+        if path.is_file():
+            try:
+                out[ev.key] = KernelMetrics.model_validate(json.loads(path.read_text())["main_kernel"])
+            except (ValueError, KeyError, TypeError):
+                pass
+    return out
+
+
+def _finished(ws: Workspace, info: RunInfo, log: Log) -> OptimizeResult:
+    """The records of a finished run, as :func:`kernelpilot.app.optimize.optimize` returned them."""
+    log(f"{ws.root} finished at {info.finished_utc}: nothing to resume (`kernelpilot report {ws.root}` validates it)")
+    versions = [read_record(ws.root / f"v{i}" / "outcome.json", lambda t: outcome_from_json(json.loads(t)))
+                for i in ws.version_indices()]
+    return OptimizeResult(out=ws.root, run=info, versions=versions)
+
+
+def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float | None = None,
+           iterations: int | None = None, cache_root: str | Path | None = None,
+           log: Log = lambda _m: None) -> OptimizeResult:
+    """Continue the run in ``run`` (see the module docstring).
+
+    Args:
+        run: the run folder (``--out`` of the run). timeout_s / budget_s / iterations: new values of those
+            options (None: the run's own). cache_root: folder searched for a replayed cache's prefix.
+        log: progress callback.
+
+    Returns:
+        The :class:`OptimizeResult` of the whole run (kept and new versions).
+
+    Raises:
+        RunFolderError: not a run folder; run.json corrupt; the kernel changed; a committed version is incomplete.
+        OptionError: a new option value out of range. Interrupted: stopped again by a signal (resume again).
+        ContractError / SpecError / SearchError: as :func:`kernelpilot.app.optimize.optimize`.
+    """
+    from kernelpilot.app.context import prepare
+    from kernelpilot.app.optimize import check_options
+    from kernelpilot.engine.runner import ReplayRunner
+    from kernelpilot.measure.env import EnvInfo
+    from kernelpilot.records.history import RunHistory
+    from kernelpilot.search.strategies import get_strategy
+
+    t0 = time.monotonic()
+    check_options(iterations, budget_s, timeout_s)
+    ws = Workspace.open(Path(run))
+    info = read_json(ws.root / "run.json", RunInfo)
+    if info.finished_utc:
+        return _finished(ws, info, log)
+    history = RunHistory(ws.root) if info.git else None
+    if history is not None:
+        lock = ws.root / ".git" / "index.lock"
+        if lock.is_file():  # left by a kill during a commit; this run has no other writer
+            log(f"removing {lock} left by the interrupted commit")
+            lock.unlink()
+    kernel, ref = _kernel_files(ws, info)
+    replayer = ReplayRunner(info.replay, root=cache_root) if info.replay else None
+    ctx = prepare(kernel, ref=ref, shape=info.shape, config=info.config_overrides, gpu=info.gpu_requested,
+                  constraints=info.constraints, replay=replayer)
+    kept, redone = complete_versions(ws, history)
+    info.timeout_s = timeout_s if timeout_s is not None else (info.timeout_s or 300.0)
+    info.budget_s = budget_s if budget_s is not None else info.budget_s
+    info.iterations = iterations if iterations is not None else info.iterations
+    info.resumed_utc = [*info.resumed_utc, now_utc()]
+    why = info.interrupted or "killed"
+    info.interrupted = None
+    write_json(ws.root / "run.json", info)
+    if history is not None:
+        history.commit([ws.root], f"resume: {len(kept)} versions kept" +
+                       (f", v{redone[0]} redone" if redone else "") + f" (the last session stopped: {why})")
+    log(f"resuming {ws.root}: {len(kept)} versions kept" + (f", v{redone[0]} redone" if redone else "")
+        + f"; {info.search_spent_s:.1f} s of the {info.budget_s or 0:.0f} s search budget spent")
+    env_path = ws.root / "env.json"
+    env = EnvInfo.model_validate_json(env_path.read_text()) if env_path.is_file() else None
+    bench = None
+    if (ws.root / "baselines.json").is_file():
+        from kernelpilot.report.benchmark import BenchmarkResult
+
+        bench = read_json(ws.root / "baselines.json", BenchmarkResult)
+    session = Session(ctx=ctx, ws=ws, info=info, history=history, strategy=get_strategy(info.strategy),
+                      replayer=replayer, timeout_s=info.timeout_s, profile=info.profile, benchmark=info.benchmark,
+                      log=log, t0=t0, prior=kept, bench=bench, metrics_of=_metrics_of(ws, kept), env=env)
+    return drive(session)

@@ -1,0 +1,344 @@
+"""One session of ``kernelpilot optimize``: the search and the final report over a run folder already set up.
+
+A fresh run (:func:`kernelpilot.app.optimize.optimize`) and a resumed one (:func:`kernelpilot.app.resume.resume`)
+build a :class:`Session` — the prepared kernel, the run folder, run.json, its git history, and for a resumed run
+the versions already decided — and hand it to :func:`drive`: the engine evaluates every config the strategy
+proposes (each version committed as soon as it is decided, with run.json's count of the search seconds spent),
+then the final best is profiled, benchmarked and reported, and ``finished_utc`` is set in the final commit.
+
+SIGINT and SIGTERM stop a session cleanly (:class:`~kernelpilot.app.interrupt.GracefulStop`): the workers are
+killed, the version in flight gets ``interrupted.json``, run.json says what was interrupted and what the search had
+spent, and an :class:`~kernelpilot.errors.Interrupted` error says how to resume. A ``kill -9`` skips all that and
+loses at most the version in flight: ``--resume`` redoes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
+from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.models import Interruption, RunInfo, now_utc
+from kernelpilot.records.workspace import Workspace, write_json, write_text
+from kernelpilot.search.model import Budget, BudgetExhausted
+
+__all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc"]
+
+#: Nsight Compute profiles taken during the search: v0's (the starting diagnosis the guided strategy's first moves
+#: come from); later incumbents get light cards, and the final best is profiled after the search. One ncu run took
+#: 15–17 s on an H100 (docs/device-runs), ten times a whole evaluation, so a profile per accepted version would eat
+#: the budget.
+NCU_PROFILES_IN_SEARCH = 1
+
+Log = Callable[[str], None]
+
+
+class OptimizeResult(BaseModel):
+    """What :func:`kernelpilot.app.optimize.optimize` returns: the run folder, its records, and the best version."""
+
+    out: Path
+    run: RunInfo
+    versions: list[Evaluation] = []
+
+    @property
+    def best(self) -> Evaluation | None:
+        """The fastest accepted version (the incumbent at the end), None when nothing was correct."""
+        return next((v for v in self.versions if v.index == self.run.best_version), None)
+
+
+#: A failed first version's status -> the file that says why (as written into the stop line).
+_FAILURE_FILE = {"wrong_result": "correctness.json", "nan": "correctness.json"}
+
+
+def failure_line(ev: Evaluation) -> str:
+    """``v0 failed (timeout: no answer within 1 s ...; see v0/outcome.json)``: a failed version's status, the first
+    line of its message and the file that holds the evidence (correctness.json for a wrong result or NaN, else
+    outcome.json; never a file the version does not have). Raises nothing."""
+    where = _FAILURE_FILE.get(ev.status, "outcome.json")
+    first = (ev.message or "").strip().splitlines()[0][:160] if (ev.message or "").strip() else ""
+    return f"v{ev.index} failed ({ev.status}{': ' + first if first else ''}; see v{ev.index}/{where})"
+
+
+@dataclass
+class FirstIncorrect:
+    """Stop when the first version ran but was wrong (wrong result, NaN, runtime error): the kernel has a bug that
+    no config will fix, and searching would only repeat it."""
+
+    def check(self, evaluator: Evaluator) -> str | None:
+        """The stop reason, or None."""
+        if evaluator.incumbent is None and evaluator.order and evaluator.order[0].status in (
+                "wrong_result", "nan", "runtime_error"):
+            first = evaluator.order[0]
+            return f"v0 is not correct: {failure_line(first)}: fix the kernel before optimizing"
+        return None
+
+
+@dataclass
+class Session:
+    """Everything one session of a run needs (see the module docstring).
+
+    Attributes:
+        ctx: the prepared :class:`~kernelpilot.app.context.RunContext`. ws: the run folder. info: run.json.
+        history: the git history (None: no git). strategy: the strategy object. replayer: a ReplayRunner or None.
+        timeout_s: seconds one version may take in its worker. profile / benchmark: ncu and the baselines wanted.
+        log: progress callback. t0: ``time.monotonic()`` when the session started.
+        prior: the versions decided by earlier sessions (resume), in order.
+        bench: the baselines measured before the search (a BenchmarkResult; None until measured).
+        metrics_of: config key -> ncu metrics of profiled versions.
+        env: the run's :class:`~kernelpilot.measure.env.EnvInfo` (whether ncu may read counters).
+        evaluator / recorder / phase: set while the session runs (what an interruption reports).
+    """
+
+    ctx: Any
+    ws: Workspace
+    info: RunInfo
+    history: Any
+    strategy: Any
+    replayer: Any
+    timeout_s: float
+    profile: bool
+    benchmark: bool
+    log: Log
+    t0: float
+    prior: list[Evaluation] = field(default_factory=list)
+    bench: Any = None
+    metrics_of: dict[str, Any] = field(default_factory=dict)
+    env: Any = None
+    evaluator: Evaluator | None = None
+    recorder: Any = None
+    phase: str = "set-up"
+
+
+def _baselines(runner: Any, shape: dict[str, Any], config: dict[str, Any], log: Log) -> Any:
+    """PyTorch eager and torch.compile of the reference (and the kernel at ``config``) on the same inputs, timed once
+    in the run's first worker (isolated like every version; torch.compile compiles there once); None when they cannot
+    run (the reason is logged)."""
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.report.benchmark import BenchmarkResult
+
+    try:
+        return BenchmarkResult.model_validate_json(
+            runner.workers[0].call("kernelpilot.app.session:_baselines_in_worker", shape, config))
+    except KernelpilotError as exc:  # a baseline that cannot run is reported, not fatal
+        log(f"baselines not measured: {exc.message.splitlines()[0][:200]}")
+        return None
+
+
+def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any]) -> str:
+    """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
+    from kernelpilot.report.benchmark import run_benchmark
+
+    return run_benchmark(kf, shape, config, "cuda" if device.startswith("cuda") else "cpu").model_dump_json()
+
+
+def _evidence(s: Session, recorder: Any) -> Any:
+    """The evidence source: ncu on v0 (not again on a resumed run that has v0) and the final best, light cards in
+    between; light cards only in a replay; none under the interpreter."""
+    from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
+
+    ctx, cuda = s.ctx, s.ctx.device == "cuda"
+    if not (cuda or s.replayer is not None):
+        return None
+    why_light = ("replay: light card from the stored time" if s.replayer else
+                 "ncu profiles v0 and the final best; incumbents in between get light cards" if s.profile else
+                 "profiling off (--no-profile)")
+    light = LightEvidence(ctx.kf.path, ctx.shape, ctx.roofline, ctx.gpu, ctx.kf.name, why_light,
+                          arch=None if cuda else "sm_90")
+    if not (cuda and s.profile):
+        return light
+    kf = ctx.kf
+    evidence = NcuEvidence(kf.path, kf.reference_path if kf.reference_path != kf.path else None, ctx.shape,
+                           recorder.report_path, light, on_metrics=recorder.write_metrics,
+                           max_profiles=0 if s.prior else NCU_PROFILES_IN_SEARCH, log=s.log)
+    evidence.metrics = s.metrics_of
+    env_ncu = getattr(s.env, "ncu", None)
+    if env_ncu is not None and env_ncu.counters_readable is False:
+        evidence.disable(f"profiling disabled: {env_ncu.counters_detail}")
+        s.log(evidence.disabled)
+    return evidence
+
+
+def _search(s: Session, guard: GracefulStop) -> Any:
+    """The search: workers, compile-ahead, baselines, the evaluator (preloaded with ``s.prior``) and the strategy.
+    Sets ``info.stop_reason``; returns the evidence source (for the final profile)."""
+    from kernelpilot.app.recorder import RunFolderRecorder
+    from kernelpilot.app.tune import make_runner
+    from kernelpilot.engine.prune import CompileAhead, compile_order
+
+    ctx, ws, info = s.ctx, s.ws, s.info
+    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+    recorder = s.recorder = RunFolderRecorder(ws, kf_sha256=kf.source_sha256, shape=ctx.shape, strategy=info.strategy,
+                                              roofline=roof, history=s.history, metrics_of=s.metrics_of, log=s.log,
+                                              guard=guard)
+    evidence = _evidence(s, recorder)
+    ahead, runner, interrupted = None, s.replayer, False
+    try:
+        if s.replayer is None:
+            if cuda and not kf.extras.get("autotuner"):
+                ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
+                                     arch=None, measure_while_cold=True)
+            runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
+                                 timeout_s=s.timeout_s)
+            if cuda and s.benchmark and s.bench is None:
+                s.log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")
+                s.bench = _baselines(runner, ctx.shape, ctx.start, s.log)
+                if s.bench is not None:
+                    info.baselines_ns = {r.name: r.timing.median_ns for r in s.bench.rows[1:] if r.timing is not None}
+                    with guard.held():
+                        write_json(ws.root / "baselines.json", s.bench)
+                        write_json(ws.root / "run.json", info)
+        stop: list[StopRule] = [FirstIncorrect()]  # after the baselines: the target rule reads them
+        if roof is not None:
+            stop.append(TargetMet(roof.target_fraction * 100, dict(info.baselines_ns)))
+        if info.iterations is not None:
+            stop.append(MaxVersions(info.iterations + 1))
+        ev = s.evaluator = Evaluator(
+            ctx.space, runner, budget=Budget(max_s=info.budget_s, charged=s.replayer is not None,
+                                             spent_before_s=info.search_spent_s),
+            pruner=ahead, evidence=evidence, recorder=recorder, stop=stop, roofline=roof,
+            ab_samples=0 if s.replayer else (30 if cuda else 8), race=cuda, strategy=info.strategy)
+        ev.preload(s.prior)
+        recorder.elapsed_s = ev.budget.elapsed_s
+
+        def state() -> list[Path]:
+            info.search_spent_s = ev.budget.elapsed_s()
+            return [write_json(ws.root / "run.json", info)]
+
+        recorder.on_commit = state
+        s.phase = "search"
+        try:
+            s.strategy.search(ctx.space, ev, seed=info.seed, start=ctx.start)
+            info.stop_reason = f"strategy {info.strategy!r} finished: no untried config left that it would propose"
+        except BudgetExhausted as exc:
+            info.stop_reason = str(exc)
+        info.search_spent_s = ev.budget.elapsed_s()
+    except RunInterrupted:
+        interrupted = True
+        raise
+    finally:
+        if runner is not None and s.replayer is None:
+            (getattr(runner, "abort", runner.close) if interrupted else runner.close)()
+        if ahead is not None:
+            ahead.finish(stop=True)
+    return evidence
+
+
+def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
+    """After the search: ncu on the final best, the stop line, benchmark.md, final_report.md, the final commit."""
+    from kernelpilot.engine.evidence import NcuEvidence
+    from kernelpilot.report.benchmark import render_benchmark_md
+    from kernelpilot.report.final import best_version, render_final_report
+
+    ws, info, ev = s.ws, s.info, s.evaluator
+    assert ev is not None
+    s.phase = "final report"
+    with guard.held():
+        write_json(ws.root / "run.json", info)
+    hold_point("final", s.log)
+    versions = ev.order
+    best = best_version(versions)
+    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of:
+        s.log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
+        profiled = evidence.profile(best.model_copy(update={"card": None}))
+        versions = [profiled if v is best else v for v in versions]
+        best = profiled
+        with guard.held():
+            write_json(ws.version_dir(best.index) / "outcome.json", best)
+            if best.card:
+                write_json(ws.version_dir(best.index) / "verdict.json", best.card)
+    if best is None and not info.stop_reason.startswith("v0 is not correct"):
+        failed = next((v for v in versions if not v.ok), None)
+        info.stop_reason += "; no version was correct" + (f" ({failure_line(failed)})" if failed else "")
+    info.best_version = best.index if best else None
+    s.log(f"stopped: {info.stop_reason}")
+    bench = _final_benchmark(s, best) if s.benchmark and best is not None else None
+    with guard.held():
+        if bench is not None:
+            write_json(ws.root / "benchmark.json", bench)
+            write_text(ws.root / "benchmark.md", render_benchmark_md(bench, info))
+        info.finished_utc = now_utc()  # on disk (run.json) only after final_report.md: a run is finished once both are
+        info.wall_s = time.monotonic() - s.t0
+        write_text(ws.root / "final_report.md", render_final_report(info, versions, s.ctx.roofline))
+        write_json(ws.root / "run.json", info)
+        s.recorder.finish(versions)
+    # the worker's full records live in the version folders; the result carries what outcome.json holds
+    return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions])
+
+
+def _final_benchmark(s: Session, best: Evaluation) -> Any:
+    """benchmark.md's rows: the best version's own timing (the record the decision used) beside the baselines timed
+    before the search; under the interpreter everything is timed now (cheap at the CPU shape); None in a replay."""
+    from kernelpilot.measure.timing import TimingResult
+
+    ctx, kf = s.ctx, s.ctx.kf
+    if ctx.device == "cpu":  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
+        from kernelpilot.errors import KernelpilotError
+        from kernelpilot.report.benchmark import BenchmarkResult
+        from kernelpilot.search.isolated import run_isolated
+
+        try:
+            return BenchmarkResult.model_validate_json(run_isolated(
+                kf.path, "kernelpilot.app.session:_baselines_in_worker", ctx.shape, best.config,
+                ref=kf.reference_path if kf.reference_path != kf.path else None, interpreted=True))
+        except KernelpilotError as exc:
+            s.log(f"benchmark not measured: {exc.message.splitlines()[0][:200]}")
+            return None
+    timing = (best.records or {}).get("timing")
+    timing_file = s.ws.root / f"v{best.index}" / "timing.json"
+    if timing is None and timing_file.is_file():  # a version decided by an earlier session of a resumed run
+        timing = TimingResult.model_validate_json(timing_file.read_text())
+    if s.bench is None or timing is None:
+        return None
+    rows = [s.bench.rows[0].model_copy(update={"name": f"{kf.name} (Triton, best config v{best.index})",
+                                               "timing": TimingResult.model_validate(timing)}), *s.bench.rows[1:]]
+    return s.bench.model_copy(update={"config": best.config, "rows": rows})
+
+
+def _interrupted(s: Session, signum: int) -> Exception:
+    """Record an interruption (see the module docstring) and return the :class:`~kernelpilot.errors.Interrupted`
+    error to raise."""
+    from kernelpilot.errors import Interrupted
+
+    ws, info, ev = s.ws, s.info, s.evaluator
+    sig = signal_name(signum)
+    resume = f"kernelpilot optimize --resume {ws.root}"
+    n_done = len(ev.order) if ev is not None else len(s.prior)
+    where = f"during the {s.phase}" if s.phase != "search" else "between versions"
+    flight = ws.root / f"v{n_done}"
+    if s.phase == "search" and (flight / "config.json").is_file() and not (flight / "outcome.json").is_file():
+        where = f"during v{n_done}"
+        write_json(flight / "interrupted.json", Interruption(signal=sig, at_utc=now_utc(), resume=resume))
+    info.interrupted = f"{sig} {where}"
+    if ev is not None:
+        info.search_spent_s = ev.budget.elapsed_s()
+    write_json(ws.root / "run.json", info)
+    if s.history is not None:
+        pending = list(getattr(s.recorder, "pending", []) or [])
+        s.history.commit([ws.root / "run.json", *pending], f"run: interrupted by {sig} {where}")
+    kept = f"v0–v{n_done - 1} are recorded and committed" if n_done else "no version was decided yet"
+    message = f"interrupted by {sig} {where}: {kept} in {ws.root}"
+    s.log(f"stopped: {message}; resume with `{resume}`")
+    return Interrupted(message, f"resume with `{resume}`", signum)
+
+
+def drive(s: Session) -> OptimizeResult:
+    """Run the session: the search, then the final report (see the module docstring).
+
+    Raises:
+        Interrupted: SIGINT or SIGTERM stopped the session (recorded; the hint says how to resume).
+        KernelpilotError: as the engine raises (a kernel that cannot be loaded in a worker, ...).
+    """
+    guard = GracefulStop()
+    with guard:
+        try:
+            evidence = _search(s, guard)
+            return _final(s, evidence, guard)
+        except RunInterrupted as exc:
+            raise _interrupted(s, exc.signum) from None
