@@ -18,11 +18,11 @@ __all__ = ["tune", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
 PRUNE_MODES: dict[str, bool | str] = {"drop": True, "report": "report", "off": False}
 
 
-def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | None = None,
+def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, strategy: str = "guided", budget_evals: int | None = None,
          budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
          ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
          constraints: list[str] | None = None, max_spills: int | None = None, min_occupancy_pct: float | None = None,
-         timeout_s: float = 120.0, ab_samples: int = 30, race: bool = True, replay: str | Path | None = None,
+         timeout_s: float | None = None, ab_samples: int = 30, race: bool = True, replay: str | Path | None = None,
          use_cache: bool = True, ray_address: str | None = None, out: str | Path | None = None,
          log: Callable[[str], None] | None = None, **options: Any) -> "TuneResult":
     """Search the kernel's configs: compile-ahead pruning, isolated workers, the evaluation cache, A/B decisions
@@ -38,28 +38,45 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
             (or ``"off"``): no compile-ahead.
         constraints: extra constraint expressions. max_spills: prune configs spilling more registers (count);
             min_occupancy_pct: prune below this theoretical occupancy (%).
-        timeout_s: seconds one config may take in its worker (a hang becomes ``timeout``).
+        timeout_s: seconds one config may take in its worker (a hang becomes ``timeout``; default 120, or the
+            resumed search's own).
         ab_samples: interleaved samples per side per decision. race: stop clearly slower candidates early.
         replay: answer from this cache file or prefix (no GPU). use_cache: read and append the cache.
         ray_address: evaluate on this Ray cluster. out: folder for ``tune.json`` and ``tune.md``.
         log: progress callback, one line per call. options: the other keywords of the implementation
             (``devices``, ``cache_root``, ``start``).
+        resume: a folder of an earlier ``tune --out`` search to continue (then ``kernel`` is None; only
+            ``timeout_s``, ``budget_evals`` and ``budget_s`` given here change it; :func:`kernelpilot.app.tune.resume_tune`).
 
     Returns:
         A :class:`kernelpilot.app.tune.TuneResult` (``best`` None when no config ran correctly).
 
     Raises:
+        OptionError: a budget, limit or count out of range; a kernel given with ``resume``, or neither.
         SearchError: unknown strategy or prune mode, bad space or constraints, a cache of another kernel version.
         ContractError: the kernel file breaks the contract. SpecError: unknown ``gpu``.
+        RunFolderError: ``out`` not empty, or ``resume`` not a tune folder. Interrupted: SIGINT/SIGTERM stopped it.
     """
+    from kernelpilot.app.tune import resume_tune
     from kernelpilot.app.tune import tune as _tune
+    from kernelpilot.errors import OptionError
+
+    if resume is not None:
+        if kernel is not None:
+            raise OptionError("--resume continues a search with the kernel and options it started with; a KERNEL was "
+                              "given too", "give only --resume DIR (and, to change them, --timeout-s, --budget-evals, "
+                              "--budget-s)")
+        return resume_tune(resume, timeout_s=timeout_s, budget_evals=budget_evals, budget_s=budget_s, log=log)
+    if kernel is None:
+        raise OptionError("no kernel file given", "kernelpilot tune KERNEL ... (or --resume DIR)")
 
     if max_spills is not None:
         options["max_spills"] = max_spills
     return _tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed,
                  ref=ref, gpu=gpu, prune=PRUNE_MODES.get(prune, prune) if isinstance(prune, str) else prune,
                  constraints=constraints, min_occupancy_pct=min_occupancy_pct,
-                 timeout_s=timeout_s, ab_samples=ab_samples, race=race, replay=replay, use_cache=use_cache,
+                 timeout_s=timeout_s if timeout_s is not None else 120.0, ab_samples=ab_samples, race=race,
+                 replay=replay, use_cache=use_cache,
                  ray_address=ray_address, out=out, log=log, **options)
 
 

@@ -4,11 +4,15 @@ Per search (:func:`tune`): set up once (:func:`kernelpilot.app.context.prepare`:
 space); compile the space ahead for static pruning (:class:`kernelpilot.engine.prune.CompileAhead`, in parallel with
 the measurements); evaluate through :class:`kernelpilot.engine.evaluator.Evaluator` with isolated workers on every
 GPU (or Ray actors, or a replay of a cache); keep every answer in the cache before the strategy sees it, so a killed
-search resumes where it stopped. The guided strategy reads light cards of its incumbents (no ncu in ``tune``).
+search run again answers what it measured from the cache. With ``--out DIR`` the search also keeps its own records
+while it runs (:mod:`kernelpilot.app.tune_run`: ``tune-run.json``, one line per evaluation in ``evaluations.jsonl``)
+and ``kernelpilot tune --resume DIR`` continues it, the budget counting what was spent. SIGINT and SIGTERM stop it
+cleanly. The guided strategy reads light cards of its incumbents (no ncu in ``tune``).
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -17,13 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
+from kernelpilot.app.tune_run import TuneRecorder
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import SearchError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.model import Budget, BudgetExhausted
 
-__all__ = ["TuneResult", "make_runner", "tune"]
+__all__ = ["TuneResult", "make_runner", "resume_tune", "tune", "write_tune_records"]
 
 
 class TuneResult(BaseModel):
@@ -114,7 +120,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
          ab_samples: int = 30, race: bool = True, cache_root: str | Path | None = None,
          replay: str | Path | None = None, use_cache: bool = True, start: dict[str, Any] | None = None,
          ray_address: str | None = None, out: str | Path | None = None,
-         log: Callable[[str], None] | None = None) -> TuneResult:
+         log: Callable[[str], None] | None = None, resume_from: Any = None) -> TuneResult:
     """Search a kernel's configs with one strategy (see the module docstring).
 
     Args:
@@ -137,15 +143,20 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         use_cache: read and append the cache (False: every config runs, nothing is stored).
         start: the starting config (default: DEFAULT_CONFIG).
         ray_address: evaluate on a Ray cluster instead of local workers.
-        out: folder to write ``tune.json`` and ``tune.md`` (must not exist or be empty).
+        out: the search's folder (must not exist or be empty): ``tune-run.json`` and ``evaluations.jsonl`` while it
+            runs, ``tune.json`` and ``tune.md`` at the end; ``--resume`` continues from it.
         log: progress callback.
+        resume_from: (:func:`resume_tune` only) the state of the search to continue, from
+            :func:`kernelpilot.app.tune_run.resume_state`.
 
     Returns:
         A :class:`TuneResult`.
 
     Raises:
+        OptionError: a budget, limit or count out of range (``budget_evals`` < 1, ``timeout_s`` not positive ...).
         SearchError: unknown strategy, bad space or constraints, a cache of another kernel version.
         ContractError: the kernel file breaks the contract. SpecError: unknown ``gpu``.
+        RunFolderError: ``out`` is not empty or cannot be created. Interrupted: SIGINT/SIGTERM stopped the search.
     """
     from kernelpilot.app.context import prepare
     from kernelpilot.engine.evidence import LightEvidence
@@ -155,54 +166,88 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     if prune not in (True, False, "report"):
         raise SearchError(f"--prune {prune!r} is not one of drop, report, off",
                           "drop skips configs that cannot win; report only reports them; off compiles nothing ahead")
+    _check_options(budget_evals, budget_s, timeout_s, ab_samples, max_spills)
     t0 = time.monotonic()
     log = log or (lambda _m: None)
     strat = get_strategy(strategy)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
     ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
+    folder, prior, spent_s = _folder(kf, out, resume_from, dict(
+        strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed, ref=ref, gpu=gpu,
+        prune=prune, constraints=constraints, max_spills=max_spills, min_occupancy_pct=min_occupancy_pct,
+        timeout_s=timeout_s, devices=devices, ab_samples=ab_samples, race=race, cache_root=cache_root,
+        replay=replay, use_cache=use_cache, start=start, ray_address=ray_address))
+    guard = GracefulStop()
+    recorder = TuneRecorder(folder.root, guard) if folder is not None else None
     report: PruneReport | None = None
     ahead: CompileAhead | None = None
     runner: Any = replayer
     cache = None
-    try:
-        if replayer is None:
-            if prune and not kf.extras.get("autotuner"):
-                log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
-                ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
-                                     arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
-                                     min_occupancy_pct=min_occupancy_pct)
-            runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
-            if use_cache:
-                from kernelpilot.measure.env import collect_env
-                from kernelpilot.search.cache import CacheContext, EvaluationCache
-
-                cache = EvaluationCache(CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)),
-                                        root=cache_root)
-        evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name, "tune: light card of the incumbent",
-                                  arch="sm_90" if ctx.device != "cuda" else None) if strategy == "guided" else None)
-        ev = Evaluator(space, runner, cache=cache, budget=Budget(max_evals=budget_evals, max_s=budget_s),
-                       pruner=ahead if prune is True else None, evidence=evidence, roofline=roof,
-                       ab_samples=ab_samples if replayer is None else 0, race=race and replayer is None,
-                       strategy=strategy, log=log)
+    ev: Evaluator | None = None
+    stopped, restarts = "", 0
+    with guard:
         try:
-            _prefetch(strat, ev, seed, ctx.start)
-            strat.search(space, ev, seed=seed, start=ctx.start)
-            stopped = "strategy finished"
-        except BudgetExhausted as exc:
-            stopped = str(exc)
-    finally:
-        restarts = 0
-        if runner is not None and replayer is None:
             try:
-                restarts = runner.restarts
+                if replayer is None:
+                    if prune and not kf.extras.get("autotuner"):
+                        log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
+                        ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
+                                             arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
+                                             min_occupancy_pct=min_occupancy_pct)
+                    runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
+                    if use_cache:
+                        from kernelpilot.measure.env import collect_env
+                        from kernelpilot.search.cache import CacheContext, EvaluationCache
+
+                        cache = EvaluationCache(
+                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root)
+                evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
+                                          "tune: light card of the incumbent",
+                                          arch="sm_90" if ctx.device != "cuda" else None)
+                            if strategy == "guided" else None)
+                ev = Evaluator(space, runner, cache=cache,
+                               budget=Budget(max_evals=budget_evals, max_s=budget_s, spent_before_s=spent_s),
+                               pruner=ahead if prune is True else None, evidence=evidence, roofline=roof,
+                               recorder=recorder, ab_samples=ab_samples if replayer is None else 0,
+                               race=race and replayer is None, strategy=strategy, log=log)
+                ev.preload(prior)
+                if recorder is not None:
+                    recorder.elapsed_s = ev.budget.elapsed_s
+                try:
+                    _prefetch(strat, ev, seed, ctx.start)
+                    strat.search(space, ev, seed=seed, start=ctx.start)
+                    stopped = "strategy finished"
+                except BudgetExhausted as exc:
+                    stopped = str(exc)
             finally:
-                runner.close()
-        if ahead is not None:  # "report" wants every config's verdict; a dropping search cancels what it no longer needs
-            report = ahead.finish(stop=prune is True)
-            log(f"static pruning: {report.n_pruned} of {report.n_compiled} compiled ({report.n_configs} in the space) "
-                f"pruned {report.by_reason}; compiles ran {report.wall_s:.1f} s beside the measurements, the search "
-                f"waited {report.waited_s:.1f} s for them; {len(report.unchecked)} measured before their compile ended")
+                restarts = 0
+                if runner is not None and replayer is None:
+                    try:
+                        restarts = runner.restarts
+                    finally:
+                        (getattr(runner, "abort", runner.close) if _interrupting() else runner.close)()
+                if ahead is not None:  # "report" wants every config's verdict; a dropping search cancels the rest
+                    report = ahead.finish(stop=prune is True)
+                    log(f"static pruning: {report.n_pruned} of {report.n_compiled} compiled ({report.n_configs} in "
+                        f"the space) pruned {report.by_reason}; compiles ran {report.wall_s:.1f} s beside the "
+                        f"measurements, the search waited {report.waited_s:.1f} s for them; "
+                        f"{len(report.unchecked)} measured before their compile ended")
+            hold_point("final", log)
+            return _result(kf, ctx, ev, strategy, seed, report, stopped, t0, cache, replayer, restarts, folder)
+        except RunInterrupted as exc:
+            raise _interrupted(folder, ev, exc.signum, log) from None
+
+
+def _interrupting() -> bool:
+    """True while a :class:`RunInterrupted` is propagating (inside a ``finally`` on its way out)."""
+    return isinstance(sys.exc_info()[1], RunInterrupted)
+
+
+def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: PruneReport | None, stopped: str,
+            t0: float, cache: Any, replayer: Any, restarts: int, folder: Any) -> TuneResult:
+    """The :class:`TuneResult`, written into ``folder`` (``tune.json``, ``tune.md``; ``finished_utc``) when given."""
+    space, roof = ctx.space, ctx.roofline
     best = ev.incumbent
     ranked = sorted((e for e in ev.order if e.ok and not e.raced_out), key=lambda e: e.objective)
     result = TuneResult(
@@ -215,20 +260,105 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         worker_restarts=restarts, measured=not ctx.interpreted,
         triton_config=kf.backend.export_config(best.config) if best else None,
         top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
-    if out is not None:
-        write_tune_records(result, Path(out))
+    if folder is not None:
+        write_tune_records(result, folder.root, existing=True)
     return result
 
 
-def write_tune_records(result: TuneResult, out: Path) -> None:
-    """Write ``tune.json`` (the whole result) and ``tune.md`` (tables) into ``out``.
+def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False) -> None:
+    """Write ``tune.json`` (the whole result) and ``tune.md`` (tables) into ``out``; in a folder of ``tune --out``
+    (``existing``) also mark ``tune-run.json`` finished.
 
     Raises:
-        RunFolderError: ``out`` exists and is not empty (nothing in it is touched).
+        RunFolderError: ``out`` exists and is not empty (nothing in it is touched), unless ``existing``.
     """
-    from kernelpilot.records.workspace import Workspace, write_json, write_text
+    from kernelpilot.records.models import now_utc
+    from kernelpilot.app.tune_run import RUN_FILE, TuneRun
+    from kernelpilot.records.workspace import Workspace, read_json, write_json, write_text
     from kernelpilot.report.tune_md import render_tune_md
 
-    ws = Workspace.create(out)
+    ws = Workspace(out) if existing else Workspace.create(out)
     write_json(ws.root / "tune.json", result)
     write_text(ws.root / "tune.md", render_tune_md(result))
+    if existing and (ws.root / RUN_FILE).is_file():
+        run = read_json(ws.root / RUN_FILE, TuneRun)
+        write_json(ws.root / RUN_FILE, run.model_copy(update={"finished_utc": now_utc(), "interrupted": None}))
+
+
+def _check_options(budget_evals: int | None, budget_s: float | None, timeout_s: float | None, ab_samples: int,
+                   max_spills: int) -> None:
+    """Raises OptionError for a budget, limit or count out of range."""
+    from kernelpilot.options import at_least, positive
+
+    at_least("--budget-evals", budget_evals, 1, "the most new evaluations")
+    positive("--budget-s", budget_s, "600")
+    positive("--timeout-s", timeout_s, "120")
+    at_least("--ab-samples", ab_samples, 0, "interleaved samples per side")
+    at_least("--max-spills", max_spills, 0, "the most spilled registers a config may have")
+
+
+def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: dict[str, Any]) -> tuple[Any, list[Any], float]:
+    """(the search's folder or None, the evaluations of earlier sessions, the seconds they spent): a new folder
+    with ``tune-run.json`` for ``out``, the resumed one (checked: same kernel source) for ``resume_from``."""
+    from kernelpilot.records.models import now_utc
+    from kernelpilot.app.tune_run import TuneRun, jsonable_options, start_folder
+
+    if resume_from is not None:
+        ws, run, prior, spent = resume_from
+        if run.source_sha256 != kf.source_sha256:
+            raise SearchError(f"{kf.path} changed since the search in {ws.root} started (sha256 "
+                              f"{run.source_sha256[:12]} then, {kf.source_sha256[:12]} now)",
+                              "start a new search (--out NEW_FOLDER) for the changed kernel")
+        return ws, prior, spent
+    if out is None:
+        return None, [], 0.0
+    run = TuneRun(kernel=str(kf.path), source_sha256=kf.source_sha256, options=jsonable_options(options),
+                  started_utc=now_utc())
+    return start_folder(Path(out), run), [], 0.0
+
+
+def _interrupted(folder: Any, ev: Evaluator | None, signum: int, log: Callable[[str], None]) -> Exception:
+    """Record a signal in ``tune-run.json`` (when there is a folder) and return the Interrupted error to raise."""
+    from kernelpilot.app.tune_run import RUN_FILE, TuneRun
+    from kernelpilot.errors import Interrupted
+    from kernelpilot.records.workspace import read_json, write_json
+
+    sig = signal_name(signum)
+    n = len(ev.order) if ev is not None else 0
+    if folder is not None:
+        run = read_json(folder.root / RUN_FILE, TuneRun)
+        write_json(folder.root / RUN_FILE, run.model_copy(update={"interrupted": f"{sig} after {n} evaluations"}))
+        hint = f"resume with `kernelpilot tune --resume {folder.root}`"
+    else:
+        hint = "run the same command again: the evaluation cache answers every config measured so far"
+    message = f"interrupted by {sig} after {n} evaluations" + (f"; they are recorded in {folder.root}" if folder else "")
+    log(f"stopped: {message}; {hint}")
+    return Interrupted(message, hint, signum)
+
+
+def resume_tune(folder: str | Path, *, timeout_s: float | None = None, budget_evals: int | None = None,
+                budget_s: float | None = None, log: Callable[[str], None] | None = None) -> TuneResult:
+    """Continue the search kept in ``folder`` (``kernelpilot tune --resume``; :mod:`kernelpilot.app.tune_run`), with
+    its own options; ``timeout_s``, ``budget_evals`` and ``budget_s`` may be given new values. A finished search is
+    read back, not run again.
+
+    Raises:
+        RunFolderError: not a tune folder, or a corrupt record. SearchError: the kernel changed since.
+        OptionError / Interrupted: as :func:`tune`.
+    """
+    from kernelpilot.records.models import now_utc
+    from kernelpilot.app.tune_run import RUN_FILE, resume_state
+    from kernelpilot.records.workspace import read_json, write_json
+
+    ws, run, prior, spent = resume_state(folder)
+    if run.finished_utc and (ws.root / "tune.json").is_file():
+        (log or (lambda _m: None))(f"{ws.root} finished at {run.finished_utc}: nothing to resume")
+        return read_json(ws.root / "tune.json", TuneResult)
+    options = dict(run.options)
+    for name, value in (("timeout_s", timeout_s), ("budget_evals", budget_evals), ("budget_s", budget_s)):
+        if value is not None:
+            options[name] = value
+    write_json(ws.root / RUN_FILE, run.model_copy(update={"options": options, "interrupted": None,
+                                                         "resumed_utc": [*run.resumed_utc, now_utc()]}))
+    (log or (lambda _m: None))(f"resuming {ws.root}: {len(prior)} evaluations kept, {spent:.1f} s spent")
+    return tune(run.kernel, **options, log=log, resume_from=(ws, run, prior, spent))

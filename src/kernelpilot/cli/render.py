@@ -127,9 +127,17 @@ def optimize(r: Any) -> None:
 
 
 def report(r: Any) -> None:
-    """``report``: the versions table (capped) and the rebuilt final_report.md's path."""
-    versions(r.run, r.versions, Path(r.final_report).parent)
-    out.print(f"wrote {r.final_report}")
+    """``report``: the records were valid; the versions table (capped) and the rebuilt final_report.md's path (a tune
+    folder: its evaluation count and tune.md); for an unfinished run, how to resume it."""
+    if r.kind == "tune":
+        out.print(f"records valid: {len(r.versions)} evaluations", markup=False)
+    else:
+        versions(r.run, r.versions, Path(r.final_report).parent)
+        out.print(f"records valid: {len(r.versions)} versions", markup=False)
+    if r.note:
+        out.print(f"note: {r.note}", markup=False)
+    if r.final_report:
+        out.print(f"wrote {r.final_report}", markup=False)
 
 
 def tune(r: Any) -> None:

@@ -18,7 +18,7 @@ RootOpt = typer.Option(None, "--root", help="Cache folder (default $KERNELPILOT_
 
 
 def tune_cmd(
-    kernel: Path = typer.Argument(..., help="Kernel file (TUNABLES, optional CONSTRAINTS)."),
+    kernel: Path | None = typer.Argument(None, help="Kernel file (TUNABLES, optional CONSTRAINTS)."),
     strategy: str = typer.Option("guided", "--strategy", help="guided, exhaustive, random, local or bayes."),
     budget_evals: int | None = typer.Option(None, "--budget-evals", help="Most new evaluations."),
     budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds."),
@@ -32,22 +32,28 @@ def tune_cmd(
                                                    "'GROUP_M == 8' (repeatable)."),
     max_spills: int = typer.Option(16, "--max-spills", help="Prune configs spilling more registers than this."),
     min_occupancy: float | None = typer.Option(None, "--min-occupancy", help="Prune below this occupancy, %."),
-    timeout_s: float = typer.Option(120.0, "--timeout-s", help="Per-config limit; a hang becomes `timeout`."),
+    timeout_s: float | None = typer.Option(None, "--timeout-s", help="Per-config limit, s (default 120); a hang "
+                                           "becomes `timeout`."),
     ab_samples: int = typer.Option(30, "--ab-samples", help="Interleaved samples per side per decision."),
     no_race: bool = typer.Option(False, "--no-race", help="Time every candidate fully (no racing)."),
     replay: str | None = typer.Option(None, "--replay", help="Answer from this cache file (no GPU)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor append the cache."),
     ray: str | None = typer.Option(None, "--ray", help="Evaluate on a Ray cluster at this address."),
-    output: Path | None = typer.Option(None, "--out", help="Write tune.json and tune.md here."),
+    output: Path | None = typer.Option(None, "--out", help="The search's folder: its evaluations as they are "
+                                       "decided, tune.json and tune.md at the end; --resume continues from it."),
+    resume: Path | None = typer.Option(None, "--resume", help="Continue the search kept in this --out folder "
+                                       "(killed or interrupted): its options, the budget counting what was spent."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions."""
+    """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions.
+
+    Ctrl-C (or SIGTERM) stops it cleanly; with --out, `kernelpilot tune --resume DIR` continues it."""
     from kernelpilot import api
 
     log = (lambda msg: None) if as_json else (lambda msg: out.print(msg, markup=False))
     shp = kv(shape, "--shape", as_json)
-    run_command(as_json, lambda: api.tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s,
-                                          shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
+    run_command(as_json, lambda: api.tune(kernel, resume=resume, strategy=strategy, budget_evals=budget_evals,
+                                          budget_s=budget_s, shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
                                           max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
                                           ab_samples=ab_samples, race=not no_race, replay=replay,
                                           use_cache=not no_cache, ray_address=ray, out=output, log=log),

@@ -1,0 +1,112 @@
+"""``kernelpilot report FOLDER``: validate a run folder (``optimize``) or a search folder (``tune --out``) and
+rebuild its report (``final_report.md`` / ``tune.md``) from the records.
+
+Validation (:mod:`kernelpilot.app.validate`) comes first: any problem — a record that does not match its schema,
+records that contradict each other, a committed file changed since its commit — is a
+:class:`~kernelpilot.errors.RecordError` naming every file and what to do, and nothing is rebuilt. A run that has
+not finished (killed or interrupted) is reported as far as it got, with the command that resumes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+from kernelpilot.app.tune_run import RUN_FILE as TUNE_RUN_FILE
+from kernelpilot.app.tune_run import TuneRun
+from kernelpilot.app.validate import Problem, validate_run, validate_tune
+from kernelpilot.errors import RecordError, RunFolderError
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.models import RunInfo
+from kernelpilot.records.workspace import read_json, write_text
+
+__all__ = ["ReportResult", "report"]
+
+#: Problems listed in the error's message (``--json`` lists them all).
+MAX_LISTED = 12
+
+
+class ReportResult(BaseModel):
+    """What ``kernelpilot report`` found and rebuilt.
+
+    Attributes:
+        kind: ``optimize`` (a run folder) or ``tune`` (a ``tune --out`` folder).
+        run: run.json (optimize). tune: tune-run.json (tune; None for a folder written before it existed).
+        versions: the valid outcomes (optimize: one per version; tune: one per evaluation), in order.
+        final_report: the report file rebuilt (``final_report.md`` or ``tune.md``; empty when there was nothing to
+            rebuild it from).
+        finished: the run finished; False for a killed or interrupted one (``note`` says how to resume).
+        in_flight: version folders of the unfinished run without an outcome (redone by ``--resume``).
+        note: one line on the state of an unfinished run.
+    """
+
+    kind: Literal["optimize", "tune"] = "optimize"
+    run: RunInfo | None = None
+    tune: TuneRun | None = None
+    versions: list[Evaluation] = []
+    final_report: str = ""
+    finished: bool = True
+    in_flight: list[int] = []
+    note: str = ""
+
+
+def _raise(folder: Path, problems: list[Problem]) -> None:
+    """Raise the RecordError listing ``problems`` (the first :data:`MAX_LISTED` in the message)."""
+    lines = [f"  {p.file}: {p.problem}" for p in problems[:MAX_LISTED]]
+    more = f"\n  … and {len(problems) - MAX_LISTED} more (--json lists them all)" if len(problems) > MAX_LISTED else ""
+    noun = "problem" if len(problems) == 1 else "problems"
+    raise RecordError(f"{len(problems)} {noun} in the records of {folder}:\n" + "\n".join(lines) + more,
+                      f"{problems[0].file}: {problems[0].fix}" + ("; the others likewise (--json gives each fix)"
+                                                                   if len(problems) > 1 else ""),
+                      [p.model_dump() for p in problems])
+
+
+def _report_tune(folder: Path) -> ReportResult:
+    from kernelpilot.app.tune import TuneResult
+    from kernelpilot.report.tune_md import render_tune_md
+
+    problems, run, evaluations = validate_tune(folder)
+    if problems:
+        _raise(folder, problems)
+    path = ""
+    if (folder / "tune.json").is_file():
+        result = read_json(folder / "tune.json", TuneResult)
+        path = str(write_text(folder / "tune.md", render_tune_md(result)))
+        evaluations = evaluations or list(result.evaluations)
+    finished = run is None or bool(run.finished_utc)
+    note = "" if finished else (f"the search has not finished ({run.interrupted or 'killed'}): {len(evaluations)} "
+                                f"evaluations recorded; resume with `kernelpilot tune --resume {folder}`")
+    return ReportResult(kind="tune", tune=run, versions=evaluations, final_report=path, finished=finished, note=note)
+
+
+def report(folder: str | Path) -> ReportResult:
+    """Validate the records in ``folder`` and rebuild its report (see the module docstring).
+
+    Raises:
+        RunFolderError: ``folder`` is neither a run folder (run.json) nor a tune folder (tune-run.json/tune.json).
+        RecordError: a record is invalid or contradicts another or git (every problem named, with its fix).
+    """
+    from kernelpilot.hardware.roofline import Roofline
+    from kernelpilot.report.final import render_final_report
+
+    root = Path(folder)
+    if not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
+        return _report_tune(root)
+    if not root.is_dir():
+        raise RunFolderError(f"{root} does not exist or is not a folder",
+                             "pass the --out folder of `kernelpilot optimize` or `kernelpilot tune`")
+    found = validate_run(root)
+    if found.problems:
+        _raise(root, found.problems)
+    info = read_json(root / "run.json", RunInfo)
+    roof = read_json(root / "roofline.json", Roofline) if (root / "roofline.json").is_file() else None
+    path = write_text(root / "final_report.md", render_final_report(info, found.versions, roof))
+    note = ""
+    if not found.finished:
+        where = f" (v{', v'.join(map(str, found.in_flight))} in flight)" if found.in_flight else ""
+        note = (f"the run has not finished ({info.interrupted or 'killed'}{where}): {len(found.versions)} versions "
+                f"recorded; resume with `kernelpilot optimize --resume {root}`")
+    return ReportResult(run=info, versions=found.versions, final_report=str(path), finished=found.finished,
+                        in_flight=found.in_flight, note=note)

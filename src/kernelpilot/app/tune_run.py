@@ -1,0 +1,156 @@
+"""The records of ``kernelpilot tune --out DIR`` while it runs, and ``kernelpilot tune --resume DIR``.
+
+``tune-run.json`` (:class:`TuneRun`) is written when the search starts: the kernel, its source hash and every
+option, so that ``--resume`` runs the same search. ``evaluations.jsonl`` gets one line per evaluation the strategy
+received (:class:`TuneLine`: the evaluation and the search seconds spent when it was decided), appended and
+fsync'ed as each is decided, so a killed search loses at most the evaluation in flight (a torn last line is
+skipped when read back). ``tune.json`` and ``tune.md`` are written at the end, and ``finished_utc`` with them.
+
+``--resume DIR`` reads the lines back and hands them to the evaluator (:meth:`Evaluator.preload`): the strategy
+walks the same path, answered from them, and goes on where the search stopped; the budget counts the evaluations
+and seconds already spent. (Without ``--out`` a killed search can still be run again cheaply: every evaluation is
+also in the evaluation cache.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from kernelpilot.errors import RunFolderError
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.workspace import Workspace, read_json, write_json
+
+__all__ = ["LINES_FILE", "RUN_FILE", "TuneLine", "TuneRecorder", "TuneRun", "read_lines", "resume_state"]
+
+RUN_FILE = "tune-run.json"
+LINES_FILE = "evaluations.jsonl"
+
+
+class TuneRun(BaseModel):
+    """``tune-run.json``: what one ``tune --out`` search was asked to do, and how far it got.
+
+    Attributes:
+        kernel: the kernel file. source_sha256: its source hash (kernel + reference) when the search started.
+        options: the keywords of :func:`kernelpilot.app.tune.tune` (strategy, seed, budgets, shape, limits ...).
+        started_utc / resumed_utc / finished_utc: when it started, each resume, when tune.json was written.
+        interrupted: the signal and place when a signal stopped the last session, else None.
+    """
+
+    kernel: str
+    source_sha256: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    started_utc: str
+    resumed_utc: list[str] = Field(default_factory=list)
+    finished_utc: str | None = None
+    interrupted: str | None = None
+
+
+class TuneLine(BaseModel):
+    """One line of ``evaluations.jsonl``: an evaluation as the strategy received it (judged, in order), and the
+    search's seconds spent (``spent_s``, the budget's clock) when it was decided."""
+
+    evaluation: Evaluation
+    spent_s: float = 0.0
+
+
+def read_lines(path: Path, *, strict: bool = False) -> tuple[list[TuneLine], list[str]]:
+    """The lines of an ``evaluations.jsonl``, and one problem per line that is not a :class:`TuneLine`.
+
+    A torn last line (no newline: the process died while writing it) is skipped without a problem unless
+    ``strict``. Raises nothing for the content; a missing file reads as empty.
+    """
+    if not path.is_file():
+        return [], []
+    data = path.read_bytes()
+    raw = data.split(b"\n")
+    torn = raw.pop() if raw else b""
+    lines: list[TuneLine] = []
+    problems: list[str] = []
+    for n, chunk in enumerate(raw, 1):
+        if not chunk.strip():
+            continue
+        try:
+            lines.append(TuneLine.model_validate_json(chunk))
+        except (ValidationError, ValueError) as exc:
+            problems.append(f"line {n}: {str(exc).splitlines()[0][:200]}")
+    if torn.strip() and strict:
+        problems.append(f"line {len(raw) + 1}: torn (no newline: written when the search was killed)")
+    return lines, problems
+
+
+class TuneRecorder:
+    """The evaluator's :class:`~kernelpilot.engine.evaluator.Recorder` for ``tune --out``: appends each decided
+    evaluation to ``evaluations.jsonl`` (durable on return).
+
+    Args:
+        folder: the tune folder. guard: a GracefulStop whose ``held()`` keeps a signal from tearing a line.
+
+    Attributes:
+        elapsed_s: returns the search seconds spent (set once the evaluator exists).
+    """
+
+    def __init__(self, folder: Path, guard: Any = None) -> None:
+        import contextlib
+
+        self.path = Path(folder) / LINES_FILE
+        self._held = guard.held if guard is not None else contextlib.nullcontext
+        self.elapsed_s: Any = lambda: 0.0
+
+    def before(self, index: int, config: dict[str, Any], parent: Any, move: Any, incumbent: Any) -> None:
+        """Nothing is written before an evaluation runs."""
+
+    def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
+        """Append ``ev`` (one JSON line, fsync'ed); returns it unchanged."""
+        line = TuneLine(evaluation=ev, spent_s=float(self.elapsed_s())).model_dump_json() + "\n"
+        with self._held():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            try:
+                os.write(fd, line.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return ev
+
+
+def resume_state(folder: str | Path) -> tuple[Workspace, TuneRun, list[Evaluation], float]:
+    """What ``tune --resume`` continues from: the folder, tune-run.json, the evaluations decided so far (in order)
+    and the seconds they spent.
+
+    Raises:
+        RunFolderError: not a tune folder (no tune-run.json, or it is corrupt); a line of evaluations.jsonl other
+            than a torn last one is corrupt (the message names it).
+    """
+    ws = Workspace(Path(folder))
+    if not (ws.root / RUN_FILE).is_file():
+        raise RunFolderError(f"{ws.root} is not a folder of `kernelpilot tune --out` (no {RUN_FILE})",
+                             "pass the --out folder of the tune search to resume")
+    run = read_json(ws.root / RUN_FILE, TuneRun)
+    lines, problems = read_lines(ws.root / LINES_FILE)
+    if problems:
+        raise RunFolderError(f"{ws.root / LINES_FILE}: {problems[0]}" + (f" (and {len(problems) - 1} more)"
+                                                                          if len(problems) > 1 else ""),
+                             "the file was changed by hand or damaged; remove the bad lines (the evaluation cache "
+                             "still answers those configs) and resume again")
+    spent = lines[-1].spent_s if lines else 0.0
+    return ws, run, [line.evaluation for line in lines], spent
+
+
+def start_folder(out: Path, run: TuneRun) -> Workspace:
+    """Create the tune folder and write ``tune-run.json``.
+
+    Raises:
+        RunFolderError: ``out`` exists and is not empty, or cannot be created.
+    """
+    ws = Workspace.create(out)
+    write_json(ws.root / RUN_FILE, run)
+    return ws
+
+
+def jsonable_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with paths as strings (JSON-ready)."""
+    return json.loads(json.dumps(options, default=str))
