@@ -1,7 +1,7 @@
-"""Git history of a run folder: one commit per accepted version (GitPython over the ``git`` executable).
-
-Rejected and failed versions are kept in their folders and committed with the final report (``record:`` commit),
-so the history says which versions were accepted and the working tree loses nothing.
+"""Git history of a run folder (GitPython over the ``git`` executable): the set-up (``run:``), one commit per version
+as soon as it is decided — its subject says baseline, accepted, rejected or failed — and the final report
+(``record:``); a resumed run adds a ``resume:`` commit, an interrupted one a ``run: interrupted`` commit. A kill
+therefore loses at most the version in flight, and ``kernelpilot report`` can tell a record changed since its commit.
 """
 
 from __future__ import annotations

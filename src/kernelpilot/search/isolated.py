@@ -70,7 +70,10 @@ class IsolatedKernel:
             raise
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: Any = None, *exc: object) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            for w in self.workers:  # Ctrl-C: the worker (which ignores SIGINT) is killed, not waited for
+                w._kill()
         self.close()
 
     def call(self, target: str, *args: Any) -> Any:
