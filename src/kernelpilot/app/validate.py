@@ -151,7 +151,7 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     return out
 
 
-def _git_problems(run: Path, finished: bool, problems: list[Problem]) -> tuple[set[str], list[tuple[str, str]]]:
+def _git_state(run: Path) -> tuple[set[str], list[tuple[str, str]]]:
     """(the tracked files, the (status, path) entries of ``git status``) of the run's repository; empty without git."""
     try:
         import git
@@ -199,7 +199,7 @@ def validate_run(run: Path) -> Validation:
     ws = Workspace.open(run)
     run = ws.root
     problems: list[Problem] = []
-    tracked, entries = _git_problems(run, False, problems)
+    tracked, entries = _git_state(run)
     info = _read(run, "run.json", problems, tracked)
     finished = bool(info is not None and info.finished_utc)
     for rel in ("env.json", "roofline.json", "baselines.json", "benchmark.json"):
