@@ -68,7 +68,7 @@ def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
         ContractError: the kernel file, shape or config breaks the contract.
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised outside a seed.
     """
-    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+    with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
         return CorrectnessResult.model_validate_json(
             iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds))
 
@@ -95,22 +95,25 @@ class BenchResult(BaseModel):
 
 def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
           ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None,
-          timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchResult:
+          timeout_s: float = DEFAULT_TIMEOUT_S, fresh_baselines: bool = False) -> BenchResult:
     """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU), in an isolated worker.
 
-    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker.
+    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker; the
+    torch.compile timing comes from the baseline cache when it is usable (:mod:`kernelpilot.measure.baseline_cache`)
+    unless ``fresh_baselines``. This process never imports torch: the worker finds the device.
 
     Raises:
         ContractError / SpecError: bad kernel file, shape, config or ``gpu``.
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised.
     """
-    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+    with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
         return BenchResult.model_validate_json(
-            iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu))
+            iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu, fresh_baselines))
 
 
 def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
-                     config: dict[str, Any] | None, baselines: bool, gpu: str | None) -> str:
+                     config: dict[str, Any] | None, baselines: bool, gpu: str | None,
+                     fresh_baselines: bool = False) -> str:
     """Worker side of :func:`bench`: the BenchResult as JSON."""
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timing import time_callable
@@ -125,7 +128,8 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
                        floor_ns=roof.floor_ns if roof else None,
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
-                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing) if baselines else None
+                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing,
+                                               use_cache=not fresh_baselines) if baselines else None
                        ).model_dump_json()
 
 

@@ -40,6 +40,8 @@ def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
 def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, baselines: bool = typer.Option(False, help="Also time PyTorch eager and torch.compile."),
           gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
+          fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Compile and time torch.compile "
+                                               "now; never reuse a cached timing of the last day."),
           timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
 
@@ -49,7 +51,7 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
 
     shp, cfg = kv(shape, "--shape"), kv(config, "--config")
     run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
-                                           timeout_s=timeout_s),
+                                           timeout_s=timeout_s, fresh_baselines=fresh_baselines),
                 render.bench, ok=lambda r: not r.impossible)
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-import torch
-
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import Case, KernelFile
 
@@ -27,6 +25,8 @@ def default_bytes(case: Case) -> int:
     restore it (``case.pristine``) are never counted: the count errs low, never high, so the speed-of-light floor
     derived from it can only be too lenient and never rejects a real kernel as impossibly fast.
     """
+    import torch
+
     total = 0
     for name, value in case.inputs.items():
         if isinstance(value, torch.Tensor):

@@ -18,19 +18,21 @@ Rules (docs/measuring.md, "Correctness"):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from pydantic import BaseModel
 
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
 
+if TYPE_CHECKING:
+    import torch
+
 # (atol, rtol) by output dtype; docs/measuring.md "Correctness" (fp32 1e-5/1e-3, fp16/bf16 1e-2/1e-2).
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-8, 1e-6),
-    torch.float32: (1e-5, 1e-3),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (1e-2, 1e-2),
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-8, 1e-6),
+    "float32": (1e-5, 1e-3),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
 }
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -87,7 +89,9 @@ def tolerance_for(dtype: torch.dtype, kf: KernelFile | None = None) -> tuple[flo
 
     Integer outputs must match exactly (0, 0).
     """
-    atol, rtol = TOLERANCES.get(dtype, (0.0, 0.0) if not dtype.is_floating_point else (1e-1, 1e-1))
+    import torch
+
+    atol, rtol = TOLERANCES.get(str(dtype).removeprefix("torch."), (0.0, 0.0) if not dtype.is_floating_point else (1e-1, 1e-1))
     if kf is not None:
         atol = kf.atol if kf.atol is not None else atol
         rtol = kf.rtol if kf.rtol is not None else rtol
@@ -96,6 +100,8 @@ def tolerance_for(dtype: torch.dtype, kf: KernelFile | None = None) -> tuple[flo
 
 def poison(t: torch.Tensor) -> None:
     """Fill an output with NaN (floats) or the dtype's minimum (integers) so unwritten elements show."""
+    import torch
+
     if t.dtype.is_floating_point or t.dtype.is_complex:
         t.fill_(float("nan"))
     elif t.dtype == torch.bool:
@@ -105,6 +111,7 @@ def poison(t: torch.Tensor) -> None:
 
 
 def _upcast(value: Any) -> Any:
+    import torch
     if isinstance(value, torch.Tensor) and value.dtype.is_floating_point:
         return value.detach().to(torch.float64).clone()
     if isinstance(value, torch.Tensor):
@@ -113,10 +120,12 @@ def _upcast(value: Any) -> Any:
 
 
 def _clone(value: Any) -> Any:
+    import torch
     return value.detach().clone() if isinstance(value, torch.Tensor) else value
 
 
 def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str]) -> dict[str, torch.Tensor]:
+    import torch
     if result is None:
         return {name: ref_inputs[name] for name in outputs}
     if isinstance(result, torch.Tensor):
@@ -157,6 +166,8 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
         out: the kernel's output, any dtype.
         ref: the reference, same number of elements (upcast to float64 for the comparison).
     """
+    import torch
+
     base = dict(name=name, dtype=str(out.dtype).removeprefix("torch."), shape=list(out.shape),
                 n_elements=out.numel(), atol=atol, rtol=rtol)
     if ref.numel() != out.numel():
@@ -171,6 +182,7 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
 
 def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
              device: torch.device) -> OutputCheck:
+    import torch
     o = out.detach().reshape(-1).to(device=device, dtype=torch.float64)
     r = ref.detach().reshape(-1).to(device=device, dtype=torch.float64)
     ref_finite = torch.isfinite(r)
@@ -208,6 +220,7 @@ def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: f
 
 
 def _sync(device: str) -> None:
+    import torch
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
@@ -229,6 +242,8 @@ def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: 
     With ``test_determinism`` the kernel runs a second time on the same inputs (in-place tensors restored first)
     and the outputs are compared bitwise.
     """
+    import torch
+
     case = make_case(kf, shape, seed, device)
     # the reference sees inputs the kernel never touched (in-place tensors: the case's pristine copies)
     pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}

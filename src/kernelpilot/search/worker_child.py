@@ -29,7 +29,9 @@ class WorkerOptions(BaseModel):
         kernel: the kernel file.
         ref: a file defining ``reference`` (or None: the kernel file's own).
         shape: the problem shape.
-        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements).
+        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements); None: the
+            worker decides when it starts (the interpreter when its torch sees no GPU), so the parent process need
+            not import torch (``kernelpilot check``/``bench`` start faster).
         min_samples / max_samples / rep_ms: timing bounds (:func:`kernelpilot.measure.timing.time_cuda`).
         floor_ns: the roofline's speed-of-light floor, measured ceilings preferred (None: no check).
         sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``; callers pass the roofline's
@@ -43,7 +45,7 @@ class WorkerOptions(BaseModel):
     kernel: str
     ref: str | None = None
     shape: dict[str, Any]
-    interpreted: bool = False
+    interpreted: bool | None = False
     min_samples: int = MIN_SAMPLES
     max_samples: int = MAX_SAMPLES
     rep_ms: float = REP_MS
@@ -170,11 +172,18 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
     try:
         from kernelpilot.kernels.contract import load_kernel, use_interpreter
 
-        use_interpreter(opts.interpreted)
+        if opts.interpreted is None:  # decide here: the parent has not imported torch
+            import torch
+
+            gpu = device.startswith("cuda") and torch.cuda.is_available()
+            device = device if gpu else "cpu"
+            opts = opts.model_copy(update={"interpreted": not gpu})
+        use_interpreter(bool(opts.interpreted))
         import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
         import triton  # noqa: F401
 
-        conn.send(("booted", None))  # kernelpilot imported: the start timeout now runs for the kernel file alone
+        # kernelpilot imported: the start timeout now runs for the kernel file alone; the parent learns the device
+        conn.send(("booted", {"device": device, "interpreted": opts.interpreted}))
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit
