@@ -115,14 +115,21 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
                      config: dict[str, Any] | None, baselines: bool, gpu: str | None,
                      fresh_baselines: bool = False) -> str:
     """Worker side of :func:`bench`: the BenchResult as JSON."""
+    from kernelpilot.errors import KernelFailed
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timing import time_callable
+    from kernelpilot.search.worker_child import integrity_after_timing
 
     dev = _here(device)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
     roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
     case = make_case(kf, shp, 0, dev)
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), dev, before_each=case.before_launch)
+    fn = lambda: run_kernel(kf, case.inputs, cfg)  # noqa: E731
+    timing = time_callable(fn, dev, before_each=case.refresher())
+    failure = integrity_after_timing(kf, opts.model_copy(update={"shape": shp}), dev, case, cfg, fn, {}, None)
+    if failure is not None:  # a result that cannot be defended is an error, never a time
+        raise KernelFailed(f"{kf.path}: {failure[1]}", "this time cannot be trusted; see docs/measuring.md, "
+                           "\"The kernel is an adversary\"", failure[0])
     measured = timing.is_measurement and roof is not None
     return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
                        floor_ns=roof.floor_ns if roof else None,
@@ -206,7 +213,7 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.profile.light import light_profile
 
     case = make_case(kf, shape, 0, "cuda")
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.before_launch)
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.refresher())
     roof, _, _ = roofline_for(kf, shape, "cuda", None)
     card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from pydantic import BaseModel
 
 from kernelpilot.measure.gpu_state import gpu_state
+from kernelpilot.measure.guard import bound
 
 if TYPE_CHECKING:
     import torch
@@ -102,21 +103,23 @@ def flush_size_bytes(l2: int | None) -> int:
 def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None,
                 before_each: Callable[[], None] | None = None) -> list[float]:
     """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
-    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end."""
+    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end. The event
+    functions are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`)."""
     import torch
 
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
+    starts = [t.event(enable_timing=True) for _ in range(n)]
+    ends = [t.event(enable_timing=True) for _ in range(n)]
     for i in range(n):
         if before_each is not None:
             before_each()
         if flush is not None:
             flush.zero_()
-        starts[i].record()
+        t.record(starts[i])
         fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]
+        t.record(ends[i])
+    t.synchronize()
+    return [t.elapsed_time(s, e) * 1e6 for s, e in zip(starts, ends)]
 
 
 #: The one timing protocol of every command (bench, check's neighbours, optimize, tune, baselines): at least 20 and

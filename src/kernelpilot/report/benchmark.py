@@ -55,7 +55,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
     case = make_case(kf, shape, 0, device)
-    inputs, restore = case.inputs, case.before_launch
+    inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
     name = f"{kf.name} (Triton, best config)"
     rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
             _timed(name, lambda: run_kernel(kf, inputs, config), device, restore),

@@ -1,0 +1,145 @@
+"""Every GPU kernel a launch causes, on every stream, from the profiler's activity records (CUPTI via Kineto).
+
+CUDA events measure one stream. A kernel file that puts part of its work on a stream it never joins, or does its
+work with PyTorch ops while a declared Triton kernel is never launched, fools an event timer (issue 11: a 1.86×
+false speedup from an unjoined side stream). :func:`device_activity` launches the callable a few times, each
+time alone on the device and inside its own ``torch.profiler`` session (CUDA activity only), and reads back the
+device's own record of what ran: each kernel, memcpy and memset with its stream and device timestamps.
+
+Per launch it compares the **device span** (first start to last end over all streams) with the **timed** span
+(the CUDA events the timer uses, recorded around the launch on the current stream). Work outside the events
+makes the span longer than the timed time; the launch is refused when the median span exceeds the median timed
+time by more than :data:`SPAN_SLACK_REL` plus :data:`SPAN_SLACK_NS`. Kernels on streams other than the timed
+one are listed (joined side streams are fine: their work lies inside the events). When the kernel file declares
+kernels (Triton: its ``@triton.jit`` functions), at least one of them must appear among the launched kernels.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from kernelpilot.measure.guard import bound
+
+__all__ = ["SPAN_SLACK_NS", "SPAN_SLACK_REL", "ActivityReport", "LaunchActivity", "device_activity", "judge_activity"]
+
+#: Device span allowed beyond the timed span: 5 % plus 3 µs (event placement and the marker kernel).
+SPAN_SLACK_REL, SPAN_SLACK_NS = 0.05, 3000.0
+MARKER = "kernelpilot_stream_marker"
+
+
+class LaunchActivity(BaseModel):
+    """What one launch did on the device. Times in ns; ``kernels`` as (name, stream, start_ns, end_ns) with
+    starts relative to the first activity of the launch."""
+
+    timed_ns: float
+    span_ns: float
+    timed_stream: int | None
+    kernels: list[tuple[str, int, float, float]]
+
+
+class ActivityReport(BaseModel):
+    """The verdict over a few launches (see the module docstring); ``problem`` is None when nothing is wrong."""
+
+    available: bool
+    n_launches: int = 0
+    kernel_names: list[str] = []
+    streams: list[int] = []
+    off_stream_kernels: list[str] = []
+    declared: list[str] = []
+    declared_launched: bool | None = None
+    span_ns_median: float | None = None
+    timed_ns_median: float | None = None
+    problem: str | None = None
+    note: str = ""
+    launches: list[LaunchActivity] = []
+
+
+def _gpu_events(prof: Any) -> list[tuple[str, int, float, float]]:
+    from torch.autograd import DeviceType
+
+    out = []
+    for ev in prof.profiler.kineto_results.events():
+        if ev.device_type() == DeviceType.CUDA:
+            out.append((ev.name(), int(ev.device_resource_id()), float(ev.start_ns()), float(ev.end_ns())))
+    return out
+
+
+def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -> LaunchActivity:
+    import torch
+
+    t = bound()
+    if before_each is not None:
+        before_each()
+    t.synchronize()
+    start, end = t.event(enable_timing=True), t.event(enable_timing=True)
+    marker = torch.zeros(1, device="cuda")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        t.record(start)
+        marker.add_(1)  # a kernel of ours on the timed stream: names that stream in the records
+        fn()
+        t.record(end)
+        t.synchronize()
+    events = _gpu_events(prof)
+    timed_stream = None
+    ours = [e for e in events if "elementwise" in e[0] or "add" in e[0].lower()]
+    if ours:
+        timed_stream = min(ours, key=lambda e: e[2])[1]
+    if not events:
+        return LaunchActivity(timed_ns=t.elapsed_time(start, end) * 1e6, span_ns=0.0, timed_stream=None, kernels=[])
+    first = min(e[2] for e in events)
+    kernels = [(n, s, a - first, b - first) for n, s, a, b in sorted(events, key=lambda e: e[2])]
+    kernels = kernels[1:] if ours and kernels and kernels[0][1] == timed_stream else kernels  # drop the marker
+    span = max(e[3] for e in events) - first
+    return LaunchActivity(timed_ns=t.elapsed_time(start, end) * 1e6, span_ns=span, timed_stream=timed_stream,
+                          kernels=kernels)
+
+
+def judge_activity(launches: list[LaunchActivity], declared: list[str]) -> ActivityReport:
+    """The verdict of the module docstring over recorded launches (pure: no GPU needed)."""
+    names: list[str] = []
+    streams: list[int] = []
+    off: list[str] = []
+    for la in launches:
+        for name, stream, _, _ in la.kernels:
+            names += [name] if name not in names else []
+            streams += [stream] if stream not in streams else []
+            if la.timed_stream is not None and stream != la.timed_stream and name not in off:
+                off.append(name)
+    span = statistics.median(la.span_ns for la in launches) if launches else None
+    timed = statistics.median(la.timed_ns for la in launches) if launches else None
+    launched = any(n == d or n.startswith(d + "_") or n.startswith(d) for n in names for d in declared) \
+        if declared else None
+    problem = None
+    if span is not None and timed is not None and span > timed * (1 + SPAN_SLACK_REL) + SPAN_SLACK_NS:
+        problem = (f"device work outside the timed region: the launch kept the GPU busy {span / 1e3:.1f} µs but the "
+                   f"events on the timed stream saw {timed / 1e3:.1f} µs"
+                   + (f"; kernels on other streams: {', '.join(off[:5])}" if off else "")
+                   + " (join side streams with torch.cuda.current_stream().wait_stream(s) before returning)")
+    elif launched is False:
+        problem = (f"the kernel file's kernels ({', '.join(declared[:5])}) never ran; the launch ran "
+                   f"{', '.join(names[:5]) or 'nothing on the GPU'} instead")
+    elif declared and not names:
+        problem = "the launch ran nothing on the GPU"
+    return ActivityReport(available=True, n_launches=len(launches), kernel_names=names, streams=streams,
+                          off_stream_kernels=off, declared=list(declared), declared_launched=launched,
+                          span_ns_median=span, timed_ns_median=timed, problem=problem, launches=launches)
+
+
+def device_activity(fn: Callable[[], Any], *, n_launches: int = 3, declared: list[str] | None = None,
+                    before_each: Callable[[], None] | None = None) -> ActivityReport:
+    """Launch ``fn`` ``n_launches`` times under the profiler and judge what ran (see the module docstring).
+
+    ``before_each`` runs before every launch, outside the profiled region. Without a working profiler (no
+    Kineto/CUPTI in this torch) the report says ``available=False`` and why; that is recorded, never a pass
+    in disguise. Raises whatever ``fn`` raises.
+    """
+    try:
+        launches = [_one_launch(fn, before_each) for _ in range(max(1, n_launches))]
+    except (RuntimeError, AttributeError, ImportError) as exc:
+        if "profiler" not in str(exc).lower() and "kineto" not in str(exc).lower() and "cupti" not in str(exc).lower():
+            raise
+        return ActivityReport(available=False, note=f"device activity not recorded: {type(exc).__name__}: {exc}")
+    return judge_activity(launches, list(declared or []))
