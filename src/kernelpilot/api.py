@@ -22,6 +22,7 @@ from kernelpilot.kernels.workload import Workload
 from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
+from kernelpilot.api_verify import VerifyResult, verify
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.optimize import optimize as _optimize
 from kernelpilot.loop import detect_device, roofline_for
@@ -39,7 +40,7 @@ from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.report.final import render_final_report
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
-__all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
+__all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
            "inspect", "inspect_space", "pipeline", "tune", "cache_list", "cache_show", "cache_clear",
            "specs_list", "specs_show", "specs_cite", "specs_measure",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]

@@ -84,6 +84,9 @@ def correctness_status(correctness: Any) -> Status:
     bad = next(s for s in correctness.seeds if not s.passed)
     if bad.stage in _STAGE_STATUS:
         return _STAGE_STATUS[bad.stage]
+    failing = [o for o in bad.outputs if not o.passed]
+    if failing:  # a comparison failed (also on the second run): NaN left behind, or values out of tolerance
+        return "nan" if any(o.n_nonfinite > 0 for o in failing) else "wrong_result"
     if bad.error:
         low = bad.error.lower()
         return "illegal_memory_access" if any(m in low for m in POISONING_MARKERS) \
