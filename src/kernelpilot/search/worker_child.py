@@ -198,6 +198,8 @@ def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, co
             return classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}"
         if records is not None:
             records["activity"] = activity.model_dump(mode="json", exclude={"launches"})
+        if not activity.available and opts.strict:
+            return "off_timer_work", f"--strict: {activity.note} (work on other streams cannot be ruled out)"
         if activity.problem:
             status: Status = "kernel_not_launched" if activity.declared_launched is False or \
                 activity.problem.startswith("the launch ran nothing") else "off_timer_work"
