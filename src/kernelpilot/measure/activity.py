@@ -6,10 +6,12 @@ false speedup from an unjoined side stream). :func:`device_activity` launches th
 time alone on the device and inside its own ``torch.profiler`` session (CUDA activity only), and reads back the
 device's own record of what ran: each kernel, memcpy and memset with its stream and device timestamps.
 
-Each launch is bracketed on the timed stream by two tiny marker kernels of ours, inside the CUDA events the timer
-uses. Work joined to the timed stream (``current_stream().wait_stream(side)``) ends before the closing marker
-starts; work that is not joined can end after it: any kernel, memcpy or memset of the launch that ends after the
-closing marker starts is **unjoined** work the events did not see, and the launch is refused. The device span
+Each launch is bracketed on the timed stream by two kernels of ours: an opening spin (``torch.cuda._sleep``, about
+2 ms, so the host has enqueued everything before the GPU runs any of it) and a closing marker. Work ordered after
+the timed stream's start begins after the spin ends; work joined back to it (``current_stream().wait_stream(s)``)
+ends before the closing marker starts. Any kernel, memcpy or memset of the launch that started during the spin,
+or ended after the closing marker started, ran outside what the events measure (**unjoined**), and the launch is
+refused. The device span
 (first start to last end over all streams) and the timed span are recorded beside. Kernels on streams other than
 the timed one are listed (joined side streams are fine). When the kernel file declares
 kernels (Triton: its ``@triton.jit`` functions), at least one of them must appear among the launched kernels.
@@ -65,6 +67,12 @@ def _gpu_events(prof: Any) -> list[tuple[str, int, float, float]]:
     return out
 
 
+#: GPU cycles the opening spin kernel waits (about 2 ms at 2 GHz): long enough for the host to enqueue the
+#: launch's work and the closing marker while the GPU is still busy, so stream order, not host speed, decides
+#: what runs when.
+SPIN_CYCLES = 4_000_000
+
+
 def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -> LaunchActivity:
     import torch
 
@@ -75,8 +83,8 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
     start, end = t.event(enable_timing=True), t.event(enable_timing=True)
     marker = torch.zeros(1, device="cuda")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        torch.cuda._sleep(SPIN_CYCLES)  # opening: the timed stream spins while the host enqueues everything
         t.record(start)
-        marker.add_(1)  # opening marker: a kernel of ours on the timed stream, first of the launch
         fn()
         marker.add_(1)  # closing marker: the timed stream reaches it only after everything joined to it
         t.record(end)
@@ -88,11 +96,13 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
     opening = events[0]
     timed_stream = opening[1]
     closing = max((e for e in events[1:] if e[1] == timed_stream), key=lambda e: e[2])
-    first = opening[2]
     work = [e for e in events if e is not opening and e is not closing]
+    first = opening[3]
     kernels = [(n, s, a - first, b - first) for n, s, a, b in work]
-    unjoined = sorted({n for n, _, _, b in work if b > closing[2]})
-    span = max((e[3] for e in work), default=first) - first
+    # started while the opening spin ran (not ordered after the timed stream), or still running when the closing
+    # marker started (not joined back to it): either way outside what the events measure
+    unjoined = sorted({n for n, _, a, b in work if a < opening[3] or b > closing[2]})
+    span = max((e[3] for e in work), default=first) - min((e[2] for e in work), default=first)
     return LaunchActivity(timed_ns=timed_ns, span_ns=span, timed_stream=timed_stream, kernels=kernels,
                           unjoined=unjoined)
 
