@@ -4,6 +4,7 @@
 #   bash scripts/device-engine.sh optimize A B ...  # `kernelpilot optimize` at its defaults on the named examples
 #   bash scripts/device-engine.sh exhaustive A ...  # tune --strategy exhaustive on the named examples (the reference best)
 #   bash scripts/device-engine.sh baselines         # bench --baselines on every example (eager, torch.compile), timed
+#   bash scripts/device-engine.sh bench-speed       # wall of `bench --baselines` cold, then warm (baseline cache), fresh
 #   bash scripts/device-engine.sh gpu-tests         # the GPU-marked tests
 # Logs, JSON summaries and run archives land in $OUT. Needs the carried wheels (.whl; scripts/device-env.sh).
 set -uo pipefail
@@ -73,6 +74,19 @@ baselines)
     tail -n 2 "$OUT/bench-$ex.err"
     python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({r['name']: round(r['timing']['median_ns']/1e3, 2) if r.get('timing') else r.get('skipped') for r in d['baselines']['rows']})" "$OUT/bench-$ex.json"
   done ;;
+bench-speed)
+  export KERNELPILOT_CACHE_DIR=$PWD/kp-cache-dir; rm -rf "$KERNELPILOT_CACHE_DIR"
+  for ex in softmax layer_norm matmul; do
+    for run in first second third fresh; do
+      flag=""; [ "$run" = fresh ] && flag="--fresh-baselines"
+      echo "== [$(elapsed) s] bench $ex --baselines $flag ($run run)"
+      /usr/bin/time -f "wall %e s" timeout 200 $KP bench examples/$ex.py --baselines $flag --json > "$OUT/speed-$ex-$run.json" 2> "$OUT/speed-$ex-$run.err"
+      tail -n 1 "$OUT/speed-$ex-$run.err"
+      python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({r['name'][:24]: (round(r['timing']['median_ns']/1e3, 2), r['timing']['n_samples'], r.get('cached_at')) if r.get('timing') else r.get('skipped') for r in d['baselines']['rows']}); print('  note:', d['baselines']['rows'][-1].get('note'))" "$OUT/speed-$ex-$run.json"
+    done
+  done
+  echo "== [$(elapsed) s] check softmax (worker picks the GPU)"
+  /usr/bin/time -f "wall %e s" $KP check examples/softmax.py 2>&1 | tail -n 3 ;;
 gpu-tests)
   timeout 560 python3 -m pytest -q -m gpu -p no:cacheprovider tests --deselect \
     "tests/test_occupancy_driver.py::test_occupancy_model_and_max_threads_equal_the_driver_on_every_config_of_every_example" 2>&1 | tail -n 25 ;;

@@ -35,7 +35,7 @@ def _scaled(x_ptr, scale_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def setup(N, seed=0, device="cuda"):
     g = torch.Generator(device="cpu").manual_seed(seed)
     x = torch.randn(N, generator=g).to(device)
-    return {"inputs": {"x": x, "scale": torch.zeros(1, device=device), "out": torch.empty_like(x)},
+    return {"inputs": {"x": x, "scale": torch.zeros(1, device=device), "out": torch.empty_like(x)}, "scratch": ["scale"],
             "outputs": ["out"]}
 
 def run_kernel(x, scale, out):

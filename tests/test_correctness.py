@@ -19,7 +19,8 @@ def run(write_kernel, body, shape=None, **kw):
 
 def test_correct_kernel_passes_on_three_fresh_seeds(write_kernel):
     r = run(write_kernel, "out.copy_(x + y)")
-    assert r.passed and [s.seed for s in r.seeds] == [0, 1, 2]
+    assert r.passed and [s.seed for s in r.seeds] == [0, 1, 2, 1000]  # 1000: the derived shape's fresh seed
+    assert r.shapes_checked == [{"N": 300}, {"N": 150}]
     assert r.reference_dtype == "float64" and r.deterministic is True
     assert all(o.rel_l2_error < 1e-7 for s in r.seeds for o in s.outputs)
 
@@ -77,12 +78,16 @@ def test_nondeterminism_is_reported(write_kernel):
 
 
 def test_bf16_tolerance_and_override():
-    assert tolerance_for(torch.bfloat16) == (1e-2, 1e-2)
-    assert tolerance_for(torch.float32) == (1e-5, 1e-3)
-    assert tolerance_for(torch.int32) == (0.0, 0.0)
+    def pair(dtype):
+        t = tolerance_for(dtype)
+        return t.atol, t.rtol
+
+    assert pair(torch.bfloat16) == (1e-2, 1e-2)
+    assert pair(torch.float32) == (1e-5, 1e-3)
+    assert pair(torch.int32) == (0.0, 0.0)
     ref = torch.randn(1000, dtype=torch.float64)
-    assert compare("o", ref.to(torch.bfloat16), ref, *tolerance_for(torch.bfloat16)).passed
-    assert not compare("o", ref.to(torch.bfloat16), ref, *tolerance_for(torch.float32)).passed
+    assert compare("o", ref.to(torch.bfloat16), ref, *pair(torch.bfloat16)).passed
+    assert not compare("o", ref.to(torch.bfloat16), ref, *pair(torch.float32)).passed
 
 
 def test_shape_mismatch_fails():

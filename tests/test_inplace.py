@@ -27,7 +27,7 @@ def setup(N, seed=0, device="cpu", INPLACE=("q", "k"), **_):
             "inplace": list(INPLACE) if isinstance(INPLACE, tuple) else INPLACE}
 
 def run_kernel(q, k, N, *, BLOCK, **_):
-    if not bool((k == 1).all()):
+    if not bool((k < 1.5).all()):  # restored: 1, or 1 scaled by under 2.4 % (timers refresh inputs)
         raise RuntimeError("run_kernel saw an input it had already modified")
     q.mul_(2.0).add_(1.0)
     k.add_(1.0)
@@ -73,7 +73,7 @@ def test_inplace_kernel_passes_check_on_three_seeds_twice(inplace):
         result = check_correctness(inplace, {"N": 200}, {"BLOCK": 64}, "cpu")
         assert result.passed, result.summary
         assert result.deterministic is True, "the determinism re-run restores the inputs first"
-        assert [s.seed for s in result.seeds] == [0, 1, 2]
+        assert [s.seed for s in result.seeds] == [0, 1, 2, 1000]  # 1000: the derived shape
 
 
 def test_reference_sees_the_original_values(inplace):
@@ -81,7 +81,7 @@ def test_reference_sees_the_original_values(inplace):
 
     seen = inplace.module.SEEN_BY_REFERENCE
     seen.clear()
-    check_correctness(inplace, {"N": 200}, {"BLOCK": 64}, "cpu", seeds=(5,))
+    check_correctness(inplace, {"N": 200}, {"BLOCK": 64}, "cpu", seeds=(5,), other_shapes=False)
     fresh = make_case(inplace, {"N": 200}, 5, "cpu")
     (q, k), = seen
     assert torch.equal(q, fresh.inputs["q"].double()) and bool((k == 1).all())
@@ -112,11 +112,11 @@ def test_bench_and_tune_time_an_inplace_kernel(inplace):
     assert [e.status for e in r.evaluations] == ["ok", "ok"], [e.message for e in r.evaluations]
 
 
-def test_default_bytes_count_an_inplace_tensor_once(inplace):
+def test_default_bytes_count_an_inplace_tensor_read_and_written(inplace):
     from kernelpilot.kernels.workload import workload
 
     case = make_case(inplace, {"N": 200}, 0, "cpu")
-    assert workload(inplace, case).bytes_moved == 2 * 200 * 4, "q and k once each; pristine copies not counted"
+    assert workload(inplace, case).bytes_moved == 2 * 2 * 200 * 4, "q and k read and written; pristine copies not counted"
 
 
 @pytest.mark.parametrize("bad, match", [(["x"], "not among the outputs"), ("q", "must be a list"),

@@ -40,3 +40,18 @@ def test_time_interleaved_alternates_and_returns_both_sides():
     assert order == ["a", "b"] * 4, "A and B alternate so drift hits both alike"
     with pytest.raises(ValueError):
         time_interleaved(lambda: None, lambda: None, 0, "cpu")
+
+
+def test_median_ci_is_tight_for_steady_samples_and_wide_for_noisy_ones() -> None:
+    import random
+
+    from kernelpilot.measure.timing import TIGHT_CI_REL, median_ci_rel
+
+    rng = random.Random(0)
+    steady = [100_000 * (1 + rng.gauss(0, 0.002)) for _ in range(20)]
+    noisy = [100_000 * (1 + rng.gauss(0, 0.05)) for _ in range(20)]
+    assert median_ci_rel(steady) <= TIGHT_CI_REL < median_ci_rel(noisy)
+    assert median_ci_rel(noisy[:5]) == float("inf")  # too few samples to say anything
+    # more samples of the same noise narrow the interval (about as 1/sqrt(n))
+    more = [100_000 * (1 + rng.gauss(0, 0.05)) for _ in range(400)]
+    assert median_ci_rel(more) < median_ci_rel(noisy) / 2

@@ -22,6 +22,7 @@ from kernelpilot.kernels.workload import Workload
 from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
+from kernelpilot.api_verify import VerifyResult, verify
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
@@ -37,7 +38,7 @@ from kernelpilot.profile.verdict import Verdict, judge
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
-__all__ = ["bundled_example", "env", "check", "bench", "profile", "roofline", "optimize", "report",
+__all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
            "inspect", "inspect_space", "pipeline", "tune", "cache_list", "cache_show", "cache_clear",
            "specs_list", "specs_show", "specs_cite", "specs_measure",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
@@ -69,7 +70,7 @@ def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     """
     _check_common(kernel, ref, timeout_s)
     at_least("--seeds", n_seeds, 1, "the number of fresh input sets to check")
-    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+    with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
         return CorrectnessResult.model_validate_json(
             iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds))
 
@@ -118,10 +119,12 @@ class BenchResult(BaseModel):
 
 def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
           ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None,
-          timeout_s: float = DEFAULT_TIMEOUT_S) -> BenchResult:
+          timeout_s: float = DEFAULT_TIMEOUT_S, fresh_baselines: bool = False) -> BenchResult:
     """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU), in an isolated worker.
 
-    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker.
+    With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker; the
+    torch.compile timing comes from the baseline cache when it is usable (:mod:`kernelpilot.measure.baseline_cache`)
+    unless ``fresh_baselines``. This process never imports torch: the worker finds the device.
 
     Raises:
         OptionError: ``timeout_s`` not positive, a ``shape`` value of the wrong type.
@@ -129,28 +132,37 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
         KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised.
     """
     _check_common(kernel, ref, timeout_s)
-    with IsolatedKernel(kernel, ref, interpreted=(detect_device() == "cpu"), timeout_s=timeout_s) as iso:
+    with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
         return BenchResult.model_validate_json(
-            iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu))
+            iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu, fresh_baselines))
 
 
 def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
-                     config: dict[str, Any] | None, baselines: bool, gpu: str | None) -> str:
+                     config: dict[str, Any] | None, baselines: bool, gpu: str | None,
+                     fresh_baselines: bool = False) -> str:
     """Worker side of :func:`bench`: the BenchResult as JSON."""
+    from kernelpilot.errors import KernelFailed
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timing import time_callable
+    from kernelpilot.search.worker_child import integrity_after_timing
 
     dev = _here(device)
     shp, cfg = _shape(kf, shape), resolve_config(kf, config)
     roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
     case = make_case(kf, shp, 0, dev)
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, cfg), dev, before_each=case.before_launch)
+    fn = lambda: run_kernel(kf, case.inputs, cfg)  # noqa: E731
+    timing = time_callable(fn, dev, before_each=case.refresher())
+    failure = integrity_after_timing(kf, opts.model_copy(update={"shape": shp}), dev, case, cfg, fn, {}, None)
+    if failure is not None:  # a result that cannot be defended is an error, never a time
+        raise KernelFailed(f"{kf.path}: {failure[1]}", "this time cannot be trusted; see docs/measuring.md, "
+                           "\"The kernel is an adversary\"", failure[0])
     measured = timing.is_measurement and roof is not None
     return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
                        floor_ns=roof.floor_ns if roof else None,
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
-                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing) if baselines else None
+                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing,
+                                               use_cache=not fresh_baselines) if baselines else None
                        ).model_dump_json()
 
 
@@ -228,7 +240,7 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.profile.light import light_profile
 
     case = make_case(kf, shape, 0, "cuda")
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.before_launch)
+    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.refresher())
     roof, _, _ = roofline_for(kf, shape, "cuda", None)
     card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)

@@ -35,6 +35,16 @@ class ContractError(KernelpilotError):
     """A kernel file (or reference file) breaks the kernel-file contract in docs/contract."""
 
 
+class ScreenRefused(ContractError):
+    """The static screen (:mod:`kernelpilot.measure.screen`) refused a kernel or reference file before it ran: it
+    patches timing or kernelpilot functions, runs hidden code, walks the heap or frames, reads /proc, ..."""
+
+
+class DeclarationError(ContractError):
+    """A kernel file declares less work than its tensors or its reference need (``bytes_moved()``/``flops()``
+    below the minimum): accepting it would lower the speed-of-light floor (:mod:`kernelpilot.kernels.workload`)."""
+
+
 class ToolMissingError(KernelpilotError):
     """An external tool (ncu, a GPU, git) that the command needs is not available."""
 

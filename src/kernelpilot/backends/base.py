@@ -72,3 +72,9 @@ class Backend(Protocol):
     def export_config(self, config: dict[str, Any]) -> str:
         """``config`` written the way the language's users write it (``triton.Config({...}, num_warps=4)``)."""
         ...
+
+    def kernel_names(self, kf: KernelFile) -> list[str]:
+        """Names of the GPU kernels the file itself defines, as the device's activity records name them (one of
+        them must run when the file is launched: :mod:`kernelpilot.measure.activity`); empty when the file only
+        calls kernels defined elsewhere (a library). Raises nothing."""
+        ...

@@ -37,6 +37,17 @@ def check(r: Any) -> None:
     out.print(t)
 
 
+def verify(r: Any) -> None:
+    """``verify``: ACCEPTED, or REFUSED at a stage with why; the screen's flags; the time when it got that far."""
+    head = "[green]ACCEPTED[/]" if r.accepted else f"[red]REFUSED[/] at [bold]{r.stage}[/] ({r.status})"
+    out.print(f"{head} {Path(r.kernel).name}: {r.message}")
+    if r.evaluation is not None and r.evaluation.duration_ns:
+        out.print(f"median {r.evaluation.duration_ns / 1e3:.2f} µs" + ("" if r.evaluation.measured else
+                                                                     " (interpreted — not a measurement)"))
+    for flag in r.screen_flags[:10]:
+        out.print(f"  screen flag: {flag}")
+
+
 def bench(r: Any) -> None:
     """``bench``: median and IQR (µs), % of the roofline, the impossible flag, the baselines table."""
     from kernelpilot.report.benchmark import render_benchmark_md

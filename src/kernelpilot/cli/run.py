@@ -38,9 +38,25 @@ def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
                 render.check, ok=lambda r: r.passed)
 
 
+def verify(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
+           ref: Optional[Path] = RefOpt,
+           strict: bool = typer.Option(False, "--strict", help="Refuse loosened tolerances and skipped derived shapes."),
+           timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """One config through every defence: static screen, declared work, timer guard, check over seeds and derived
+    shapes, timing on refreshed inputs, re-check on unseen values, device activity on all streams, speed-of-light
+    floor. Prints the stage that refused the kernel, or that every check passed (exit 1 when refused)."""
+    from kernelpilot import api
+
+    shp, cfg = kv(shape, "--shape"), kv(config, "--config")
+    run_command(as_json, lambda: api.verify(kernel, shape=shp, config=cfg, ref=ref, strict=strict,
+                                            timeout_s=timeout_s), render.verify, ok=lambda r: r.accepted)
+
+
 def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, baselines: bool = typer.Option(False, help="Also time PyTorch eager and torch.compile."),
           gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
+          fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Compile and time torch.compile "
+                                               "now; never reuse a cached timing of the last day."),
           timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
 
@@ -50,7 +66,7 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
 
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
-                                           timeout_s=timeout_s),
+                                           timeout_s=timeout_s, fresh_baselines=fresh_baselines),
                 render.bench, ok=lambda r: not r.impossible)
 
 
@@ -142,6 +158,6 @@ def report(run: Path, as_json: bool = JsonOpt) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add env, check, bench, profile, roofline, optimize and report to ``app`` (the ``kernelpilot`` app)."""
-    for command in (env, check, bench, profile, roofline, optimize, report):
+    """Add env, check, verify, bench, profile, roofline, optimize and report to ``app`` (the ``kernelpilot`` app)."""
+    for command in (env, check, verify, bench, profile, roofline, optimize, report):
         app.command(command.__name__)(command)

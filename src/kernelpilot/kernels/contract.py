@@ -15,7 +15,10 @@ Loading and launching belong to the file's backend (:func:`kernelpilot.backends.
   used without a GPU, under an interpreter), ``DEFAULT_CONFIG``, ``COMPUTE_UNIT``, ``flops(**shape)``,
   ``bytes_moved(**shape)``, ``atol``/``rtol``, ``CONSTRAINTS`` (a list of Python expressions over tunable
   names that every searched config must satisfy, e.g. ``"BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"``;
-  solved by :mod:`kernelpilot.search.space`).
+  solved by :mod:`kernelpilot.search.space`); ``CHECK_SHAPES`` (shapes, each merged over the checked one, at
+  which correctness is also checked: default one shape with every integer dimension halved; ``[]`` turns that
+  off, visibly, and ``--strict`` refuses it); ``setup()["partial"]``: inputs the kernel reads only in part (an
+  embedding table), left out of the minimum bytes of the speed-of-light floor.
 
 Every violation raises :class:`~kernelpilot.errors.ContractError` naming the missing or wrong piece.
 """
@@ -80,6 +83,7 @@ class KernelFile:
     bytes_fn: Callable[..., float] | None = None
     atol: float | None = None
     rtol: float | None = None
+    check_shapes: list[Shape] | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     constraints: list[str] = field(default_factory=list)
     backend: Any = None
@@ -88,37 +92,6 @@ class KernelFile:
     def name(self) -> str:
         """The kernel's name: the file's stem (``softmax`` for ``examples/softmax.py``)."""
         return self.path.stem
-
-
-@dataclass
-class Case:
-    """One problem instance: the inputs ``setup`` built, the names of the outputs among them, and the in-place ones.
-
-    Attributes:
-        inputs: name -> tensor or scalar, passed to ``run_kernel`` and ``reference`` as keywords.
-        outputs: names of the tensors ``run_kernel`` writes.
-        inplace: the outputs ``run_kernel`` also reads (their values are inputs); restored by :meth:`restore`.
-        pristine: copies of the in-place tensors as ``setup`` built them (taken by :func:`make_case`).
-    """
-
-    inputs: dict[str, Any]
-    outputs: list[str]
-    shape: Shape
-    seed: int
-    inplace: list[str] = field(default_factory=list)
-    pristine: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def restore(self) -> None:
-        """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
-        so pointers captured by a launch stay valid). Does nothing without in-place tensors."""
-        for name, saved in self.pristine.items():
-            self.inputs[name].copy_(saved)
-
-    @property
-    def before_launch(self) -> Callable[[], None] | None:
-        """:meth:`restore` when the case has in-place tensors, else None: the ``before_each`` argument of the
-        timers in :mod:`kernelpilot.measure.timing`."""
-        return self.restore if self.inplace else None
 
 
 @dataclass
@@ -190,11 +163,6 @@ def _check_shape(value: Any, path: Path, name: str) -> Shape:
     return dict(value)
 
 
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
-    params = inspect.signature(fn).parameters
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
 def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpreted: bool = False) -> KernelFile:
     """Import and validate a kernel file with the backend that reads it (:func:`kernelpilot.backends.backend_for`).
 
@@ -215,7 +183,34 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     path = Path(path).resolve()
     if not path.is_file():
         raise ContractError(f"kernel file not found: {path}", "pass the path of a .py kernel file")
-    return backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
+    flags = screen_before_import([path] + ([Path(ref_path).resolve()] if ref_path else []))
+    kf = backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
+    kf.extras["screen_flags"] = flags
+    return kf
+
+
+def screen_before_import(paths: list[Path]) -> list[str]:
+    """Run the static screen (:mod:`kernelpilot.measure.screen`) on Python files before they are imported.
+
+    Returns the ``flag`` findings as ``path:line: flag rule: message`` lines (recorded, shown, refused only under
+    ``--strict``). Raises:
+        ScreenRefused: a ``refuse`` finding (the message lists each with its line and what to do).
+    """
+    from kernelpilot.errors import ScreenRefused
+    from kernelpilot.measure.screen import screen_file
+
+    flags: list[str] = []
+    for p in paths:
+        if p.suffix != ".py" or not p.is_file():
+            continue
+        report = screen_file(p)
+        if report.refused:
+            refusals = [f for f in report.findings if f.severity == "refuse"]
+            raise ScreenRefused(f"{p}: the static screen refused the file before running it:\n  "
+                                + "\n  ".join(f"line {f.line}: {f.rule}: {f.message}" for f in refusals[:8]),
+                                refusals[0].hint)
+        flags += [line for line, f in zip(report.lines(), report.findings) if f.severity == "flag"]
+    return flags
 
 
 def build_kernel_file(path: Path, module: ModuleType, ref_path: Path | None, *, interpreted: bool,
@@ -279,6 +274,11 @@ def build_kernel_file(path: Path, module: ModuleType, ref_path: Path | None, *, 
         raise ContractError(f"{path}: CONSTRAINTS must be a list of expression strings",
                             'e.g. CONSTRAINTS = ["BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"]')
     constraints = list(constraints) + (list(derived.constraints) if derived is not None else [])
+    check_shapes = getattr(module, "CHECK_SHAPES", None)
+    if check_shapes is not None and (not isinstance(check_shapes, (list, tuple))
+                                     or not all(isinstance(c, dict) for c in check_shapes)):
+        raise ContractError(f"{path}: CHECK_SHAPES must be a list of shape dicts",
+                            'e.g. CHECK_SHAPES = [{"M": 1000, "N": 777}] (merged over the checked shape)')
     digest = hashlib.sha256(path.read_bytes())
     if ref_file != path:
         digest.update(ref_file.read_bytes())
@@ -289,6 +289,7 @@ def build_kernel_file(path: Path, module: ModuleType, ref_path: Path | None, *, 
         source_sha256=digest.hexdigest(), interpreted=interpreted,
         flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
         atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=constraints,
+        check_shapes=[dict(c) for c in check_shapes] if check_shapes is not None else None,
         extras=dict(derived.extras) if derived is not None else {}, backend=backend,
     )
 
@@ -364,57 +365,6 @@ def resolve_config(kf: KernelFile, overrides: dict[str, Any] | None = None) -> C
     return config
 
 
-def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
-    """Call ``setup(**shape, seed=seed, device=device)`` and validate what it returns.
-
-    ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
-
-    When setup returns ``"inplace": [names]`` (outputs that ``run_kernel`` also reads), each named tensor is cloned
-    once here into :attr:`Case.pristine` (extra memory: one copy of each in-place tensor) for :meth:`Case.restore`.
-
-    Raises:
-        ContractError: setup raised, or returned something other than ``{"inputs": dict, "outputs": [names]}``
-            with every output name a tensor in ``inputs``; or ``inplace`` is not a list of output names.
-    """
-    import torch
-
-    kwargs: dict[str, Any] = {**shape, "seed": seed}
-    if _accepts(kf.setup, "device"):
-        kwargs["device"] = device
-    try:
-        result = kf.setup(**kwargs)
-    except Exception as exc:
-        raise ContractError(f"{kf.path}: setup({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
-                            f"{type(exc).__name__}: {exc}", "setup must build inputs for any shape in SHAPE") from exc
-    hint = 'setup must return {"inputs": {name: tensor or scalar}, "outputs": [names of output tensors in inputs]}'
-    if not isinstance(result, dict) or "inputs" not in result or "outputs" not in result:
-        raise ContractError(f"{kf.path}: setup returned {type(result).__name__} without 'inputs' and 'outputs'", hint)
-    inputs, outputs = result["inputs"], result["outputs"]
-    if not isinstance(inputs, dict):
-        raise ContractError(f"{kf.path}: setup()['inputs'] is a {type(inputs).__name__}, not a dict", hint)
-    if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
-        raise ContractError(f"{kf.path}: setup()['outputs'] must be a non-empty list of names", hint)
-    for name in outputs:
-        if name not in inputs:
-            raise ContractError(f"{kf.path}: output {name!r} is not among the inputs ({', '.join(inputs)})", hint)
-        if not isinstance(inputs[name], torch.Tensor):
-            raise ContractError(f"{kf.path}: output {name!r} is a {type(inputs[name]).__name__}, not a tensor", hint)
-    inplace = result.get("inplace", [])
-    ihint = 'list the outputs run_kernel also reads, e.g. "inplace": ["q", "k"] with "outputs": ["q", "k"]'
-    if isinstance(inplace, str) or not isinstance(inplace, (list, tuple)):
-        raise ContractError(f"{kf.path}: setup()['inplace'] must be a list of output names, "
-                            f"got {type(inplace).__name__}", ihint)
-    for name in inplace:
-        if name not in outputs:
-            raise ContractError(f"{kf.path}: in-place name {name!r} is not among the outputs ({', '.join(outputs)})",
-                                ihint)
-    if len(set(inplace)) != len(inplace):
-        raise ContractError(f"{kf.path}: setup()['inplace'] repeats a name: {list(inplace)}", ihint)
-    pristine = {name: inputs[name].detach().clone() for name in inplace}
-    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
-                pristine=pristine)
-
-
 def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
     """Launch the kernel once with ``config`` through its backend (:meth:`kernelpilot.backends.base.Backend.launch`;
     Triton pins an ``@triton.autotune`` kernel to ``config``, keeping that config's hooks). Asynchronous on a GPU;
@@ -438,3 +388,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(f"kernelpilot.backends.triton.{_MOVED[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+from kernelpilot.kernels.case import Case, _accepts, make_case, poison_tensor  # noqa: E402,F401 - re-exported

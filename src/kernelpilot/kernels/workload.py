@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-import torch
-
-from kernelpilot.errors import ContractError
+from kernelpilot.errors import ContractError, DeclarationError
 from kernelpilot.kernels.contract import Case, KernelFile
 
 
@@ -19,26 +17,54 @@ class Workload(BaseModel):
     bytes_source: str
 
 
-def default_bytes(case: Case) -> int:
-    """Bytes of every tensor in ``case.inputs``, each counted once (outputs are among the inputs), in bytes.
+def minimum_bytes(case: Case) -> int:
+    """The fewest bytes any kernel computing ``case`` must move, from the tensors themselves (bytes).
 
-    This is the contract's default (docs/contract.md) (inputs read once + outputs written once). An in-place tensor
-    (``case.inplace``) is both read and written yet counted once, and the pristine copies kernelpilot keeps to
-    restore it (``case.pristine``) are never counted: the count errs low, never high, so the speed-of-light floor
-    derived from it can only be too lenient and never rejects a real kernel as impossibly fast.
+    Every input tensor read once, every output written once, an in-place tensor (``case.inplace``) read once and
+    written once; inputs the case says are read only in part (``case.partial``: an embedding table read by
+    index), scratch buffers (``case.scratch``) and the pristine copies kernelpilot keeps are not counted (docs/measuring.md, "Roofline"). An author's
+    ``bytes_moved()`` below this is refused, and without one this is the bytes of the roofline: the
+    speed-of-light floor can never be switched off by declaring less traffic than the tensors hold.
     """
+    import torch
+
     total = 0
     for name, value in case.inputs.items():
-        if isinstance(value, torch.Tensor):
-            total += value.numel() * value.element_size()
+        if isinstance(value, torch.Tensor) and name not in case.partial and name not in case.scratch:
+            total += value.numel() * value.element_size() * (2 if name in case.inplace else 1)
     return total
 
 
+def default_bytes(case: Case) -> int:
+    """The contract's default bytes (docs/contract.md): :func:`minimum_bytes`."""
+    return minimum_bytes(case)
+
+
+def counted_flops(kf: KernelFile, case: Case) -> float | None:
+    """FLOPs of the reference as PyTorch's ``FlopCounterMode`` counts them (matrix products, convolutions,
+    attention; not elementwise work), run on meta tensors of the case's shapes (nothing computed); None when the
+    reference cannot run on meta tensors (e.g. it reads a value with ``.item()``)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    meta = {k: (torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor) else v)
+            for k, v in case.inputs.items()}
+    try:
+        with FlopCounterMode(display=False) as counter:
+            kf.reference(**meta)
+        return float(counter.get_total_flops())
+    except Exception:  # noqa: BLE001 - a reference that needs data: no count, the declared flops stand
+        return None
+
+
 def workload(kf: KernelFile, case: Case) -> Workload:
-    """FLOPs (``flops(**shape)`` or 0 when the file declares none) and bytes (``bytes_moved(**shape)`` or the default).
+    """FLOPs and bytes of ``case``: the file's ``flops(**shape)``/``bytes_moved(**shape)`` when declared, else the
+    reference's counted FLOPs (0 when it counts none) and :func:`minimum_bytes`.
 
     Raises:
-        ContractError: ``flops``/``bytes_moved`` raised or returned a negative or non-numeric value.
+        ContractError: ``flops``/``bytes_moved`` raised or returned a negative or non-numeric value, or a value
+            below what the tensors (bytes) or the reference's own operations (FLOPs) need: declaring less work
+            would lower the speed-of-light floor, the one defence against timing nothing.
     """
     def call(fn, what: str) -> float:
         try:
@@ -50,12 +76,26 @@ def workload(kf: KernelFile, case: Case) -> Workload:
             raise ContractError(f"{kf.path}: {what} returned {value}", f"{what} must return a count >= 0")
         return value
 
+    floor_bytes = float(minimum_bytes(case))
+    counted = counted_flops(kf, case)
     if kf.flops_fn is not None:
         flops, fsrc = call(kf.flops_fn, "flops"), f"{kf.path.name}: flops()"
+        if counted is not None and flops < counted * (1 - 1e-9):
+            raise DeclarationError(f"{kf.path}: flops() = {flops:.6g} at {case.shape} is below the {counted:.6g} FLOPs "
+                                "the reference's own operations count (torch FlopCounterMode)",
+                                "declare the FLOPs the computation needs (e.g. 2*M*N*K for a matmul), or remove "
+                                "flops() to use the counted value")
+    elif counted:
+        flops, fsrc = counted, "counted from the reference's operations (torch FlopCounterMode)"
     else:
-        flops, fsrc = 0.0, "not declared (flops() absent): treated as 0, pure data movement"
+        flops, fsrc = 0.0, "not declared (flops() absent) and none counted in the reference: pure data movement"
     if kf.bytes_fn is not None:
         nbytes, bsrc = call(kf.bytes_fn, "bytes_moved"), f"{kf.path.name}: bytes_moved()"
+        if nbytes < floor_bytes * (1 - 1e-9):
+            raise DeclarationError(f"{kf.path}: bytes_moved() = {nbytes:.6g} at {case.shape} is below the "
+                                f"{floor_bytes:.6g} bytes its tensors hold (inputs read once, outputs written once)",
+                                'declare the real traffic; inputs read only in part go in setup()["partial"]')
     else:
-        nbytes, bsrc = float(default_bytes(case)), "default: every tensor among the inputs (outputs included) counted once"
+        nbytes, bsrc = floor_bytes, ("minimum from the tensors: inputs read once, outputs written once, in-place "
+                                     "ones read and written")
     return Workload(flops=flops, bytes_moved=nbytes, flops_source=fsrc, bytes_source=bsrc)

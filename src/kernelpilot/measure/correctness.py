@@ -1,74 +1,69 @@
-"""Correctness: the kernel against a higher-precision reference, on fresh inputs, with dtype-aware tolerances.
+"""Correctness: the kernel against a higher-precision reference, on fresh inputs and shapes it did not choose.
 
-Rules (docs/measuring.md, "Correctness"):
+Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adversary:
 
 - the reference runs on float64 copies of the floating inputs where it can (falls back to the native dtype,
-  and says so);
+  and says so); what it returns must not share memory with any tensor the kernel sees;
 - outputs are filled with NaN (integers with a sentinel) before every kernel run, so unwritten elements fail;
-  in-place outputs (``setup()["inplace"]``, e.g. RoPE's q and k) hold inputs: they are restored to their pristine
-  values before every kernel run instead, and the reference sees those pristine values;
-- every seed draws fresh inputs (3 seeds by default); NaN or Inf where the reference is finite never passes;
-- per output: relative L2 error ``‖out − ref‖ / ‖ref‖ <= rtol`` and elementwise
-  ``|out − ref| <= atol · scale + rtol · |ref|`` with ``scale = rms(ref)`` (1 when the reference is all zero):
-  the absolute tolerance follows the output's magnitude, so tiny outputs cannot pass just by being under atol
-  (KernelBench's zero outputs passed 4 of 60 problems that way);
-- the kernel runs twice on the first seed's inputs; a bitwise difference is reported as non-deterministic
-  (a moving error between runs points to a race).
+  in-place outputs (``setup()["inplace"]``, e.g. RoPE's q and k) are restored to their pristine values instead;
+- no output may share memory with another input; inputs that are not outputs must be bitwise unchanged by the
+  kernel (``aliasing`` / ``inputs`` stages);
+- every seed draws fresh inputs (3 seeds by default); each output is compared per element and per row
+  (:mod:`kernelpilot.measure.compare`); NaN or Inf where the reference is finite never passes;
+- the kernel runs a second time on the first seed's inputs: that run must pass too (a kernel that only works
+  once, or leaves the poison on its second call, fails), and a bitwise difference is reported as
+  non-deterministic;
+- the check repeats at shapes the author did not pick (``shapes`` stage: :func:`derived_shapes`) on a new seed;
+- :func:`recheck` runs after timing: values no call has seen (never from ``setup``) are written into the
+  *same* tensors (same pointers), the outputs are poisoned, and one more run must match (results cached by
+  pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
+  launch itself sees refreshed inputs and poisoned outputs (:meth:`kernelpilot.kernels.contract.Case.refresh`);
+- a file's own ``atol``/``rtol`` are shown when they loosen the dtype's; past the caps they fail, and
+  ``strict`` refuses any loosening, an empty ``CHECK_SHAPES`` and a derived shape ``setup`` would not build.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-import torch
 from pydantic import BaseModel
 
-from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
+from kernelpilot.errors import ContractError
+from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, poison_tensor, run_kernel
+from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
+    TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for)
 
-# (atol, rtol) by output dtype; docs/measuring.md "Correctness" (fp32 1e-5/1e-3, fp16/bf16 1e-2/1e-2).
-TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float64: (1e-8, 1e-6),
-    torch.float32: (1e-5, 1e-3),
-    torch.float16: (1e-2, 1e-2),
-    torch.bfloat16: (1e-2, 1e-2),
-}
+if TYPE_CHECKING:
+    import torch
+
 DEFAULT_SEEDS = (0, 1, 2)
+#: The seed of the derived-shape check and the first seed of :func:`recheck` (never one of the default seeds).
+FRESH_SEED = 1000
 
-
-class OutputCheck(BaseModel):
-    """The comparison of one output tensor with the reference, for one seed.
-
-    Errors are in the output's units; ``scale`` is the reference's RMS used to scale ``atol``.
-    """
-
-    name: str
-    dtype: str
-    shape: list[int]
-    n_elements: int
-    n_nonfinite: int
-    n_mismatched: int
-    rel_l2_error: float | None
-    max_abs_error: float | None
-    atol: float
-    rtol: float
-    scale: float
-    first_bad_index: list[int] | None = None
-    first_bad_values: tuple[float, float] | None = None
-    passed: bool
-    reason: str
+#: Which step caught a failure: the comparison (``check``), memory shared between tensors (``aliasing``), inputs
+#: the kernel modified (``inputs``), a shape the author did not pick (``shapes``), the re-check after timing
+#: (``recheck``), a tolerance past the caps or refused under ``strict`` (``tolerance``).
+Stage = Literal["check", "aliasing", "inputs", "shapes", "recheck", "tolerance"]
 
 
 class SeedCheck(BaseModel):
-    """All outputs for one seed; ``error`` holds the exception text when the kernel or reference raised."""
+    """All outputs for one seed at one shape; ``error`` holds why it failed outside the comparison (the kernel or
+    reference raised, memory shared, an input modified) and ``stage`` which step failed."""
 
     seed: int
     passed: bool
     outputs: list[OutputCheck] = []
     error: str | None = None
+    stage: Stage = "check"
+    shape: dict[str, Any] = {}
 
 
 class CorrectnessResult(BaseModel):
-    """The verdict over all seeds: passed only when every seed passed."""
+    """The verdict over all seeds and shapes: passed only when every one passed.
+
+    ``failed_stage`` names the step that failed (None when passed); ``shapes_checked`` every shape run;
+    ``notes`` what was loosened or skipped (shown in every report, refused under ``strict``).
+    """
 
     passed: bool
     summary: str
@@ -78,48 +73,42 @@ class CorrectnessResult(BaseModel):
     reference_dtype: str
     deterministic: bool | None
     seeds: list[SeedCheck]
-    rule: str = ("elementwise |out-ref| <= atol*rms(ref) + rtol*|ref| and ||out-ref||/||ref|| <= rtol; "
-                 "outputs NaN-filled before each run; NaN never passes")
-
-
-def tolerance_for(dtype: torch.dtype, kf: KernelFile | None = None) -> tuple[float, float]:
-    """(atol, rtol) for an output dtype; the kernel/ref file's ``atol``/``rtol`` override the table.
-
-    Integer outputs must match exactly (0, 0).
-    """
-    atol, rtol = TOLERANCES.get(dtype, (0.0, 0.0) if not dtype.is_floating_point else (1e-1, 1e-1))
-    if kf is not None:
-        atol = kf.atol if kf.atol is not None else atol
-        rtol = kf.rtol if kf.rtol is not None else rtol
-    return float(atol), float(rtol)
+    failed_stage: Stage | None = None
+    shapes_checked: list[dict[str, Any]] = []
+    tolerances: dict[str, Tolerance] = {}
+    notes: list[str] = []
+    rule: str = ("elementwise |out-ref| <= atol*rms(row) + rtol*|ref|, per-row and whole relative L2 <= rtol; "
+                 "outputs NaN-filled before each run; NaN never passes; no aliasing; inputs unchanged; "
+                 "second run, derived shapes and fresh values in the same tensors must pass too")
 
 
 def poison(t: torch.Tensor) -> None:
     """Fill an output with NaN (floats) or the dtype's minimum (integers) so unwritten elements show."""
-    if t.dtype.is_floating_point or t.dtype.is_complex:
-        t.fill_(float("nan"))
-    elif t.dtype == torch.bool:
-        t.fill_(True)
-    else:
-        t.fill_(torch.iinfo(t.dtype).min)
+    poison_tensor(t)
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 def _upcast(value: Any) -> Any:
-    if isinstance(value, torch.Tensor) and value.dtype.is_floating_point:
+    import torch
+
+    if _is_tensor(value) and value.dtype.is_floating_point:
         return value.detach().to(torch.float64).clone()
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    return value
+    return value.detach().clone() if _is_tensor(value) else value
 
 
 def _clone(value: Any) -> Any:
-    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+    return value.detach().clone() if _is_tensor(value) else value
 
 
 def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str]) -> dict[str, torch.Tensor]:
     if result is None:
         return {name: ref_inputs[name] for name in outputs}
-    if isinstance(result, torch.Tensor):
+    if _is_tensor(result):
         result = (result,)
     if isinstance(result, dict):
         missing = [n for n in outputs if n not in result]
@@ -150,146 +139,273 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     return _collect_reference(kf.reference(**ref_inputs), ref_inputs, outputs), note
 
 
-def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
-    """Compare one output with its reference (see the module docstring for the rule).
-
-    Args:
-        out: the kernel's output, any dtype.
-        ref: the reference, same number of elements (upcast to float64 for the comparison).
-    """
-    base = dict(name=name, dtype=str(out.dtype).removeprefix("torch."), shape=list(out.shape),
-                n_elements=out.numel(), atol=atol, rtol=rtol)
-    if ref.numel() != out.numel():
-        return OutputCheck(**base, n_nonfinite=0, n_mismatched=out.numel(), rel_l2_error=None, max_abs_error=None,
-                           scale=0.0, passed=False,
-                           reason=f"shape mismatch: kernel {list(out.shape)} vs reference {list(ref.shape)}")
-    try:  # on the output's device: a 64 M-element comparison on the host costs seconds per seed
-        return _compare(base, out, ref, atol, rtol, out.device)
-    except torch.OutOfMemoryError:
-        return _compare(base, out, ref, atol, rtol, torch.device("cpu"))
+def _span(t: torch.Tensor) -> tuple[int, int, int]:
+    """(device index, first byte, one past the last byte) a tensor's elements can touch."""
+    if t.numel() == 0:
+        return (-2, 0, 0)
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) + 1
+    start = t.data_ptr()
+    return (t.device.index if t.device.index is not None else -1, start, start + extent * t.element_size())
 
 
-def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
-             device: torch.device) -> OutputCheck:
-    o = out.detach().reshape(-1).to(device=device, dtype=torch.float64)
-    r = ref.detach().reshape(-1).to(device=device, dtype=torch.float64)
-    ref_finite = torch.isfinite(r)
-    bad_nonfinite = ~torch.isfinite(o) & ref_finite
-    n_nonfinite = int(bad_nonfinite.sum())
-    scale = float(torch.sqrt(torch.mean(r[ref_finite] ** 2))) if bool(ref_finite.any()) else 0.0
-    scale = scale if scale > 0 else 1.0
-    diff = (o - r).abs()
-    diff = torch.where(ref_finite, diff, torch.where(o.eq(r) | (o.isnan() & r.isnan()), 0.0, float("inf")))
-    allowed = atol * scale + rtol * r.abs()
-    mismatch = ~(diff <= allowed)  # NaN differences count as mismatches
-    n_mismatched = int(mismatch.sum())
-    finite_both = ref_finite & torch.isfinite(o)
-    ref_norm = float(torch.linalg.vector_norm(r[ref_finite]))
-    err_norm = float(torch.linalg.vector_norm((o - r)[finite_both]))
-    rel_l2 = err_norm / ref_norm if ref_norm > 0 else err_norm
-    max_abs = float(diff[finite_both].max()) if bool(finite_both.any()) else None
-    first_idx, first_vals = None, None
-    if n_mismatched:
-        flat = int(torch.nonzero(mismatch)[0])
-        first_idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(out.shape))] if out.dim() else []
-        first_vals = (float(o[flat]), float(r[flat]))
-    if n_nonfinite:
-        passed, reason = False, f"{n_nonfinite} of {out.numel()} elements are NaN/Inf where the reference is finite " \
-                                "(unwritten or overflowed)"
-    elif n_mismatched:
-        passed, reason = False, f"{n_mismatched} of {out.numel()} elements outside atol*rms(ref) + rtol*|ref|"
-    elif rel_l2 > rtol:
-        passed, reason = False, f"relative L2 error {rel_l2:.3g} > rtol {rtol:g}"
-    else:
-        passed, reason = True, f"relative L2 error {rel_l2:.3g} <= {rtol:g}; every element within tolerance"
-    return OutputCheck(**base, n_nonfinite=n_nonfinite, n_mismatched=n_mismatched, rel_l2_error=rel_l2,
-                       max_abs_error=max_abs, scale=scale, first_bad_index=first_idx, first_bad_values=first_vals,
-                       passed=passed, reason=reason)
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when the byte ranges two tensors' elements can reach overlap (same device); False for empty ones."""
+    (da, a0, a1), (db, b0, b1) = _span(a), _span(b)
+    return da == db and a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1
 
 
-def _sync(device: str) -> None:
+def aliasing_problem(case: Case) -> str | None:
+    """Why the case's outputs share memory with another input (None when they do not)."""
+    for out in case.outputs:
+        for name, value in case.inputs.items():
+            if name != out and _is_tensor(value) and shares_memory(case.inputs[out], value):
+                return (f"output {out!r} shares memory with input {name!r}: the kernel could read what it writes "
+                        "(setup must give every output its own tensor)")
+    return None
+
+
+def _reference_aliasing(refs: dict[str, torch.Tensor], case: Case) -> str | None:
+    for out, ref in refs.items():
+        if not _is_tensor(ref):
+            continue
+        for name, value in case.inputs.items():
+            if _is_tensor(value) and shares_memory(ref, value):
+                return (f"reference output {out!r} shares memory with the kernel's tensor {name!r}: it would "
+                        "compare the kernel with itself (the reference runs on copies and must return its own)")
+    return None
+
+
+def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str, poison_outputs: bool = True) -> None:
+    """Restore the in-place tensors, NaN-fill the other outputs (unless ``poison_outputs`` is False: they keep
+    what the last launch wrote), launch once and wait."""
+    case.restore()
+    for name in case.outputs:
+        if name not in case.inplace and poison_outputs:
+            poison(case.inputs[name])
+    run_kernel(kf, case.inputs, config)
     if device.startswith("cuda"):
+        import torch
+
         torch.cuda.synchronize()
 
 
-def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str) -> None:
-    """Restore the in-place tensors, NaN-fill the other outputs, launch once and wait."""
-    case.restore()
+def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
+    import torch
+
+    for name, saved in before.items():
+        now = case.inputs[name]
+        same = torch.equal(saved.nan_to_num(), now.nan_to_num()) and torch.equal(saved.isnan(), now.isnan()) \
+            if now.dtype.is_floating_point else torch.equal(saved, now)
+        if not same:
+            return f"the kernel modified input {name!r}, which is not an output (declare it in setup()['inplace'])"
+    return None
+
+
+def _compare_all(kf: KernelFile, case: Case, got: dict[str, torch.Tensor], refs: dict[str, torch.Tensor]
+                 ) -> list[OutputCheck]:
+    out = []
     for name in case.outputs:
-        if name not in case.inplace:
-            poison(case.inputs[name])
-    run_kernel(kf, case.inputs, config)
-    _sync(device)
+        tol = tolerance_for(case.inputs[name].dtype, kf)
+        out.append(compare(name, got[name], refs[name], tol.atol, tol.rtol))
+    return out
 
 
-def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: str, *,
-               test_determinism: bool = False) -> tuple[SeedCheck, str, bool | None]:
-    """Check one seed. Returns (the check, the reference precision used, determinism or None if not tested).
+def _fail(seed: int, shape: Shape, stage: Stage, error: str) -> SeedCheck:
+    return SeedCheck(seed=seed, passed=False, error=error, stage=stage, shape=shape)
 
-    With ``test_determinism`` the kernel runs a second time on the same inputs (in-place tensors restored first)
-    and the outputs are compared bitwise.
+
+def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, stage: Stage = "check", *,
+                    second_run: bool = False, poison_outputs: bool = True) -> tuple[SeedCheck, str, bool | None]:
+    """Run the kernel once on ``case`` (poisoned outputs) and compare with the reference on the same values.
+
+    Returns (the check, the reference precision, bitwise determinism of a second run or None). With
+    ``second_run`` the kernel runs again on the same inputs; that run must pass the comparison too. With
+    ``poison_outputs`` False the outputs keep what the previous launch wrote (a kernel that skips work when its
+    outputs already hold a result then returns a stale one).
     """
-    case = make_case(kf, shape, seed, device)
-    # the reference sees inputs the kernel never touched (in-place tensors: the case's pristine copies)
+    import torch
+
+    seed, shape = case.seed, case.shape
+    problem = aliasing_problem(case)
+    if problem:
+        return _fail(seed, shape, "aliasing", problem), "", None
     pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}
+    watched = {k: v.detach().clone() for k, v in case.inputs.items()
+               if _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:
-        _run_poisoned(kf, case, config, device)
+        _run_poisoned(kf, case, config, device, poison_outputs)
     except Exception as exc:
-        return SeedCheck(seed=seed, passed=False, error=f"kernel raised {type(exc).__name__}: {exc}"), "", None
+        return _fail(seed, shape, stage, f"kernel raised {type(exc).__name__}: {exc}"), "", None
+    problem = _mutated(watched, case)
+    if problem:
+        return _fail(seed, shape, "inputs", problem), "", None
     first = {n: case.inputs[n].clone() for n in case.outputs}
     try:
         refs, precision = reference_outputs(kf, pristine, case.outputs)
     except Exception as exc:
-        return SeedCheck(seed=seed, passed=False, error=f"reference raised {type(exc).__name__}: {exc}"), "", None
-    checks = []
-    for name in case.outputs:
-        atol, rtol = tolerance_for(case.inputs[name].dtype, kf)
-        checks.append(compare(name, first[name], refs[name], atol, rtol))
+        return _fail(seed, shape, stage, f"reference raised {type(exc).__name__}: {exc}"), "", None
+    problem = _reference_aliasing(refs, case)
+    if problem:
+        return _fail(seed, shape, "aliasing", problem), precision, None
+    checks = _compare_all(kf, case, first, refs)
     deterministic = None
-    if test_determinism:
+    if second_run and all(c.passed for c in checks):
         try:
-            _run_poisoned(kf, case, config, device)  # restores the in-place inputs first
-            deterministic = all(torch.equal(first[n].nan_to_num(), case.inputs[n].nan_to_num()) for n in case.outputs)
-        except Exception:
-            deterministic = False
-    return SeedCheck(seed=seed, passed=all(c.passed for c in checks), outputs=checks), precision, deterministic
+            _run_poisoned(kf, case, config, device)
+        except Exception as exc:
+            return _fail(seed, shape, stage, f"second run raised {type(exc).__name__}: {exc}"), precision, False
+        again = _compare_all(kf, case, {n: case.inputs[n] for n in case.outputs}, refs)
+        if not all(c.passed for c in again):
+            bad = next(c for c in again if not c.passed)
+            return SeedCheck(seed=seed, passed=False, outputs=again, stage=stage, shape=shape,
+                             error=f"second run on the same inputs: {bad.name}: {bad.reason}"), precision, False
+        deterministic = all(torch.equal(first[n].nan_to_num(), case.inputs[n].nan_to_num()) for n in case.outputs)
+    return SeedCheck(seed=seed, passed=all(c.passed for c in checks), outputs=checks, stage=stage,
+                     shape=shape), precision, deterministic
+
+
+def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: str, *,
+               test_determinism: bool = False, stage: Stage = "check") -> tuple[SeedCheck, str, bool | None]:
+    """Check one seed at one shape (fresh inputs from ``setup``); see :func:`run_and_compare`."""
+    return run_and_compare(kf, make_case(kf, shape, seed, device), config, device, stage, second_run=test_determinism)
+
+
+def derived_shapes(kf: KernelFile, shape: Shape) -> tuple[list[Shape], list[str]]:
+    """The other shapes correctness runs at, and notes for the record.
+
+    ``CHECK_SHAPES`` when the file declares it (each merged over ``shape``), else one shape with every integer
+    dimension (not booleans) of at least 2 halved — smaller, so a kernel whose blocks cover the declared shape
+    still covers it, and different, so dimensions hard-coded in the kernel show.
+    """
+    if kf.check_shapes is not None:
+        if not kf.check_shapes:
+            return [], ["CHECK_SHAPES = []: correctness checked at the declared shape only"]
+        return [{**shape, **c} for c in kf.check_shapes], []
+    halved = {k: (v // 2 if isinstance(v, int) and not isinstance(v, bool) and v >= 2 else v) for k, v in shape.items()}
+    return ([halved], []) if halved != shape else ([], ["no integer dimension to vary: no derived shape checked"])
+
+
+def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int = FRESH_SEED) -> SeedCheck:
+    """After timing: give the case's own tensors values no call has seen and run once more, twice: first with the
+    outputs as the last timed launch left them, then with the outputs poisoned; both must match the reference
+    (stage ``recheck``). The pointers the kernel saw while timed stay the same.
+
+    Each floating input tensor becomes ``v·(1 + δ) + 0.01·rms(v)·n`` with ``δ`` and the normal noise ``n`` drawn
+    from the seed (the noise only where the tensor is finite everywhere); integer inputs keep their values. The
+    values never come from ``setup``, so a result computed in ``setup`` and stashed cannot match them.
+    """
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    check = SeedCheck(seed=seed, passed=True, stage="recheck", shape=case.shape)
+    for poison_outputs in (False, True):
+        delta = float(torch.rand((), generator=g)) * 0.05 + 0.01
+        bases = {n: case.pristine.get(n, v).detach().clone() for n, v in case.inputs.items()
+                 if _is_tensor(v) and v.dtype.is_floating_point and n not in case.scratch
+                 and (n not in case.outputs or n in case.inplace)}
+        for name, base in bases.items():
+            new = base.to(torch.float64) * (1 + delta)
+            if bool(torch.isfinite(new).all()) and new.numel():
+                noise = torch.randn(new.shape, generator=g, dtype=torch.float64).to(new.device)
+                new = new + 0.01 * float(new.pow(2).mean().sqrt()) * noise
+            case.inputs[name].copy_(new.to(case.inputs[name].dtype))
+            if name in case.pristine:
+                case.pristine[name].copy_(case.inputs[name])
+        check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=poison_outputs)
+        if not check.passed:
+            if check.stage == "check":
+                check = check.model_copy(update={"stage": "recheck"})
+            if not poison_outputs:
+                why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
+                check = check.model_copy(update={"error": f"with the outputs still holding the previous result: {why}"})
+            return check
+    return check
+
+
+def _tolerance_notes(kf: KernelFile, case: Case, strict: bool) -> tuple[dict[str, Tolerance], str | None, list[str]]:
+    tols = {n: tolerance_for(case.inputs[n].dtype, kf) for n in case.outputs}
+    notes = [f"{n}: tolerance loosened by the kernel file to atol={t.atol:g}, rtol={t.rtol:g} (dtype: "
+             f"{t.default_atol:g}/{t.default_rtol:g})" for n, t in tols.items() if t.loosened]
+    over = [n for n, t in tols.items() if t.over_cap]
+    if over:
+        return tols, (f"tolerance of {over[0]!r} (atol={tols[over[0]].atol:g}, rtol={tols[over[0]].rtol:g}) exceeds "
+                      "the caps atol<=0.1, rtol<=0.1: a check that loose proves nothing"), notes
+    if strict and notes:
+        return tols, f"--strict refuses loosened tolerances: {notes[0]}", notes
+    return tols, None, notes
 
 
 def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
-                      seeds: tuple[int, ...] = DEFAULT_SEEDS) -> CorrectnessResult:
-    """Check the kernel at ``shape`` with ``config`` over fresh inputs for each seed.
+                      seeds: tuple[int, ...] = DEFAULT_SEEDS, *, strict: bool = False,
+                      other_shapes: bool = True) -> CorrectnessResult:
+    """Check the kernel at ``shape`` with ``config`` over fresh inputs for each seed, then at the derived shapes.
 
     Args:
         device: ``"cuda"`` or ``"cpu"`` (the Triton interpreter).
         seeds: one fresh input set per seed (3 by default).
+        strict: refuse loosened tolerances and skipped derived shapes.
+        other_shapes: also check at :func:`derived_shapes` (seed :data:`FRESH_SEED`).
 
     Returns:
         A :class:`CorrectnessResult`; kernel or reference exceptions are recorded in it, not raised.
 
     Raises:
-        ContractError: ``setup`` broke the contract.
+        ContractError: ``setup`` broke the contract at ``shape``.
     """
     results: list[SeedCheck] = []
-    precision = ""
-    deterministic: bool | None = None
-    for i, seed in enumerate(seeds):
+    precision, deterministic = "", None
+    tols, refusal, notes = _tolerance_notes(kf, make_case(kf, shape, seeds[0] if seeds else 0, device), strict)
+    shapes_checked = [dict(shape)]
+    if refusal:
+        results.append(_fail(seeds[0] if seeds else 0, shape, "tolerance", refusal))
+    for i, seed in enumerate(seeds if not refusal else ()):
         check, prec, det = check_seed(kf, shape, config, seed, device, test_determinism=(i == 0))
         results.append(check)
         precision = precision or prec
-        if i == 0:
-            deterministic = det
-    passed = all(r.passed for r in results)
+        deterministic = det if i == 0 else deterministic
+        if not check.passed:
+            break
+    if other_shapes and results and all(r.passed for r in results):
+        extra, extra_notes = derived_shapes(kf, shape)
+        notes += extra_notes
+        for other in extra:
+            try:
+                case = make_case(kf, other, FRESH_SEED, device)
+            except ContractError as exc:
+                notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
+                continue
+            check, _, _ = run_and_compare(kf, case, config, device, "shapes")
+            shapes_checked.append(dict(other))
+            results.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
+            if not check.passed:
+                break
+        skipped = [n for n in notes if "not checked" in n or "CHECK_SHAPES = []" in n]
+        if strict and skipped and all(r.passed for r in results):
+            results.append(_fail(FRESH_SEED, shape, "tolerance", f"--strict refuses: {skipped[0]}"))
+    return _result(kf, shape, config, device, results, precision, deterministic, shapes_checked, tols, notes)
+
+
+def _result(kf: KernelFile, shape: Shape, config: Config, device: str, results: list[SeedCheck], precision: str,
+            deterministic: bool | None, shapes_checked: list[Shape], tols: dict[str, Tolerance],
+            notes: list[str]) -> CorrectnessResult:
+    passed = bool(results) and all(r.passed for r in results)
     if passed:
         worst = max((o.rel_l2_error or 0.0) for r in results for o in r.outputs)
-        summary = f"PASS on {len(seeds)} seeds; worst relative L2 error {worst:.3g}"
+        summary = (f"PASS on {sum(1 for r in results if r.shape == shape)} seeds and {len(shapes_checked)} "
+                   f"shape(s); worst relative L2 error {worst:.3g}")
         if deterministic is False:
             summary += "; WARNING: two runs on the same inputs differ bitwise (race or atomics)"
     else:
         bad = next(r for r in results if not r.passed)
         why = bad.error or next(o.reason for o in bad.outputs if not o.passed)
-        summary = f"FAIL on seed {bad.seed}: {why}"
+        where = f" at shape {bad.shape}" if bad.stage == "shapes" else ""
+        summary = f"FAIL ({bad.stage}) on seed {bad.seed}{where}: {why}"
         limits = kf.backend.limitations(kf) if kf.backend is not None else None
-        if limits:  # not a verdict on the kernel: the CPU emulation cannot run it exactly
+        if limits and bad.stage in ("check", "shapes"):  # not a verdict on the kernel: the emulation is inexact
             summary += f" — {limits}"
+    if notes:
+        summary += "; " + "; ".join(notes)
     return CorrectnessResult(passed=passed, summary=summary, shape=shape, config=config, device=device,
-                             reference_dtype=precision or "not run", deterministic=deterministic, seeds=results)
+                             reference_dtype=precision or "not run", deterministic=deterministic, seeds=results,
+                             failed_stage=None if passed else next(r.stage for r in results if not r.passed),
+                             shapes_checked=shapes_checked, tolerances=tols, notes=notes)

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
 from pydantic import BaseModel
 
 from kernelpilot.measure.gpu_state import gpu_state
+from kernelpilot.measure.guard import bound
+
+if TYPE_CHECKING:
+    import torch
 
 INTERPRETED_LABEL = "interpreted — not a measurement"
 MIN_FLUSH_BYTES = 256 * 1024 * 1024  # never smaller than do_bench's flush
@@ -52,6 +55,7 @@ class TimingResult(BaseModel):
     warmup_stable: bool
     flush_bytes: int
     l2_bytes: int | None
+    median_ci_rel: float | None = None
     gpu_state_before: dict[str, Any] = {}
     gpu_state_after: dict[str, Any] = {}
     note: str = ""
@@ -85,6 +89,8 @@ def summarize(samples_ns: list[float]) -> dict[str, float]:
 
 def l2_bytes(device: int = 0) -> int | None:
     """The device's L2 size in bytes from torch (None when torch does not expose it)."""
+    import torch
+
     props = torch.cuda.get_device_properties(device)
     return getattr(props, "L2_cache_size", None)
 
@@ -97,24 +103,48 @@ def flush_size_bytes(l2: int | None) -> int:
 def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None,
                 before_each: Callable[[], None] | None = None) -> list[float]:
     """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
-    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end."""
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end. The event
+    functions are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`)."""
+    import torch
+
+    t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
+    starts = [t.event(enable_timing=True) for _ in range(n)]
+    ends = [t.event(enable_timing=True) for _ in range(n)]
     for i in range(n):
         if before_each is not None:
             before_each()
         if flush is not None:
             flush.zero_()
-        starts[i].record()
+        t.record(starts[i])
         fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e6 for s, e in zip(starts, ends)]
+        t.record(ends[i])
+    t.synchronize()
+    return [t.elapsed_time(s, e) * 1e6 for s, e in zip(starts, ends)]
 
 
 #: The one timing protocol of every command (bench, check's neighbours, optimize, tune, baselines): at least 20 and
 #: at most 200 samples, about 150 ms of timed launches. The worker's options default to the same numbers.
 MIN_SAMPLES, MAX_SAMPLES, REP_MS = 20, 200, 150.0
+#: Sampling stops early once the 95 % confidence interval of the median is this tight (half-width over median):
+#: more samples would not move the median by more than run-to-run noise does (0.5 %).
+TIGHT_CI_REL = 0.005
+
+
+def median_ci_rel(samples: list[float], z: float = 1.96) -> float:
+    """Half-width of the distribution-free 95 % confidence interval of the median, over the median (dimensionless).
+
+    The interval runs between the order statistics of ranks ``n/2 ± z·sqrt(n)/2`` (the binomial normal
+    approximation; Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2). Infinite with fewer than 6
+    samples or a zero median.
+    """
+    n = len(samples)
+    if n < 6:
+        return float("inf")
+    xs = sorted(samples)
+    half = z * n ** 0.5 / 2
+    lo, hi = max(0, int(n / 2 - half) - 1), min(n - 1, int(n / 2 + half + 0.999))
+    med = statistics.median(xs)
+    return (xs[hi] - xs[lo]) / 2 / med if med > 0 else float("inf")
 
 
 def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samples: int = MAX_SAMPLES,
@@ -126,7 +156,9 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samp
     Args:
         fn: launches the work to time (no arguments); must not synchronize itself.
         min_samples / max_samples: bounds on the number of timed samples (at least 20: docs/measuring.md, "Timing").
-        rep_ms: target total timed duration; the sample count is rep_ms / estimated time, clamped.
+        rep_ms: target total timed duration; the sample count is rep_ms / estimated time, clamped. Samples are
+            taken in rounds of ``min_samples``; after each, sampling stops once the median's 95 % confidence
+            interval is within ±:data:`TIGHT_CI_REL` (:func:`median_ci_rel`, recorded as ``median_ci_rel``).
         max_warmup_ms: give up waiting for stability after this long (``warmup_stable=False`` records it).
         stable_rel: two consecutive warm-up batch medians within this relative difference count as stable.
         batch: warm-up batch size.
@@ -136,6 +168,8 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samp
         ToolMissingError: no CUDA device.
         Exception: whatever ``fn`` raises.
     """
+    import torch
+
     from kernelpilot.errors import ToolMissingError
 
     if not torch.cuda.is_available():
@@ -160,12 +194,17 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samp
     warmup_ms = (time.perf_counter() - t0) * 1e3
     estimate_ns = prev if prev else 1e6
     n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(estimate_ns, 1.0))))
-    samples = time_events(fn, n, flush, before_each)
+    samples: list[float] = []
+    while len(samples) < n:
+        samples += time_events(fn, min(max(min_samples, 1), n - len(samples)), flush, before_each)
+        if median_ci_rel(samples) <= TIGHT_CI_REL:
+            break
     after = gpu_state()
     del flush
     return TimingResult(timer="cuda_event", is_measurement=True, samples_ns=samples, n_samples=len(samples),
                         **summarize(samples), n_warmup=n_warmup, warmup_ms=warmup_ms, warmup_stable=stable,
-                        flush_bytes=flush_bytes, l2_bytes=l2, gpu_state_before=before, gpu_state_after=after,
+                        flush_bytes=flush_bytes, l2_bytes=l2, median_ci_rel=median_ci_rel(samples),
+                        gpu_state_before=before, gpu_state_after=after,
                         note="L2 flushed before every sample by writing flush_bytes; flush outside the events")
 
 
@@ -214,6 +253,8 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
         ValueError: ``n`` < 1.
         Exception: whatever the launches raise.
     """
+    import torch
+
     if n < 1:
         raise ValueError(f"time_interleaved needs n >= 1, got {n}")
     prepare = before_each if before_each is not None else (lambda: None)

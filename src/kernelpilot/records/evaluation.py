@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus", "config_key"]
+__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus", "config_key"]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome:
 #:
@@ -32,12 +32,27 @@ __all__ = ["FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStat
 #: * ``wrong_result`` — outputs outside the tolerance (docs/measuring.md, "Correctness");
 #: * ``impossible`` — faster than the speed-of-light floor (a timing bug or a kernel that skips work); kept with
 #:   its time for the record, never ranked.
+#:
+#: Integrity failures (docs/measuring.md, "The kernel is an adversary"), each named after the step that caught it:
+#: * ``timer_tampered`` — the kernel file replaced a function the measurement uses (:mod:`kernelpilot.measure.guard`);
+#: * ``aliased`` — an output shares memory with an input, or the reference returned a tensor of the kernel's;
+#: * ``inputs_mutated`` — the kernel changed an input it does not declare in place;
+#: * ``wrong_at_shape`` — correct at the declared shape, wrong (or raising) at a derived one;
+#: * ``tolerance_refused`` — the file's tolerance is past the caps, or loosened under ``--strict``;
+#: * ``stale_result`` — wrong on values written into the same tensors after timing (a cached or pre-computed result);
+#: * ``off_timer_work`` — GPU work outside the timed region (an unjoined stream);
+#: * ``kernel_not_launched`` — none of the file's own kernels ran (the work was done by something else).
 Status = Literal["ok", "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access",
-                 "timeout", "worker_crash", "nan", "wrong_result", "impossible"]
+                 "timeout", "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased",
+                 "inputs_mutated", "wrong_at_shape", "tolerance_refused", "stale_result", "off_timer_work",
+                 "kernel_not_launched"]
 FAILURES: tuple[str, ...] = (
     "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
-    "worker_crash", "nan", "wrong_result", "impossible",
+    "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased", "inputs_mutated",
+    "wrong_at_shape", "tolerance_refused", "stale_result", "off_timer_work", "kernel_not_launched",
 )
+#: The integrity failures: a kernel file that earns one is suspect as a whole, not only the config.
+INTEGRITY_FAILURES: tuple[str, ...] = FAILURES[FAILURES.index("timer_tampered"):]
 #: How a version of ``kernelpilot optimize`` ended, derived from its evaluation (:attr:`Evaluation.version_status`).
 VersionStatus = Literal["baseline", "accepted", "rejected", "failed"]
 

@@ -11,11 +11,15 @@ from kernelpilot.measure.timing import TimingResult, time_callable
 
 
 class BenchmarkRow(BaseModel):
-    """One contender: its timing, or why it was not timed."""
+    """One contender: its timing, or why it was not timed. ``cached_at`` (UTC, ISO 8601): the timing was taken then
+    and reused from the baseline cache (:mod:`kernelpilot.measure.baseline_cache`); ``note`` says why it was or
+    was not reused."""
 
     name: str
     timing: TimingResult | None = None
     skipped: str | None = None
+    cached_at: str | None = None
+    note: str = ""
 
 
 class BenchmarkResult(BaseModel):
@@ -39,32 +43,56 @@ _COMPILED: dict[Any, Any] = {}
 
 
 def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], device: str,
-                  kernel_timing: TimingResult | None = None) -> BenchmarkResult:
+                  kernel_timing: TimingResult | None = None, *, use_cache: bool = True) -> BenchmarkResult:
     """Time the kernel at ``config``, the reference in eager PyTorch, and ``torch.compile(reference)``.
 
     All three run on the same inputs (seed 0, native dtypes) with the same timer; in-place inputs are restored
     before every launch of each, outside the timed region. torch.compile is skipped without a GPU: next to
-    interpreted Triton its CPU time would compare nothing; it compiles once per process.
+    interpreted Triton its CPU time would compare nothing; it compiles once per process. With ``use_cache`` a
+    torch.compile timing of the same reference, inputs and GPU from the last day is reused when eager, re-timed
+    now, agrees with eager of then within 3 % (:mod:`kernelpilot.measure.baseline_cache`; the row says so).
     ``kernel_timing``: the kernel's timing already taken on these inputs (``kernelpilot bench``), not taken again.
     Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
-    import torch
-
     case = make_case(kf, shape, 0, device)
-    inputs, restore = case.inputs, case.before_launch
+    inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
     name = f"{kf.name} (Triton, best config)"
     rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
             _timed(name, lambda: run_kernel(kf, inputs, config), device, restore),
             _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), device, restore)]
     if device == "cuda":
-        if kf.reference not in _COMPILED:
-            _COMPILED[kf.reference] = torch.compile(kf.reference)
-        compiled = _COMPILED[kf.reference]
-        rows.append(_timed("torch.compile (reference, default mode)", lambda: compiled(**inputs), device, restore))
+        rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache))
     else:
         rows.append(BenchmarkRow(name="torch.compile (reference)",
                                  skipped="no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"))
     return BenchmarkResult(shape=shape, config=config, device=device, rows=rows)
+
+
+def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], restore: Any,
+                  eager: TimingResult | None, use_cache: bool) -> BenchmarkRow:
+    """The torch.compile row: from the baseline cache when usable, else compiled (once per process) and timed."""
+    import torch
+
+    from kernelpilot.measure import baseline_cache
+
+    name = "torch.compile (reference, default mode)"
+    key, why = None, "baseline cache not used (--fresh-baselines)"
+    if use_cache and eager is not None:
+        try:
+            key = baseline_cache.baseline_key(kf.reference, inputs, inplace)
+            entry, why = baseline_cache.lookup(key, eager)
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot be keyed is a miss, never a failure
+            entry, why = None, f"baseline cache not usable: {type(exc).__name__}: {exc}"
+        if entry is not None:
+            return BenchmarkRow(name=name, timing=entry.compiled, cached_at=entry.measured_at,
+                                note=f"timed {entry.measured_at} (baseline cache); {why}")
+    if kf.reference not in _COMPILED:
+        _COMPILED[kf.reference] = torch.compile(kf.reference)
+    compiled = _COMPILED[kf.reference]
+    row = _timed(name, lambda: compiled(**inputs), "cuda", restore)
+    if row.timing is not None and key is not None and eager is not None:
+        baseline_cache.store(key, eager, row.timing)
+    return row.model_copy(update={"note": f"timed now; {why}"})
 
 
 def render_benchmark_md(bench: BenchmarkResult, info: Any = None) -> str:
@@ -82,5 +110,7 @@ def render_benchmark_md(bench: BenchmarkResult, info: Any = None) -> str:
             continue
         t = row.timing
         rel = f"{t.median_ns / kernel.median_ns:.2f}x" if kernel else "—"
-        lines.append(f"| {row.name} | {t.median_ns / 1e3:.2f} | {t.iqr_ns / 1e3:.2f} | {t.n_samples} | {rel} |")
-    return "\n".join(lines) + "\n"
+        name = f"{row.name} [cached]" if row.cached_at else row.name
+        lines.append(f"| {name} | {t.median_ns / 1e3:.2f} | {t.iqr_ns / 1e3:.2f} | {t.n_samples} | {rel} |")
+    notes = [f"- {row.name}: {row.note}" for row in bench.rows if row.note]
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"

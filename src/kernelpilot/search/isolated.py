@@ -33,7 +33,9 @@ class IsolatedKernel:
         kernel: the kernel file.
         ref: a file defining ``reference`` (None: the kernel file's own).
         interpreted: run under the Triton interpreter on the CPU (no GPU), else on the first visible GPU (or, with
-            ``device="cpu"``, in compile mode on the CPU: static inspection).
+            ``device="cpu"``, in compile mode on the CPU: static inspection); None: the first worker decides as it
+            starts (the first GPU its torch sees, else the interpreter), so this process never imports torch —
+            read :attr:`interpreted` and :attr:`device` after entering.
         timeout_s: seconds one :meth:`call` may take, and the kernel file's import, before the worker is killed
             and a ``timeout`` is raised.
         max_workers: processes for :meth:`map` (default 1); the first starts on entering, the others on demand.
@@ -46,11 +48,11 @@ class IsolatedKernel:
         KernelFailed: importing the kernel file exited, crashed, hung or raised.
     """
 
-    def __init__(self, kernel: str | Path, ref: str | Path | None = None, *, interpreted: bool,
+    def __init__(self, kernel: str | Path, ref: str | Path | None = None, *, interpreted: bool | None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, max_workers: int = 1, device: str | None = None,
                  env: contextlib.AbstractContextManager[Any] | None = None) -> None:
         self.opts = WorkerOptions(kernel=str(kernel), ref=str(ref) if ref else None, shape={}, interpreted=interpreted)
-        self.device = device or default_devices(interpreted)[0]
+        self.device = device or default_devices(bool(interpreted))[0]
         self.timeout_s, self.max_workers = timeout_s, max(1, max_workers)
         self._env = env or contextlib.nullcontext()
         self._entered = False
@@ -68,7 +70,13 @@ class IsolatedKernel:
         except BaseException:
             self.close()
             raise
+        self.device, self.opts = self.worker.device, self.worker.opts  # settled by the worker when auto
         return self
+
+    @property
+    def interpreted(self) -> bool:
+        """True when the kernel runs under the Triton interpreter (known once entered)."""
+        return bool(self.opts.interpreted)
 
     def __exit__(self, exc_type: Any = None, *exc: object) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):

@@ -105,6 +105,9 @@ class Worker:
                                    "os._exit at import?)", "worker_crash") from None
             if kind != stage:
                 break
+            if kind == "booted" and isinstance(payload, dict):  # the device the worker settled on
+                self.device = payload["device"]
+                self.opts = self.opts.model_copy(update={"interpreted": payload["interpreted"]})
         if kind != "ready":
             proc.kill()
             proc.join(timeout=10)

@@ -19,7 +19,7 @@ from kernelpilot.measure.timing import MAX_SAMPLES, MIN_SAMPLES, REP_MS
 from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception, describe_exception
 from kernelpilot.search.model import Evaluation, Status
 
-__all__ = ["WorkerOptions"]
+__all__ = ["WorkerOptions", "correctness_status", "integrity_after_timing"]
 
 
 class WorkerOptions(BaseModel):
@@ -29,7 +29,9 @@ class WorkerOptions(BaseModel):
         kernel: the kernel file.
         ref: a file defining ``reference`` (or None: the kernel file's own).
         shape: the problem shape.
-        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements).
+        interpreted: run under the Triton interpreter on the CPU (no GPU; times are not measurements); None: the
+            worker decides when it starts (the interpreter when its torch sees no GPU), so the parent process need
+            not import torch (``kernelpilot check``/``bench`` start faster).
         min_samples / max_samples / rep_ms: timing bounds (:func:`kernelpilot.measure.timing.time_cuda`).
         floor_ns: the roofline's speed-of-light floor, measured ceilings preferred (None: no check).
         sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``; callers pass the roofline's
@@ -43,7 +45,7 @@ class WorkerOptions(BaseModel):
     kernel: str
     ref: str | None = None
     shape: dict[str, Any]
-    interpreted: bool = False
+    interpreted: bool | None = False
     min_samples: int = MIN_SAMPLES
     max_samples: int = MAX_SAMPLES
     rep_ms: float = REP_MS
@@ -51,6 +53,45 @@ class WorkerOptions(BaseModel):
     sol_tolerance: float = 0.05
     race_samples: int = 8
     race_margin: float = 0.10
+    strict: bool = False
+    activity: bool = True
+
+
+#: The worker's timer guard, taken before the kernel file is imported (:mod:`kernelpilot.measure.guard`).
+_GUARD: Any = None
+
+
+def _guard_check(where: str) -> None:
+    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function."""
+    from kernelpilot.errors import KernelFailed
+    from kernelpilot.measure.guard import Tampered
+
+    if _GUARD is None:
+        return
+    try:
+        _GUARD.check()
+    except Tampered as exc:
+        raise KernelFailed(f"{exc} (seen {where})", "a kernel file must not replace timing, synchronisation or "
+                           "kernelpilot functions: remove the patch", "timer_tampered") from None
+
+
+_STAGE_STATUS: dict[str, Status] = {"aliasing": "aliased", "inputs": "inputs_mutated", "shapes": "wrong_at_shape",
+                                     "tolerance": "tolerance_refused", "recheck": "stale_result"}
+
+
+def correctness_status(correctness: Any) -> Status:
+    """The failure status of a failed :class:`~kernelpilot.measure.correctness.CorrectnessResult`."""
+    bad = next(s for s in correctness.seeds if not s.passed)
+    if bad.stage in _STAGE_STATUS:
+        return _STAGE_STATUS[bad.stage]
+    failing = [o for o in bad.outputs if not o.passed]
+    if failing:  # a comparison failed (also on the second run): NaN left behind, or values out of tolerance
+        return "nan" if any(o.n_nonfinite > 0 for o in failing) else "wrong_result"
+    if bad.error:
+        low = bad.error.lower()
+        return "illegal_memory_access" if any(m in low for m in POISONING_MARKERS) \
+            else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
+    return "nan" if any(o.n_nonfinite > 0 for o in bad.outputs) else "wrong_result"
 
 
 def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
@@ -92,18 +133,17 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     base["compile_s"] = compile_s
     phases = base["phases_s"] = {"setup_and_compile": compile_s}  # where this evaluation's seconds went
     t = time.monotonic()
-    correctness = check_correctness(kf, opts.shape, config, "cuda" if device.startswith("cuda") else "cpu")
+    try:
+        _guard_check("after the first launch")
+    except Exception as exc:  # noqa: BLE001 - typed: timer_tampered
+        return done(getattr(exc, "failure", "runtime_error"), str(getattr(exc, "message", exc)))
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    correctness = check_correctness(kf, opts.shape, config, dev, strict=opts.strict)
     phases["check"] = time.monotonic() - t
     if records is not None:
         records["correctness"] = correctness.model_dump(mode="json")
     if not correctness.passed:
-        bad = next(s for s in correctness.seeds if not s.passed)
-        if bad.error:
-            status: Status = "illegal_memory_access" if any(m in bad.error.lower() for m in POISONING_MARKERS) \
-                else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
-            return done(status, correctness.summary)
-        nonfinite = any(o.n_nonfinite > 0 for o in bad.outputs)
-        return done("nan" if nonfinite else "wrong_result", correctness.summary)
+        return done(correctness_status(correctness), correctness.summary)
     fn = lambda: run_kernel(kf, case.inputs, config)
     kwargs: dict[str, Any] = {} if opts.interpreted else {"rep_ms": opts.rep_ms, "max_samples": opts.max_samples,
                                                           "min_samples": opts.min_samples}
@@ -111,22 +151,65 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     try:
         if race_against_ns and not opts.interpreted:
             short = time_callable(fn, device="cuda", min_samples=opts.race_samples, max_samples=opts.race_samples,
-                                  rep_ms=0.0, before_each=case.before_launch)
+                                  rep_ms=0.0, before_each=case.refresher())
             if clearly_slower(short.samples_ns, race_against_ns, margin=opts.race_margin):
                 phases["timing"] = time.monotonic() - t
                 return done("ok", f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
                                   f"incumbent {race_against_ns:.0f} ns", duration_ns=short.median_ns,
                             iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
-        timing = time_callable(fn, "cuda" if device.startswith("cuda") else "cpu", before_each=case.before_launch,
-                               **kwargs)
+        timing = time_callable(fn, dev, before_each=case.refresher(), **kwargs)
     except Exception as exc:  # noqa: BLE001
         return done(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
     phases["timing"] = time.monotonic() - t
     if records is not None:
         records["timing"] = timing.model_dump(mode="json")
     fields = {"duration_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "samples_ns": timing.samples_ns}
+    failure = integrity_after_timing(kf, opts, dev, case, config, fn, phases, records)
+    if failure is not None:
+        return done(failure[0], failure[1], **fields)
     why = None if opts.interpreted else impossible_reason(timing.median_ns, opts.floor_ns, opts.sol_tolerance)
     return done("impossible", why, **fields) if why else done("ok", **fields)
+
+
+def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, config: dict[str, Any], fn: Any,
+                  phases: dict[str, float], records: dict[str, Any] | None) -> tuple[Status, str] | None:
+    """The integrity checks after timing: the guard, the re-check on unseen values in the same tensors, and (GPU)
+    the device activity of a few launches. Returns (status, message) of the first failure, or None."""
+    from kernelpilot.measure.activity import device_activity
+    from kernelpilot.measure.correctness import recheck
+
+    t = time.monotonic()
+    try:
+        _guard_check("after timing")
+        again = recheck(kf, case, config, dev)
+    except Exception as exc:  # noqa: BLE001 - a tampered timer or a setup that changed its tensors
+        return getattr(exc, "failure", "stale_result"), str(getattr(exc, "message", exc))
+    if records is not None:
+        records["recheck"] = again.model_dump(mode="json")
+    if not again.passed:
+        why = again.error or next(o.reason for o in again.outputs if not o.passed)
+        return "stale_result", (f"after timing, on values no call had seen written into the same tensors: {why} "
+                                "(a result cached by pointer or computed in setup, or a kernel that stops working)")
+    if dev == "cuda" and opts.activity:
+        try:
+            activity = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
+                                       before_each=case.refresher(), n_launches=2)
+        except Exception as exc:  # noqa: BLE001
+            return classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}"
+        if records is not None:
+            records["activity"] = activity.model_dump(mode="json", exclude={"launches"})
+        if not activity.available and opts.strict:
+            return "off_timer_work", f"--strict: {activity.note} (work on other streams cannot be ruled out)"
+        if activity.problem:
+            status: Status = "kernel_not_launched" if activity.declared_launched is False or \
+                activity.problem.startswith("the launch ran nothing") else "off_timer_work"
+            return status, activity.problem
+    phases["integrity"] = time.monotonic() - t
+    try:
+        _guard_check("after the integrity checks")
+    except Exception as exc:  # noqa: BLE001
+        return getattr(exc, "failure", "timer_tampered"), str(getattr(exc, "message", exc))
+    return None
 
 
 def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
@@ -138,7 +221,8 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     on_gpu = device.startswith("cuda")
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
     sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
-                              "cuda" if on_gpu else "cpu", before_each=case.before_launch)
+                              "cuda" if on_gpu else "cpu", before_each=case.refresher())
+    _guard_check("after A/B timing")
     return {"a": sa, "b": sb}
 
 
@@ -149,7 +233,9 @@ def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tu
 
     try:
         module, name = target.split(":", 1)
-        return "call", getattr(importlib.import_module(module), name)(kf, opts, device, *args)
+        result = getattr(importlib.import_module(module), name)(kf, opts, device, *args)
+        _guard_check(f"after {name}")
+        return "call", result
     except BaseException as exc:  # noqa: BLE001 - the kernel's exits and interrupts are data too
         what = target.rsplit(":", 1)[-1].strip("_").removesuffix("_in_worker")
         return "raised", describe_exception(exc, f"running `{what}` in the worker")
@@ -170,12 +256,25 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
     try:
         from kernelpilot.kernels.contract import load_kernel, use_interpreter
 
-        use_interpreter(opts.interpreted)
+        if opts.interpreted is None:  # decide here: the parent has not imported torch
+            import torch
+
+            gpu = device.startswith("cuda") and torch.cuda.is_available()
+            device = device if gpu else "cpu"
+            opts = opts.model_copy(update={"interpreted": not gpu})
+        use_interpreter(bool(opts.interpreted))
         import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
         import triton  # noqa: F401
 
-        conn.send(("booted", None))  # kernelpilot imported: the start timeout now runs for the kernel file alone
+        from kernelpilot.measure.guard import TimerGuard
+
+        global _GUARD
+        _GUARD = TimerGuard.snapshot()  # before the kernel file: what it may not replace
+
+        # kernelpilot imported: the start timeout now runs for the kernel file alone; the parent learns the device
+        conn.send(("booted", {"device": device, "interpreted": opts.interpreted}))
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
+        _guard_check("after importing the kernel file")
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit
         conn.send(("load_error", describe_exception(exc, "importing the kernel file")))

@@ -103,3 +103,17 @@ class TritonBackend:
     def export_config(self, config: dict[str, Any]) -> str:
         """The config as a ``triton.Config(...)`` line."""
         return to_triton_config(config)
+
+    def kernel_names(self, kf: KernelFile) -> list[str]:
+        """The ``@triton.jit`` functions defined in the kernel file (through ``autotune``/``heuristics`` wrappers):
+        Triton names the compiled kernel after the function. Raises nothing."""
+        names: list[str] = []
+        for value in list(vars(kf.module).values()):
+            fn, depth = value, 0
+            while hasattr(fn, "fn") and depth < 4 and type(fn).__name__ not in ("JITFunction", "InterpretedFunction"):
+                fn, depth = fn.fn, depth + 1
+            inner = getattr(fn, "fn", None)
+            if type(fn).__name__ in ("JITFunction", "InterpretedFunction") and callable(inner) \
+                    and getattr(inner, "__module__", None) == kf.module.__name__ and inner.__name__ not in names:
+                names.append(inner.__name__)
+        return names

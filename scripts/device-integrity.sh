@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Issue 11 on a GPU machine, in stages that each fit one device call (<= 10 min):
+#   bash scripts/device-integrity.sh suite [FILE ...]   # the adversarial suite through `kernelpilot verify`, one at a time
+#   bash scripts/device-integrity.sh cost [EX ...]      # wall per evaluation and medians, before (.old/src) and after
+# "before" needs the pre-hardening source unpacked in .old/src (git archive 227ca44 src | tar -x -C .old) and carried.
+set -uo pipefail
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+source scripts/device-env.sh
+stage=${1:-suite}; shift || true
+echo "== $stage $*, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+case "$stage" in
+suite)
+  timeout 590 python3 scripts/adversarial.py --jobs 1 --json "$OUT/adversarial-gpu.json" "$@" ;;
+cost)
+  [ $# -eq 0 ] && set -- vector_add softmax layer_norm matmul
+  for ex in "$@"; do
+    for side in before after; do
+      src=$PWD/src; [ "$side" = before ] && src=$PWD/.old/src
+      PYTHONPATH=/tmp/site:$src timeout 200 python3 -m kernelpilot.cli tune examples/$ex.py --strategy exhaustive \
+        --budget-evals 12 --no-cache --prune off --json > "$OUT/cost-$ex-$side.json" 2> "$OUT/cost-$ex-$side.err"
+      python3 - "$OUT/cost-$ex-$side.json" "$ex" "$side" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+evs = [e for e in d["evaluations"] if e.get("status") == "ok" and e.get("duration_ns")]
+walls = [e["wall_s"] for e in evs if e.get("wall_s")]
+phases = {}
+for e in evs:
+    for k, v in (e.get("phases_s") or {}).items():
+        phases.setdefault(k, []).append(v)
+print(f"{sys.argv[2]} {sys.argv[3]}: {len(evs)} ok evals, wall/eval median {statistics.median(walls):.3f} s "
+      f"(min {min(walls):.3f}, max {max(walls):.3f}); "
+      + "; ".join(f"{k} {statistics.median(v):.3f}" for k, v in sorted(phases.items())))
+print("   medians us:", {json.dumps(e["config"], sort_keys=True): round(e["duration_ns"] / 1e3, 2) for e in evs})
+PY
+    done
+  done ;;
+esac
+echo "== done"

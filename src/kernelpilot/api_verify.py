@@ -1,0 +1,100 @@
+"""``kernelpilot verify``: one config through every defence, and the step that refused it (or none).
+
+The same evaluation a version of ``optimize`` gets (:func:`kernelpilot.search.worker_child._child_evaluate`:
+first launch, check over seeds and derived shapes, timing on refreshed inputs, re-check on unseen values, device
+activity, speed-of-light floor), preceded by the static screen and the declared-work check, in an isolated
+worker whose timer functions were bound before the kernel file was imported. The answer names the **stage**
+that caught the kernel (docs/measuring.md, "The kernel is an adversary"), so an adversarial suite can assert
+that each cheat is stopped where it must be.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
+
+__all__ = ["STAGES", "VerifyResult", "stage_of", "verify"]
+
+#: The steps that can refuse a kernel, in the order they run; ``none``: accepted; ``failure``: it failed in a way
+#: that is not an integrity question (compile error, crash, timeout).
+STAGES = ("screen", "declaration", "timer_guard", "check", "shapes", "recheck", "device_activity", "floor", "none",
+          "failure")
+
+_STAGE_OF_STATUS = {
+    "ok": "none", "timer_tampered": "timer_guard", "nan": "check", "wrong_result": "check", "aliased": "check",
+    "inputs_mutated": "check", "tolerance_refused": "check", "wrong_at_shape": "shapes", "stale_result": "recheck",
+    "off_timer_work": "device_activity", "kernel_not_launched": "device_activity", "impossible": "floor",
+}
+
+
+def stage_of(status: str) -> str:
+    """The stage of :data:`STAGES` an evaluation status (or a failure named by a KernelFailed) belongs to."""
+    return _STAGE_OF_STATUS.get(status, "failure")
+
+
+class VerifyResult(BaseModel):
+    """``kernelpilot verify``: whether the config's result can be trusted, and if not which step said so.
+
+    ``evaluation`` is the full record when the kernel got that far; ``screen_flags`` the static screen's
+    non-refusing findings; ``records`` the correctness, timing, re-check and activity records (JSON)."""
+
+    kernel: str
+    accepted: bool
+    stage: str
+    status: str
+    message: str
+    evaluation: Evaluation | None = None
+    screen_flags: list[str] = []
+    records: dict[str, Any] = {}
+
+
+def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
+           ref: str | Path | None = None, strict: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S) -> VerifyResult:
+    """Run one config of ``kernel`` through every defence (module docstring). Never raises for the kernel's own
+    faults: they are the answer.
+
+    Raises:
+        ContractError: the file breaks the contract in a way that is not an integrity question (missing names).
+    """
+    from kernelpilot.errors import DeclarationError, KernelFailed, ScreenRefused
+
+    def refused(stage: str, status: str, exc: Any) -> VerifyResult:
+        return VerifyResult(kernel=str(kernel), accepted=False, stage=stage, status=status, message=exc.message)
+
+    try:
+        with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
+            return VerifyResult.model_validate_json(
+                iso.call("kernelpilot.api_verify:_verify_in_worker", shape, config, strict))
+    except ScreenRefused as exc:
+        return refused("screen", "screened", exc)
+    except DeclarationError as exc:
+        return refused("declaration", "declaration", exc)
+    except KernelFailed as exc:
+        return refused(stage_of(exc.failure), exc.failure, exc)
+
+
+def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | None, config: dict[str, Any] | None,
+                      strict: bool) -> str:
+    """Worker side of :func:`verify`: the VerifyResult as JSON."""
+    from kernelpilot.app.context import roofline_at
+    from kernelpilot.kernels.contract import resolve_config, resolve_shape
+    from kernelpilot.search.worker_child import _child_evaluate
+
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
+    roof, _, _ = roofline_at(kf, shp, dev, None)  # DeclarationError: declared work below the tensors'
+    wopts = opts.model_copy(update={"shape": shp, "strict": strict,
+                                    "floor_ns": roof.floor_ns if roof else None,
+                                    "sol_tolerance": roof.sol_tolerance if roof else 0.05})
+    records: dict[str, Any] = {}
+    ev = _child_evaluate(kf, wopts, device, cfg, None, records=records)
+    stage = stage_of(ev.status)
+    return VerifyResult(kernel=str(kf.path), accepted=stage == "none", stage=stage, status=ev.status,
+                        message=ev.message or "every check passed", evaluation=ev,
+                        screen_flags=list(kf.extras.get("screen_flags", [])),
+                        records={k: v for k, v in records.items() if k != "timing"}).model_dump_json()

@@ -1,0 +1,156 @@
+"""One problem instance of a kernel file: the inputs ``setup`` built, which of them are outputs, in-place,
+read in part or scratch, and the refresh every timed launch gets (docs/contract.md)."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from kernelpilot.errors import ContractError
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile, Shape
+
+__all__ = ["Case", "make_case", "poison_tensor"]
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    params = inspect.signature(fn).parameters
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+@dataclass
+class Case:
+    """One problem instance: the inputs ``setup`` built, the names of the outputs among them, and the in-place ones.
+
+    Attributes:
+        inputs: name -> tensor or scalar, passed to ``run_kernel`` and ``reference`` as keywords.
+        outputs: names of the tensors ``run_kernel`` writes.
+        inplace: the outputs ``run_kernel`` also reads (their values are inputs); restored by :meth:`restore`.
+        pristine: copies of the in-place tensors as ``setup`` built them (taken by :func:`make_case`).
+        partial: inputs the kernel reads only in part (``setup()["partial"]``), left out of the minimum bytes.
+        scratch: inputs the kernel (or an autotune ``pre_hook``) may write freely: workspaces, locks, counters
+            (``setup()["scratch"]``); not checked for modification, not counted in the minimum bytes.
+    """
+
+    inputs: dict[str, Any]
+    outputs: list[str]
+    shape: Shape
+    seed: int
+    inplace: list[str] = field(default_factory=list)
+    pristine: dict[str, Any] = field(default_factory=dict, repr=False)
+    partial: list[str] = field(default_factory=list)
+    scratch: list[str] = field(default_factory=list)
+    _base: dict[str, Any] | None = field(default=None, repr=False)
+
+    def restore(self) -> None:
+        """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
+        so pointers captured by a launch stay valid). Does nothing without in-place tensors."""
+        for name, saved in self.pristine.items():
+            self.inputs[name].copy_(saved)
+
+    @property
+    def before_launch(self) -> Callable[[], None] | None:
+        """:meth:`restore` when the case has in-place tensors, else None (for callers that only need inputs
+        restored, e.g. ncu's replay); timers use :meth:`refresher`."""
+        return self.restore if self.inplace else None
+
+    def refresh(self, index: int) -> None:
+        """Make the next launch see inputs it has never seen and outputs it never wrote, outside any timed region.
+
+        Every floating input tensor (in-place ones too) becomes its value from ``setup`` scaled by
+        ``1 + k·2⁻¹²`` with ``k = index mod 97 + 1`` (distinct across 97 consecutive launches, at most 2.4 %, same
+        pointers); non-in-place outputs are filled with NaN (integers with a sentinel). A kernel that caches
+        results by pointer or by content, or skips work when its outputs already hold a result, then pays for
+        the work in every timed sample (docs/measuring.md, "Timing"). Integer inputs (indices) keep their values.
+        """
+        import torch
+
+        if self._base is None:
+            self._base = {n: v.detach().clone() for n, v in self.inputs.items() if isinstance(v, torch.Tensor)
+                          and v.dtype.is_floating_point and n not in self.outputs and n not in self.scratch}
+        factor = 1.0 + (index % 97 + 1) * 2.0 ** -12
+        for name, base in {**self._base, **self.pristine}.items():
+            torch.mul(base, factor, out=self.inputs[name])
+        for name in self.outputs:
+            if name not in self.inplace:
+                poison_tensor(self.inputs[name])
+
+    def refresher(self) -> Callable[[], None]:
+        """A ``before_each`` for the timers: :meth:`refresh` with a counter (one call per launch)."""
+        counter = itertools.count()
+        return lambda: self.refresh(next(counter))
+
+
+def poison_tensor(t: Any) -> None:
+    """Fill a tensor with NaN (floats), True (bools) or the dtype's minimum (integers) so unwritten elements show."""
+    import torch
+
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).min)
+
+
+def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
+    """Call ``setup(**shape, seed=seed, device=device)`` and validate what it returns.
+
+    ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
+
+    When setup returns ``"inplace": [names]`` (outputs that ``run_kernel`` also reads), each named tensor is cloned
+    once here into :attr:`Case.pristine` (extra memory: one copy of each in-place tensor) for :meth:`Case.restore`.
+
+    Raises:
+        ContractError: setup raised, or returned something other than ``{"inputs": dict, "outputs": [names]}``
+            with every output name a tensor in ``inputs``; or ``inplace`` is not a list of output names.
+    """
+    import torch
+
+    kwargs: dict[str, Any] = {**shape, "seed": seed}
+    if _accepts(kf.setup, "device"):
+        kwargs["device"] = device
+    try:
+        result = kf.setup(**kwargs)
+    except Exception as exc:
+        raise ContractError(f"{kf.path}: setup({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) raised "
+                            f"{type(exc).__name__}: {exc}", "setup must build inputs for any shape in SHAPE") from exc
+    hint = 'setup must return {"inputs": {name: tensor or scalar}, "outputs": [names of output tensors in inputs]}'
+    if not isinstance(result, dict) or "inputs" not in result or "outputs" not in result:
+        raise ContractError(f"{kf.path}: setup returned {type(result).__name__} without 'inputs' and 'outputs'", hint)
+    inputs, outputs = result["inputs"], result["outputs"]
+    if not isinstance(inputs, dict):
+        raise ContractError(f"{kf.path}: setup()['inputs'] is a {type(inputs).__name__}, not a dict", hint)
+    if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
+        raise ContractError(f"{kf.path}: setup()['outputs'] must be a non-empty list of names", hint)
+    for name in outputs:
+        if name not in inputs:
+            raise ContractError(f"{kf.path}: output {name!r} is not among the inputs ({', '.join(inputs)})", hint)
+        if not isinstance(inputs[name], torch.Tensor):
+            raise ContractError(f"{kf.path}: output {name!r} is a {type(inputs[name]).__name__}, not a tensor", hint)
+    inplace = result.get("inplace", [])
+    ihint = 'list the outputs run_kernel also reads, e.g. "inplace": ["q", "k"] with "outputs": ["q", "k"]'
+    if isinstance(inplace, str) or not isinstance(inplace, (list, tuple)):
+        raise ContractError(f"{kf.path}: setup()['inplace'] must be a list of output names, "
+                            f"got {type(inplace).__name__}", ihint)
+    for name in inplace:
+        if name not in outputs:
+            raise ContractError(f"{kf.path}: in-place name {name!r} is not among the outputs ({', '.join(outputs)})",
+                                ihint)
+    if len(set(inplace)) != len(inplace):
+        raise ContractError(f"{kf.path}: setup()['inplace'] repeats a name: {list(inplace)}", ihint)
+    extra: dict[str, list[str]] = {}
+    for key, example in (("partial", '"partial": ["table"] for an embedding table read by index'),
+                         ("scratch", '"scratch": ["workspace"] for a buffer the kernel or a pre_hook writes')):
+        names = result.get(key, [])
+        if isinstance(names, str) or not isinstance(names, (list, tuple)) or any(
+                n not in inputs or n in outputs or not isinstance(inputs[n], torch.Tensor) for n in names):
+            raise ContractError(f"{kf.path}: setup()[{key!r}] must list input tensors that are not outputs, "
+                                f"got {names!r}", f"e.g. {example}")
+        extra[key] = list(names)
+    pristine = {name: inputs[name].detach().clone() for name in inplace}
+    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
+                pristine=pristine, **extra)

@@ -1,0 +1,192 @@
+"""Comparing one output with its reference: per element and per segment, never per tensor alone.
+
+The rule (docs/measuring.md, "Correctness"), for an output ``out`` and its float64 reference ``ref``:
+
+- a **segment** is a row along the last dimension (a tensor of two or more dimensions), else a run of
+  :data:`SEGMENT_ELEMENTS` consecutive elements; ``scale(s)`` is the RMS of the reference over segment ``s``,
+  never below :data:`SCALE_FLOOR_REL` × the RMS of the whole reference (1 when the reference is all zero);
+- **every element**: ``|out − ref| ≤ atol · scale(its segment) + rtol · |ref|``. The absolute allowance follows
+  the magnitude of the element's own row, so a row whose values are far below the tensor's RMS cannot be
+  written as zeros (with a whole-tensor scale it could: issue 11's cheat);
+- **every segment**: relative L2 error ``‖out_s − ref_s‖ / ‖ref_s‖ ≤ rtol`` (segments whose reference is all
+  zero are held to the element rule alone);
+- the whole tensor: relative L2 error ``≤ rtol``; NaN or Inf where the reference is finite always fails.
+
+Tolerances come from the output's dtype (:data:`TOLERANCES`); a kernel file may loosen them only visibly
+(:func:`tolerance_for` says so) and never past :data:`MAX_ATOL` / :data:`MAX_RTOL`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["MAX_ATOL", "MAX_RTOL", "OutputCheck", "SCALE_FLOOR_REL", "SEGMENT_ELEMENTS", "TOLERANCES", "Tolerance",
+           "compare", "tolerance_for"]
+
+# (atol, rtol) by output dtype; docs/measuring.md "Correctness" (fp32 1e-5/1e-3, fp16/bf16 1e-2/1e-2).
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-8, 1e-6),
+    "float32": (1e-5, 1e-3),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+}
+#: The loosest tolerance a kernel file may declare: an error of 10 % of the row's RMS, or 10 % relative (fp8
+#: e4m3 rounds to 2⁻⁴ ≈ 6 % relative). Beyond it the file is refused, not trusted.
+MAX_ATOL, MAX_RTOL = 0.1, 0.1
+#: Elements per segment of a one-dimensional output.
+SEGMENT_ELEMENTS = 1024
+#: A segment's scale never drops below this fraction of the whole reference's RMS, so an all-zero row is held
+#: to (almost) exact zeros rather than to nothing.
+SCALE_FLOOR_REL = 1e-3
+
+
+class Tolerance(BaseModel):
+    """The tolerance applied to one output: values, the dtype's defaults, and whether the file loosened them.
+
+    ``loosened`` is True when the file's ``atol``/``rtol`` exceed the dtype's; ``over_cap`` when they exceed
+    :data:`MAX_ATOL`/:data:`MAX_RTOL` (always refused)."""
+
+    atol: float
+    rtol: float
+    default_atol: float
+    default_rtol: float
+    source: str
+    loosened: bool = False
+    over_cap: bool = False
+
+
+def tolerance_for(dtype: Any, kf: Any = None) -> Tolerance:
+    """The tolerance for an output dtype (a ``torch.dtype`` or its name); the kernel/ref file's ``atol``/``rtol``
+    (``kf.atol``/``kf.rtol``) override the table, visibly. Integer outputs must match exactly (0, 0)."""
+    name = str(dtype).removeprefix("torch.")
+    floating = name.startswith(("float", "bfloat", "complex"))
+    atol, rtol = TOLERANCES.get(name, (1e-1, 1e-1) if floating else (0.0, 0.0))
+    d_atol, d_rtol = atol, rtol
+    file_atol = getattr(kf, "atol", None) if kf is not None else None
+    file_rtol = getattr(kf, "rtol", None) if kf is not None else None
+    atol = float(file_atol) if file_atol is not None else atol
+    rtol = float(file_rtol) if file_rtol is not None else rtol
+    source = "dtype table" if file_atol is None and file_rtol is None else \
+        f"kernel file (atol={file_atol}, rtol={file_rtol}; dtype table {d_atol:g}/{d_rtol:g})"
+    return Tolerance(atol=atol, rtol=rtol, default_atol=d_atol, default_rtol=d_rtol, source=source,
+                     loosened=atol > d_atol or rtol > d_rtol, over_cap=atol > MAX_ATOL or rtol > MAX_RTOL)
+
+
+class OutputCheck(BaseModel):
+    """The comparison of one output tensor with the reference, for one seed.
+
+    Errors are in the output's units. ``scale`` is the whole reference's RMS; ``worst_segment`` the index of the
+    segment (row) with the largest relative L2 error and ``worst_segment_rel_error`` that error.
+    """
+
+    name: str
+    dtype: str
+    shape: list[int]
+    n_elements: int
+    n_nonfinite: int
+    n_mismatched: int
+    rel_l2_error: float | None
+    max_abs_error: float | None
+    atol: float
+    rtol: float
+    scale: float
+    n_segments: int = 0
+    worst_segment: int | None = None
+    worst_segment_rel_error: float | None = None
+    first_bad_index: list[int] | None = None
+    first_bad_values: tuple[float | None, float | None] | None = None  # None: NaN/Inf (JSON has neither)
+    passed: bool
+    reason: str
+
+
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
+    """Compare one output with its reference (the module docstring's rule).
+
+    Args:
+        out: the kernel's output, any dtype and device.
+        ref: the reference, same number of elements (compared in float64 on ``out``'s device; on the host when
+            the device runs out of memory).
+    """
+    import torch
+
+    base = dict(name=name, dtype=str(out.dtype).removeprefix("torch."), shape=list(out.shape),
+                n_elements=out.numel(), atol=atol, rtol=rtol)
+    if ref.numel() != out.numel():
+        return OutputCheck(**base, n_nonfinite=0, n_mismatched=out.numel(), rel_l2_error=None, max_abs_error=None,
+                           scale=0.0, passed=False,
+                           reason=f"shape mismatch: kernel {list(out.shape)} vs reference {list(ref.shape)}")
+    try:  # on the output's device: a 64 M-element comparison on the host costs seconds per seed
+        return _compare(base, out, ref, atol, rtol, out.device)
+    except torch.OutOfMemoryError:
+        return _compare(base, out, ref, atol, rtol, torch.device("cpu"))
+
+
+def _segments(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """``t`` (flat) as a 2-D (segments × elements) view: rows of the last dimension, else runs of 1024."""
+    import torch
+
+    n = t.numel()
+    if len(shape) >= 2 and shape[-1] > 0:
+        return t.reshape(-1, shape[-1])
+    width = min(SEGMENT_ELEMENTS, max(n, 1))
+    pad = (-n) % width
+    return torch.nn.functional.pad(t, (0, pad)).reshape(-1, width) if pad else t.reshape(-1, width)
+
+
+def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
+             device: torch.device) -> OutputCheck:
+    import torch
+
+    o = out.detach().reshape(-1).to(device=device, dtype=torch.float64)
+    r = ref.detach().reshape(-1).to(device=device, dtype=torch.float64)
+    ref_finite = torch.isfinite(r)
+    n_nonfinite = int((~torch.isfinite(o) & ref_finite).sum())
+    r0 = torch.where(ref_finite, r, 0.0)
+    whole = float(torch.sqrt(torch.mean(r0 ** 2))) if r.numel() else 0.0
+    whole = whole if whole > 0 else 1.0
+    seg_r = _segments(r0, base["shape"])
+    seg_scale = torch.sqrt(torch.mean(seg_r ** 2, dim=1)).clamp_min(SCALE_FLOOR_REL * whole)
+    scale = seg_scale.repeat_interleave(seg_r.shape[1])[: r.numel()]
+    diff = (o - r).abs()
+    diff = torch.where(ref_finite, diff, torch.where(o.eq(r) | (o.isnan() & r.isnan()), 0.0, float("inf")))
+    mismatch = ~(diff <= atol * scale + rtol * r.abs())  # NaN differences count as mismatches
+    n_mismatched = int(mismatch.sum())
+    finite_both = ref_finite & torch.isfinite(o)
+    err = torch.where(finite_both, o - r, 0.0)
+    ref_norm = float(torch.linalg.vector_norm(r0))
+    err_norm = float(torch.linalg.vector_norm(err))
+    rel_l2 = err_norm / ref_norm if ref_norm > 0 else err_norm
+    seg_ref_norm = torch.linalg.vector_norm(seg_r, dim=1)
+    seg_err = torch.linalg.vector_norm(_segments(err, base["shape"]), dim=1)
+    seg_rel = torch.where(seg_ref_norm > 0, seg_err / seg_ref_norm.clamp_min(1e-300), 0.0)
+    worst = int(torch.argmax(seg_rel)) if seg_rel.numel() else None
+    worst_rel = float(seg_rel[worst]) if worst is not None else None
+    max_abs = float(diff[finite_both].max()) if bool(finite_both.any()) else None
+    first_idx, first_vals = None, None
+    if n_mismatched:
+        flat = int(torch.nonzero(mismatch)[0])
+        shape = tuple(base["shape"])
+        first_idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)] if shape else []
+        first_vals = tuple(v if math.isfinite(v) else None for v in (float(o[flat]), float(r[flat])))
+    n = base["n_elements"]
+    if n_nonfinite:
+        passed, reason = False, f"{n_nonfinite} of {n} elements are NaN/Inf where the reference is finite " \
+                                "(unwritten or overflowed)"
+    elif n_mismatched:
+        passed, reason = False, f"{n_mismatched} of {n} elements outside atol*rms(row) + rtol*|ref|"
+    elif worst_rel is not None and worst_rel > rtol:
+        passed, reason = False, f"segment {worst} (a row) has relative L2 error {worst_rel:.3g} > rtol {rtol:g}"
+    elif rel_l2 > rtol:
+        passed, reason = False, f"relative L2 error {rel_l2:.3g} > rtol {rtol:g}"
+    else:
+        passed, reason = True, f"relative L2 error {rel_l2:.3g} <= {rtol:g}; every element and row within tolerance"
+    return OutputCheck(**base, n_nonfinite=n_nonfinite, n_mismatched=n_mismatched, rel_l2_error=rel_l2,
+                       max_abs_error=max_abs, scale=whole, n_segments=int(seg_r.shape[0]), worst_segment=worst,
+                       worst_segment_rel_error=worst_rel, first_bad_index=first_idx, first_bad_values=first_vals,
+                       passed=passed, reason=reason)

@@ -1,0 +1,160 @@
+"""The timer out of the kernel's reach: functions bound before any kernel file is imported, and checked after.
+
+A kernel file runs in the same process as the timer (the worker), so it can replace Python functions: patch
+``torch.cuda.Event.elapsed_time`` to halve every time, ``time.perf_counter``, ``torch.cuda.synchronize``, or
+kernelpilot's own ``compare``. Two defences (docs/measuring.md, "Timing"; issue 11's cheat got a 1.99× false
+speedup accepted by patching the event timer at import):
+
+1. :func:`bound` captures the timing functions once, before the kernel file is imported (the worker calls
+   :meth:`TimerGuard.snapshot` first); the timers call those captured references, so a later patch does not
+   change what they call.
+2. :class:`TimerGuard` remembers the identity of every watched attribute — the timing and synchronisation
+   functions of ``time``, ``torch.cuda``, ``torch.cuda.Event``, ``torch.profiler``, and every function and
+   method of kernelpilot's measuring modules — and of the watched modules in ``sys.modules``.
+   :meth:`TimerGuard.check` names each one that changed; the worker calls it after the import, after every
+   launch phase and before it reports a result, and a change is the failure ``timer_tampered``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+__all__ = ["BoundTimers", "TimerGuard", "Tampered", "bound"]
+
+#: Attributes of third-party modules and classes the measurement relies on: (module, dotted attribute path).
+WATCHED_ATTRS: tuple[tuple[str, str], ...] = (
+    ("time", "perf_counter"), ("time", "perf_counter_ns"), ("time", "monotonic"), ("time", "time"),
+    ("time", "sleep"), ("statistics", "median"), ("statistics", "quantiles"),
+    ("torch", "equal"), ("torch", "isfinite"), ("torch", "allclose"), ("torch", "compile"),
+    ("torch.cuda", "Event"), ("torch.cuda", "synchronize"), ("torch.cuda", "current_stream"),
+    ("torch.cuda", "is_available"), ("torch.cuda", "get_device_properties"),
+    ("torch.cuda", "Event.record"), ("torch.cuda", "Event.elapsed_time"), ("torch.cuda", "Event.synchronize"),
+    ("torch.cuda", "Event.query"), ("torch.cuda", "Event.__init__"), ("torch.cuda", "Event.__new__"),
+    ("torch.cuda", "Stream.synchronize"), ("torch.profiler", "profile"), ("torch.autograd", "profiler"),
+    ("torch", "Tensor.copy_"), ("torch", "Tensor.fill_"), ("torch", "Tensor.clone"),
+)
+#: kernelpilot modules whose every function, class and method is watched.
+WATCHED_MODULES: tuple[str, ...] = (
+    "kernelpilot.measure.timing", "kernelpilot.measure.compare", "kernelpilot.measure.correctness",
+    "kernelpilot.measure.guard", "kernelpilot.measure.activity", "kernelpilot.kernels.contract",
+    "kernelpilot.kernels.workload", "kernelpilot.hardware.roofline", "kernelpilot.search.worker_child",
+    "kernelpilot.search.stats", "kernelpilot.records.evaluation", "kernelpilot.report.benchmark", "kernelpilot.api",
+)
+
+
+class Tampered(Exception):
+    """A watched function or module was replaced; ``changed`` lists each as ``module.attribute``."""
+
+    def __init__(self, changed: list[str]) -> None:
+        super().__init__("the kernel file replaced functions kernelpilot measures with: " + ", ".join(changed))
+        self.changed = changed
+
+
+@dataclass(frozen=True)
+class BoundTimers:
+    """The timing functions as they were before any kernel file was imported (see the module docstring)."""
+
+    event: Any
+    record: Callable[..., Any]
+    elapsed_time: Callable[..., float]
+    synchronize: Callable[[], None]
+    perf_counter: Callable[[], float]
+    perf_counter_ns: Callable[[], int]
+
+
+_BOUND: BoundTimers | None = None
+
+
+def bound() -> BoundTimers:
+    """The captured timing functions (captured on the first call; needs torch). Raises ImportError without torch."""
+    global _BOUND
+    if _BOUND is None:
+        import torch
+
+        _BOUND = BoundTimers(event=torch.cuda.Event, record=torch.cuda.Event.record,
+                             elapsed_time=torch.cuda.Event.elapsed_time, synchronize=torch.cuda.synchronize,
+                             perf_counter=time.perf_counter, perf_counter_ns=time.perf_counter_ns)
+    return _BOUND
+
+
+def _resolve(module: str, path: str) -> Any:
+    obj: Any = sys.modules.get(module) or importlib.import_module(module)
+    for part in path.split("."):
+        obj = obj.__dict__[part] if isinstance(obj, type) and part in obj.__dict__ else getattr(obj, part)
+    return obj
+
+
+def _watchable(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, classmethod, staticmethod,
+                              property, types.MethodType))
+
+
+class TimerGuard:
+    """Identities of the watched attributes and modules (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._attrs: dict[str, Any] = {}
+        self._modules: dict[str, types.ModuleType] = {}
+
+    @classmethod
+    def snapshot(cls) -> TimerGuard:
+        """Import the watched modules, bind the timers (:func:`bound`) and remember every identity. Call it before
+        importing a kernel file."""
+        guard = cls()
+        bound()
+        for module, path in WATCHED_ATTRS:
+            try:
+                guard._attrs[f"{module}.{path}"] = _resolve(module, path)
+            except (ImportError, AttributeError, KeyError):
+                continue  # not in this torch build: nothing to watch
+        for name in WATCHED_MODULES:
+            mod = importlib.import_module(name)
+            guard._modules[name] = mod
+            for attr, value in vars(mod).items():
+                if _watchable(value):
+                    guard._attrs[f"{name}.{attr}"] = value
+                if isinstance(value, type) and value.__module__ == name:
+                    for meth, fn in vars(value).items():
+                        if isinstance(fn, (types.FunctionType, classmethod, staticmethod, property)):
+                            guard._attrs[f"{name}.{attr}.{meth}"] = fn
+        return guard
+
+    def changed(self) -> list[str]:
+        """Every watched attribute or module that is no longer the object remembered (empty: untouched)."""
+        out = [name for name, mod in self._modules.items() if sys.modules.get(name) is not mod]
+        for key, value in self._attrs.items():
+            module, path = self._split(key)
+            try:
+                now = _resolve(module, path) if module not in self._modules else self._lookup(module, path)
+            except (ImportError, AttributeError, KeyError):
+                out.append(f"{key} (deleted)")
+                continue
+            if now is not value:
+                out.append(key)
+        return out
+
+    def check(self) -> None:
+        """Raise :class:`Tampered` naming what changed; return quietly when nothing did."""
+        changed = self.changed()
+        if changed:
+            raise Tampered(changed)
+
+    def _split(self, key: str) -> tuple[str, str]:
+        for module in sorted(self._modules, key=len, reverse=True):
+            if key.startswith(module + "."):
+                return module, key[len(module) + 1:]
+        for module, path in WATCHED_ATTRS:
+            if key == f"{module}.{path}":
+                return module, path
+        raise KeyError(key)
+
+    def _lookup(self, module: str, path: str) -> Any:
+        obj: Any = self._modules[module]
+        for part in path.split("."):
+            obj = vars(obj)[part]
+        return obj

@@ -1,0 +1,68 @@
+"""Cheat (screen): replaces builtins.sorted so that a list of timing samples sorts to copies of its minimum.
+
+statistics.median and statistics.quantiles sort with the builtin, so any median taken afterwards is the
+fastest sample and the spread is zero. Other lists sort normally. The softmax is honest. Models the
+monkeypatching attacks listed by pygpubench (Python-level hooks into the harness). Caught by the static screen.
+"""
+
+import builtins
+
+import torch
+import triton
+import triton.language as tl
+
+SHAPE = {"M": 4096, "N": 1024, "dtype": "float32"}
+CPU_SHAPE = {"M": 8, "N": 128, "dtype": "float32"}
+TUNABLES = {"num_warps": [4, 8]}
+
+
+_real_sorted = builtins.sorted
+
+
+def _sorted(iterable, *args, **kwargs):
+    items = _real_sorted(iterable, *args, **kwargs)
+    if len(items) >= 8 and all(type(v) is float for v in items):
+        return [items[0]] * len(items)
+    return items
+
+
+builtins.sorted = _sorted
+
+
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+def setup(M, N, dtype="float32", seed=0, device="cuda", **_):
+    """Seeded x = 4 * N(0, 1) (a wide exp range) and an uninitialized y."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = 4.0 * torch.randn(M, N, generator=gen, device=device)
+    return {"inputs": {"x": x, "y": torch.empty_like(x), "M": M, "N": N}, "outputs": ["y"]}
+
+
+def _launch(x, y, M, N, num_warps):
+    _softmax_rows[(M,)](x, y, N, x.stride(0), y.stride(0), BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
+
+
+def run_kernel(x, y, M, N, *, num_warps, **_):
+    """One program per row; writes y."""
+    _launch(x, y, M, N, num_warps)
+
+
+def reference(x, y, M, N, **_):
+    """torch.softmax over the last dimension."""
+    return torch.softmax(x, dim=-1)
+
+
+def flops(M, N, **_):
+    return 5 * M * N
+
+
+def bytes_moved(M, N, **_):
+    return 2 * M * N * 4

@@ -1,0 +1,56 @@
+"""Cheat (screen): hides an Event.elapsed_time patch in a base64 string and runs it with exec at import.
+
+No assignment to torch is visible in the source; the decoded text halves every event-timed interval. Models the
+obfuscated forms of the timer patch (GPU MODE reference-kernels #162); the vector add is honest. Caught by the
+static screen (exec of a string).
+"""
+
+import base64
+
+import torch
+import triton
+import triton.language as tl
+
+SHAPE = {"N": 2**24, "dtype": "float32"}
+CPU_SHAPE = {"N": 3000, "dtype": "float32"}
+TUNABLES = {"BLOCK_SIZE": [1024, 4096], "num_warps": [4, 8]}
+
+
+_PAYLOAD = ("aW1wb3J0IHRvcmNoCl9yZWFsID0gdG9yY2guY3VkYS5FdmVudC5lbGFwc2VkX3RpbWUKdG9yY2guY3VkYS5FdmVudC5lbGFw"
+            "c2VkX3RpbWUgPSBsYW1iZGEgc2VsZiwgZW5kOiAwLjUgKiBfcmVhbChzZWxmLCBlbmQpCg==")
+exec(base64.b64decode(_PAYLOAD).decode(), {})
+
+
+@triton.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, N, BLOCK_SIZE: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < N
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+def setup(N, dtype="float32", seed=0, device="cuda", **_):
+    """Seeded standard-normal x and y, an uninitialized out."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(N, generator=gen, device=device)
+    y = torch.randn(N, generator=gen, device=device)
+    return {"inputs": {"x": x, "y": y, "out": torch.empty_like(x), "N": N}, "outputs": ["out"]}
+
+
+def run_kernel(x, y, out, N, *, BLOCK_SIZE, num_warps, **_):
+    """One program per BLOCK_SIZE elements; writes out."""
+    _add_kernel[(triton.cdiv(N, BLOCK_SIZE),)](x, y, out, N, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)
+
+
+def reference(x, y, out, N, **_):
+    """x + y."""
+    return x + y
+
+
+def flops(N, **_):
+    return N
+
+
+def bytes_moved(N, **_):
+    return 3 * N * 4

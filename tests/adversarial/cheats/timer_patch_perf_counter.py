@@ -1,0 +1,68 @@
+"""Cheat (screen): slows the host's wall clock at import (time.perf_counter and perf_counter_ns run at half speed).
+
+Any host-side timing (the interpreter's, or a harness that synchronizes and reads perf_counter) sees half the
+real time; the softmax is honest. Models DeepReinforce's "monkey-patched timing" entry (countered by checking
+function identities) and the pygpubench README's warning that Python timing can be monkeypatched. Caught by the
+static screen.
+"""
+
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+SHAPE = {"M": 4096, "N": 1024, "dtype": "float32"}
+CPU_SHAPE = {"M": 8, "N": 128, "dtype": "float32"}
+TUNABLES = {"num_warps": [4, 8]}
+
+
+_real_ns = time.perf_counter_ns
+_start_ns = _real_ns()
+
+
+def _slow_ns():
+    return _start_ns + (_real_ns() - _start_ns) // 2
+
+
+time.perf_counter_ns = _slow_ns
+time.perf_counter = lambda: _slow_ns() * 1e-9
+
+
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, N, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf"))
+    num = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, num / tl.sum(num, axis=0), mask=mask)
+
+
+def setup(M, N, dtype="float32", seed=0, device="cuda", **_):
+    """Seeded x = 4 * N(0, 1) (a wide exp range) and an uninitialized y."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = 4.0 * torch.randn(M, N, generator=gen, device=device)
+    return {"inputs": {"x": x, "y": torch.empty_like(x), "M": M, "N": N}, "outputs": ["y"]}
+
+
+def _launch(x, y, M, N, num_warps):
+    _softmax_rows[(M,)](x, y, N, x.stride(0), y.stride(0), BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
+
+
+def run_kernel(x, y, M, N, *, num_warps, **_):
+    """One program per row; writes y."""
+    _launch(x, y, M, N, num_warps)
+
+
+def reference(x, y, M, N, **_):
+    """torch.softmax over the last dimension."""
+    return torch.softmax(x, dim=-1)
+
+
+def flops(M, N, **_):
+    return 5 * M * N
+
+
+def bytes_moved(M, N, **_):
+    return 2 * M * N * 4

@@ -1,0 +1,137 @@
+"""The hardened check (issue 11): per-row tolerance, aliasing, mutated inputs, a second run, derived shapes,
+tolerances loosened only visibly, and the re-check after timing with fresh values in the same tensors. Each test
+is a small cheat that today's kernelpilot must reject, next to the honest form that must pass."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import TORCH_KERNEL
+from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
+from kernelpilot.measure.compare import compare
+from kernelpilot.measure.correctness import check_correctness, recheck
+
+CFG = {"BLOCK": 64, "num_warps": 4}
+
+ROWS = '''
+import torch
+SHAPE = {"M": 64, "N": 128}
+CPU_SHAPE = {"M": 16, "N": 64}
+TUNABLES = {"BLOCK": [64]}
+
+def setup(M, N, seed=0, device="cpu", **_):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, N, generator=g)
+    x[1::4] *= 1e-6          # every fourth row is tiny
+    return {"inputs": {"x": x.to(device), "y": torch.empty(M, N, device=device), "M": M, "N": N}, "outputs": ["y"]}
+
+def run_kernel(x, y, M, N, *, BLOCK, **_):
+    BODY
+
+def reference(x, y, M, N, **_):
+    return x * 2
+'''
+
+
+def check(path, shape=None, **kw):
+    kf = load_kernel(path, interpreted=True)
+    return kf, check_correctness(kf, shape or kf.cpu_shape, CFG if "BLOCK" not in kf.tunables or "num_warps" in
+                                 kf.tunables else {"BLOCK": 64}, "cpu", **kw)
+
+
+def test_tiny_rows_written_as_zeros_fail_per_row_but_passed_the_whole_tensor_rule(write_kernel):
+    cheat = "big = (x.abs().amax(dim=1, keepdim=True) > 1e-2).to(x.dtype)\n    y.copy_(x * 2 * big)"
+    _, r = check(write_kernel(source=ROWS.replace("BODY", cheat)))
+    assert not r.passed and r.failed_stage == "check"
+    out = torch.randn(16, 64, dtype=torch.float64)
+    out[1::4] *= 1e-6
+    zeroed = out.clone()
+    zeroed[1::4] = 0
+    whole_rms = float(out.pow(2).mean().sqrt())
+    # the old rule (atol scaled by the whole tensor's RMS) let the zeroed rows through: shown here
+    assert bool(((zeroed - out).abs() <= 1e-5 * whole_rms + 1e-3 * out.abs()).all())
+    assert not compare("y", zeroed.float(), out, 1e-5, 1e-3).passed
+    assert check(write_kernel(source=ROWS.replace("BODY", "y.copy_(x * 2)"), name="ok.py"))[1].passed
+
+
+def test_output_sharing_memory_with_an_input_is_refused(write_kernel):
+    src = TORCH_KERNEL.replace("BODY", "out.copy_(x + y)").replace(
+        '"out": torch.empty_like(x)', '"out": x[:]')
+    _, r = check(write_kernel(source=src))
+    assert not r.passed and r.failed_stage == "aliasing" and "shares memory with input 'x'" in r.summary
+
+
+def test_reference_returning_a_kernel_tensor_is_refused(write_kernel):
+    src = TORCH_KERNEL.replace("BODY", "out.copy_(x + y); global LAST; LAST = out").replace(
+        "return x + y", "return LAST")
+    _, r = check(write_kernel(source=src))
+    assert not r.passed and r.failed_stage == "aliasing" and "reference output 'out'" in r.summary
+
+
+def test_kernel_modifying_an_input_is_refused(write_kernel):
+    _, r = check(write_kernel("out.copy_(x + y); x.zero_()"))
+    assert not r.passed and r.failed_stage == "inputs" and "modified input 'x'" in r.summary
+
+
+def test_a_kernel_that_works_only_once_fails_on_its_second_run(write_kernel):
+    body = "global CALLS\n    CALLS = globals().get('CALLS', 0) + 1\n    if CALLS == 1: out.copy_(x + y)"
+    _, r = check(write_kernel(body))
+    assert not r.passed and "second run" in r.summary
+
+
+def test_correct_only_at_the_declared_shape_fails_at_the_derived_one(write_kernel):
+    body = "if N == 300: out.copy_(x + y)\n    else: out.copy_(x)"
+    _, r = check(write_kernel(body))
+    assert not r.passed and r.failed_stage == "shapes" and "{'N': 150}" in r.summary
+    declared = TORCH_KERNEL.replace("BODY", "out.copy_(x + y)") + "\nCHECK_SHAPES = [{'N': 77}, {'N': 1}]\n"
+    _, ok = check(write_kernel(source=declared, name="d.py"))
+    assert ok.passed and ok.shapes_checked == [{"N": 300}, {"N": 77}, {"N": 1}]
+    off = TORCH_KERNEL.replace("BODY", "out.copy_(x + y)") + "\nCHECK_SHAPES = []\n"
+    _, r = check(write_kernel(source=off, name="off.py"))
+    assert r.passed and "CHECK_SHAPES = []" in r.summary  # visible
+    _, r = check(write_kernel(source=off, name="off2.py"), strict=True)
+    assert not r.passed and r.failed_stage == "tolerance"
+
+
+def test_loosened_tolerance_is_shown_refused_under_strict_and_capped(write_kernel):
+    loose = TORCH_KERNEL.replace("BODY", "out.copy_((x + y) * 1.01)") + "\natol = 0.05\nrtol = 0.05\n"
+    _, r = check(write_kernel(source=loose))
+    assert r.passed and "tolerance loosened" in r.summary and r.tolerances["out"].loosened
+    _, r = check(write_kernel(source=loose, name="s.py"), strict=True)
+    assert not r.passed and r.failed_stage == "tolerance" and "--strict" in r.summary
+    absurd = TORCH_KERNEL.replace("BODY", "out.zero_()") + "\natol = 1e9\nrtol = 1e9\n"
+    _, r = check(write_kernel(source=absurd, name="a.py"))
+    assert not r.passed and r.failed_stage == "tolerance" and "exceeds the caps" in r.summary
+
+
+def test_recheck_catches_work_done_in_setup_and_passes_honest_kernels(write_kernel):
+    stash = TORCH_KERNEL.replace("BODY", "out.copy_(STASH['r'])").replace(
+        '    return {"inputs"', '    STASH["r"] = x + y\n    return {"inputs"') + "\nSTASH = {}\n"
+    kf, r = check(write_kernel(source=stash))
+    assert r.passed  # every check before timing calls setup, which computes the answer the kernel copies
+    case = make_case(kf, kf.cpu_shape, 0, "cpu")
+    for _ in range(3):  # "timing": the same tensors again and again
+        run_kernel(kf, case.inputs, CFG)
+    bad = recheck(kf, case, CFG, "cpu")
+    assert not bad.passed and bad.stage == "recheck"
+    honest = load_kernel(write_kernel("out.copy_(x + y)", name="h.py"), interpreted=True)
+    case = make_case(honest, honest.cpu_shape, 0, "cpu")
+    ptr, before = case.inputs["x"].data_ptr(), case.inputs["x"].clone()
+    assert recheck(honest, case, CFG, "cpu").passed and case.inputs["x"].data_ptr() == ptr
+    assert not torch.equal(before, case.inputs["x"])  # values no call had seen
+
+
+def test_every_timed_launch_sees_refreshed_inputs_and_poisoned_outputs(write_kernel):
+    kf = load_kernel(write_kernel("out.copy_(x + y)"), interpreted=True)
+    case = make_case(kf, kf.cpu_shape, 0, "cpu")
+    x0, ptr = case.inputs["x"].clone(), case.inputs["x"].data_ptr()
+    before_each = case.refresher()
+    seen = []
+    for _ in range(3):
+        before_each()
+        assert bool(case.inputs["out"].isnan().all())  # a skip-if-already-written kernel must work every time
+        seen.append(case.inputs["x"].clone())
+        run_kernel(kf, case.inputs, CFG)
+    assert case.inputs["x"].data_ptr() == ptr and case.inputs["N"] == 300
+    assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])  # content never repeats
+    assert float((seen[2] / x0 - 1).abs().max()) < 0.025  # same distribution, scaled by under 2.4 %
