@@ -203,3 +203,25 @@ def test_tune_killed_mid_compile_mid_search_and_at_the_end_then_resumed(tmp_path
     assert json.loads((out / "tune-run.json").read_text())["finished_utc"]
     found = _report(out, tmp_path)
     assert found["kind"] == "tune" and found["finished"] and len(found["versions"]) == 6
+
+
+def test_sigterm_becomes_run_interrupted_and_waits_for_a_held_block() -> None:
+    from kernelpilot.app.interrupt import GracefulStop, RunInterrupted
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RunInterrupted) as info:
+        with GracefulStop():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)  # the handler raises here
+    assert info.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back
+
+    order = []
+    with pytest.raises(RunInterrupted):
+        with GracefulStop() as guard:
+            with guard.held():  # a version's files and commit: not cut by the signal
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)
+                order.append("block finished")
+            order.append("after the block")  # never reached: raised when the block ended
+    assert order == ["block finished"]

@@ -259,7 +259,7 @@ def test_cli_inspect_json_and_errors():
     assert data["registers_per_thread"] > 0 and data["occupancy"]["occupancy_pct"] > 0
     assert data["max_threads_per_block"] == max_threads_per_block(data["registers_per_thread"])
     res = runner.invoke(app, ["inspect", str(VECTOR_ADD), "--arch", "hopper", "--json"])
-    assert res.exit_code == 1 and json.loads(res.stdout)["error"] == "ContractError"
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"] == "OptionError"  # a bad option (issue 12)
     res = runner.invoke(app, ["inspect", str(MATMUL), "--config", "BLOCK_M=256", "--config", "BLOCK_N=256",
                               "--config", "num_warps=2", "--json"])
     assert res.exit_code == 1 and "accumulator registers" in json.loads(res.stdout)["message"]

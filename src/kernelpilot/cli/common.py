@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from kernelpilot.errors import Interrupted, KernelpilotError, OptionError
 
@@ -73,9 +74,9 @@ def fail(as_json: bool, exc: KernelpilotError) -> None:
     if as_json:
         print(json.dumps(exc.to_dict()))
     else:
-        err.print(f"[bold red]error:[/] {exc.message}", markup=True, highlight=False)
+        err.print(f"[bold red]error:[/] {escape(exc.message)}", markup=True, highlight=False)
         if exc.hint:
-            err.print(f"[yellow]hint:[/] {exc.hint}", markup=True, highlight=False)
+            err.print(f"[yellow]hint:[/] {escape(exc.hint)}", markup=True, highlight=False)
     raise typer.Exit(exc.exit_code)
 
 

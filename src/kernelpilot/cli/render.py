@@ -170,10 +170,12 @@ def tune(r: Any) -> None:
 
 def cache_list(rows: dict[str, Any]) -> None:
     """``cache list``: one row per readable cache file; a warning on stderr for each file skipped."""
+    from rich.markup import escape
+
     from kernelpilot.cli.common import err
 
     for warning in rows.get("skipped", []):
-        err.print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
     t = Table("file", "kernel", "gpu", "shape", "configs", "ok", "best µs")
     for s in rows["caches"]:
         t.add_row(Path(s.file).name, s.kernel, s.context.gpu, str(s.context.shape), str(s.configs), str(s.ok),
