@@ -226,6 +226,27 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     return {"a": sa, "b": sb}
 
 
+def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The device-activity audit of one config before it becomes the incumbent (GPU only): ``{"status",
+    "message"}`` of the failure, or None when every launch kept its work inside the timed region."""
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.activity import device_activity
+
+    if not device.startswith("cuda"):
+        return None
+    case = make_case(kf, opts.shape, 0, "cuda")
+    report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=2,
+                             declared=kf.backend.kernel_names(kf) if kf.backend else [], before_each=case.refresher())
+    _guard_check("after the activity audit")
+    if report.problem:
+        status = "kernel_not_launched" if report.declared_launched is False or \
+            report.problem.startswith("the launch ran nothing") else "off_timer_work"
+        return {"status": status, "message": report.problem}
+    if not report.available and opts.strict:
+        return {"status": "off_timer_work", "message": f"--strict: {report.note}"}
+    return None
+
+
 def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
     """Run ``module:function`` (named by the parent) as ``function(kf, opts, device, *args)``; every fault of the
     kernel code, also ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
@@ -298,6 +319,8 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
                 conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
+            elif kind == "audit":
+                conn.send(("audit", _child_audit(kf, opts, device, msg[1])))
             elif kind == "call":
                 conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
         except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
