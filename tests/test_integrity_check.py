@@ -135,3 +135,26 @@ def test_every_timed_launch_sees_refreshed_inputs_and_poisoned_outputs(write_ker
     assert case.inputs["x"].data_ptr() == ptr and case.inputs["N"] == 300
     assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])  # content never repeats
     assert float((seen[2] / x0 - 1).abs().max()) < 0.025  # same distribution, scaled by under 2.4 %
+
+
+def test_timer_guard_names_a_replaced_timer_and_a_replaced_kernelpilot_function():
+    import time as time_module
+
+    import kernelpilot.measure.compare as compare_module
+    from kernelpilot.measure.guard import Tampered, TimerGuard
+
+    guard = TimerGuard.snapshot()
+    guard.check()  # nothing replaced yet
+    original_counter, original_compare = time_module.perf_counter, compare_module.compare
+    try:
+        time_module.perf_counter = lambda: 0.0
+        compare_module.compare = lambda *a, **k: None
+        try:
+            guard.check()
+        except Tampered as exc:
+            assert "time.perf_counter" in exc.changed and "kernelpilot.measure.compare.compare" in exc.changed
+        else:
+            raise AssertionError("a replaced timer went unnoticed")
+    finally:
+        time_module.perf_counter, compare_module.compare = original_counter, original_compare
+    guard.check()
