@@ -158,3 +158,49 @@ def test_timer_guard_names_a_replaced_timer_and_a_replaced_kernelpilot_function(
     finally:
         time_module.perf_counter, compare_module.compare = original_counter, original_compare
     guard.check()
+
+
+MATMUL = '''
+import torch
+SHAPE = {"M": 32, "N": 16, "K": 8}
+CPU_SHAPE = SHAPE
+TUNABLES = {"BLOCK": [64]}
+
+def setup(M, N, K, seed=0, device="cpu", **_):
+    g = torch.Generator().manual_seed(seed)
+    return {"inputs": {"a": torch.randn(M, K, generator=g), "b": torch.randn(K, N, generator=g),
+                       "c": torch.empty(M, N)}, "outputs": ["c"]}
+
+def run_kernel(a, b, c, *, BLOCK, **_):
+    c.copy_(a @ b)
+
+def reference(a, b, c, **_):
+    return a @ b
+
+def flops(M, N, K, **_):
+    return M * N * K          # half of 2*M*N*K
+'''
+
+
+def test_declared_work_below_the_tensors_or_the_reference_is_refused_unless_explained(write_kernel):
+    import pytest
+
+    from kernelpilot.errors import DeclarationError
+    from kernelpilot.kernels.workload import minimum_bytes, workload
+
+    kf = load_kernel(write_kernel(source=MATMUL), interpreted=True)
+    case = make_case(kf, kf.shape, 0, "cpu")
+    assert minimum_bytes(case) == (32 * 8 + 8 * 16 + 32 * 16) * 4
+    with pytest.raises(DeclarationError, match="below the 8192 FLOPs"):
+        workload(kf, case)
+    explained = load_kernel(write_kernel(source=MATMUL + "\nFLOPS_REASON = 'half the products are zero'\n",
+                                         name="e.py"), interpreted=True)
+    w = workload(explained, make_case(explained, explained.shape, 0, "cpu"))
+    assert w.flops == 4096 and "half the products are zero" in w.flops_source
+    few_bytes = MATMUL.replace("def flops(M, N, K, **_):\n    return M * N * K", "def bytes_moved(**_):\n    return 10")
+    kf = load_kernel(write_kernel(source=few_bytes, name="b.py"), interpreted=True)
+    with pytest.raises(DeclarationError, match="below the 3584 bytes"):
+        workload(kf, make_case(kf, kf.shape, 0, "cpu"))
+    counted = load_kernel(write_kernel(source=few_bytes.replace("def bytes_moved", "def _unused"), name="c.py"),
+                          interpreted=True)
+    assert workload(counted, make_case(counted, counted.shape, 0, "cpu")).flops == 2 * 32 * 16 * 8  # counted
