@@ -79,6 +79,11 @@ _STAGE_STATUS: dict[str, Status] = {"aliasing": "aliased", "inputs": "inputs_mut
                                      "tolerance": "tolerance_refused", "recheck": "stale_result"}
 
 
+def correctness_status_of_stage(stage: str, default: Status) -> Status:
+    """The failure status of a correctness stage (``aliasing`` -> ``aliased``, ...), else ``default``."""
+    return _STAGE_STATUS.get(stage, default) if stage != "shapes" else default
+
+
 def correctness_status(correctness: Any) -> Status:
     """The failure status of a failed :class:`~kernelpilot.measure.correctness.CorrectnessResult`."""
     bad = next(s for s in correctness.seeds if not s.passed)
@@ -138,7 +143,9 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     except Exception as exc:  # noqa: BLE001 - typed: timer_tampered
         return done(getattr(exc, "failure", "runtime_error"), str(getattr(exc, "message", exc)))
     dev = "cuda" if device.startswith("cuda") else "cpu"
-    correctness = check_correctness(kf, opts.shape, config, dev, strict=opts.strict)
+    # derived shapes here when every evaluation is fully checked (verify, bench); a search checks them in the audit
+    # before a config leads (:func:`_child_audit`), where they cost once per incumbent instead of once per config
+    correctness = check_correctness(kf, opts.shape, config, dev, strict=opts.strict, other_shapes=opts.activity)
     phases["check"] = time.monotonic() - t
     if records is not None:
         records["correctness"] = correctness.model_dump(mode="json")
@@ -227,12 +234,21 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
 
 
 def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The device-activity audit of one config before it becomes the incumbent (GPU only): ``{"status",
-    "message"}`` of the failure, or None when every launch kept its work inside the timed region."""
+    """The audit of one config before it becomes the incumbent: correctness at the derived shapes, then (GPU) the
+    device activity of a launch. ``{"status", "message"}`` of the failure, or None when both are clean."""
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.activity import device_activity
 
-    if not device.startswith("cuda"):
+    from kernelpilot.measure.correctness import FRESH_SEED, derived_shapes, run_and_compare
+
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    for other in derived_shapes(kf, opts.shape)[0]:
+        check, _, _ = run_and_compare(kf, make_case(kf, other, FRESH_SEED, dev), config, dev, "shapes")
+        if not check.passed:
+            why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
+            return {"status": correctness_status_of_stage(check.stage, "wrong_at_shape"),
+                    "message": f"correct at {opts.shape} but not at the derived shape {other}: {why}"}
+    if dev != "cuda":
         return None
     case = make_case(kf, opts.shape, 0, "cuda")
     report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=1,
