@@ -2,6 +2,7 @@
 # Issue 11 on a GPU machine, in stages that each fit one device call (<= 10 min):
 #   bash scripts/device-integrity.sh suite [FILE ...]   # the adversarial suite through `kernelpilot verify`, one at a time
 #   bash scripts/device-integrity.sh cost [EX ...]      # wall per evaluation and medians, before (.old/src) and after
+#   bash scripts/device-integrity.sh honest             # verify on the examples and the library kernels: all accepted
 # "before" needs the pre-hardening source unpacked in .old/src (git archive 227ca44 src | tar -x -C .old) and carried.
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -12,10 +13,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 case "$stage" in
 suite)
   timeout 590 python3 scripts/adversarial.py --jobs 1 --json "$OUT/adversarial-gpu.json" "$@" ;;
+honest)
+  for f in examples/vector_add.py examples/softmax.py examples/layer_norm.py examples/matmul.py benchmarks/library/*.py; do
+    echo "== verify $f"
+    timeout 200 python3 -m kernelpilot.cli verify "$f" --json > "$OUT/verify-$(basename "$f" .py).json" 2> "$OUT/verify-$(basename "$f" .py).err"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); e=d.get('evaluation') or {}; print(' ', 'ACCEPTED' if d.get('accepted') else 'REFUSED', d.get('stage'), d.get('status'), (d.get('message') or d.get('error',''))[:200], e.get('duration_ns'), (e.get('phases_s') or {}))" "$OUT/verify-$(basename "$f" .py).json" || tail -n 5 "$OUT/verify-$(basename "$f" .py).err"
+  done ;;
 cost)
   [ $# -eq 0 ] && set -- vector_add softmax layer_norm matmul
   for ex in "$@"; do
-    for side in before after; do
+    for side in ${SIDES:-before after}; do
       src=$PWD/src; [ "$side" = before ] && src=$PWD/.old/src
       PYTHONPATH=/tmp/site:$src timeout 200 python3 -m kernelpilot.cli tune examples/$ex.py --strategy exhaustive \
         --budget-evals 12 --no-cache --prune off --json > "$OUT/cost-$ex-$side.json" 2> "$OUT/cost-$ex-$side.err"

@@ -96,7 +96,8 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     roof = ctx.roofline
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
                          interpreted=ctx.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
-                         sol_tolerance=roof.sol_tolerance if roof is not None else 0.0)
+                         sol_tolerance=roof.sol_tolerance if roof is not None else 0.0,
+                         activity=False)  # the profiler pass costs seconds: audited before a config leads instead
     if ray_address:
         from kernelpilot.search.ray_pool import RayPool
 

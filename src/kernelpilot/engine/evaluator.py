@@ -364,6 +364,25 @@ class Evaluator:
             update["speedup_vs_parent"] = parent.duration_ns / ev.duration_ns  # type: ignore[operator]
         return ev.model_copy(update=update)
 
+    def _audit(self, ev: Evaluation) -> tuple[Evaluation, bool]:
+        """Before a config leads: the runner's device-activity audit (work on unjoined streams, the file's kernels
+        never launched; :mod:`kernelpilot.measure.activity`). Returns the evaluation (with the audit's seconds, or
+        turned into the failure it found) and whether it passed; a runner that cannot audit (a replay, whose answers
+        were judged when measured; Ray) passes it unchanged."""
+        audit = getattr(self.runner, "audit", None)
+        if audit is None or not ev.measured:
+            return ev, True
+        t = time.monotonic()
+        found = audit(ev.config)
+        ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "audit": time.monotonic() - t}})
+        if not found:
+            return ev, True
+        failed = ev.model_copy(update={"status": found["status"], "message": found["message"][:2000],
+                                       "accepted": None, "decision": "refused by the device-activity audit"})
+        if self.cache is not None:
+            self.cache.put(failed.model_copy(update={"cached": False}))
+        return failed, False
+
     # -- judging -----------------------------------------------------------------------------------------------------
     def _judge(self, ev: Evaluation) -> Evaluation:
         from kernelpilot.search.stats import decide
@@ -392,6 +411,9 @@ class Evaluator:
         return ev.model_copy(update={"accepted": False, "decision": d.reason + how})
 
     def _accept(self, ev: Evaluation, why: str, detail: dict[str, Any] | None) -> Evaluation:
+        ev, clean = self._audit(ev)
+        if not clean:
+            return ev
         ev = ev.model_copy(update={"accepted": True, "decision": why, "decision_detail": detail})
         if self.evidence is not None and ev.card is None:
             t = time.monotonic()

@@ -58,13 +58,13 @@ class Case:
         return self.restore if self.inplace else None
 
     def refresh(self, index: int) -> None:
-        """Make the next launch see inputs it has never seen and outputs it never wrote, outside any timed region.
+        """Make the next launch see input values it has never seen, outside any timed region.
 
-        Every floating input tensor (in-place ones too) becomes its value from ``setup`` scaled by
+        Every floating input tensor (in-place ones too; not ``scratch``) becomes its value from ``setup`` scaled by
         ``1 + k·2⁻¹²`` with ``k = index mod 97 + 1`` (distinct across 97 consecutive launches, at most 2.4 %, same
-        pointers); non-in-place outputs are filled with NaN (integers with a sentinel). A kernel that caches
-        results by pointer or by content, or skips work when its outputs already hold a result, then pays for
-        the work in every timed sample (docs/measuring.md, "Timing"). Integer inputs (indices) keep their values.
+        pointers). A kernel that memoizes results by pointer or by content then pays for the work in every timed
+        sample (docs/measuring.md, "The kernel is an adversary"); one that skips work when its outputs already hold
+        a result is caught by the re-check after timing. Integer inputs (indices) keep their values.
         """
         import torch
 
@@ -74,9 +74,6 @@ class Case:
         factor = 1.0 + (index % 97 + 1) * 2.0 ** -12
         for name, base in {**self._base, **self.pristine}.items():
             torch.mul(base, factor, out=self.inputs[name])
-        for name in self.outputs:
-            if name not in self.inplace:
-                poison_tensor(self.inputs[name])
 
     def refresher(self) -> Callable[[], None]:
         """A ``before_each`` for the timers: :meth:`refresh` with a counter (one call per launch)."""

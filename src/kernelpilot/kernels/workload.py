@@ -61,10 +61,13 @@ def workload(kf: KernelFile, case: Case) -> Workload:
     """FLOPs and bytes of ``case``: the file's ``flops(**shape)``/``bytes_moved(**shape)`` when declared, else the
     reference's counted FLOPs (0 when it counts none) and :func:`minimum_bytes`.
 
+    A ``flops()`` below the reference's counted FLOPs is accepted only with a module-level ``FLOPS_REASON``
+    string (a causal kernel skips half of a dense reference's work), recorded in ``flops_source``.
+
     Raises:
-        ContractError: ``flops``/``bytes_moved`` raised or returned a negative or non-numeric value, or a value
-            below what the tensors (bytes) or the reference's own operations (FLOPs) need: declaring less work
-            would lower the speed-of-light floor, the one defence against timing nothing.
+        ContractError: ``flops``/``bytes_moved`` raised or returned a negative or non-numeric value.
+        DeclarationError: a value below what the tensors hold (bytes), or below the reference's own operations
+            (FLOPs) without ``FLOPS_REASON``: declaring less work would lower the speed-of-light floor.
     """
     def call(fn, what: str) -> float:
         try:
@@ -80,11 +83,15 @@ def workload(kf: KernelFile, case: Case) -> Workload:
     counted = counted_flops(kf, case)
     if kf.flops_fn is not None:
         flops, fsrc = call(kf.flops_fn, "flops"), f"{kf.path.name}: flops()"
-        if counted is not None and flops < counted * (1 - 1e-9):
+        reason = getattr(kf.module, "FLOPS_REASON", None)
+        if counted is not None and flops < counted * (1 - 1e-9) and reason:
+            fsrc += f"; below the reference's counted {counted:.6g} because: {reason}"
+        elif counted is not None and flops < counted * (1 - 1e-9):
             raise DeclarationError(f"{kf.path}: flops() = {flops:.6g} at {case.shape} is below the {counted:.6g} FLOPs "
                                 "the reference's own operations count (torch FlopCounterMode)",
                                 "declare the FLOPs the computation needs (e.g. 2*M*N*K for a matmul), or remove "
-                                "flops() to use the counted value")
+                                "flops() to use the counted value; a kernel that truly does less arithmetic than "
+                                "its reference (causal masking, sparsity) says why, visibly: FLOPS_REASON = '...'")
     elif counted:
         flops, fsrc = counted, "counted from the reference's operations (torch FlopCounterMode)"
     else:

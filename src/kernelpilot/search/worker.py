@@ -230,6 +230,19 @@ class Worker:
             return None
         return payload["a"], payload["b"]
 
+    def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
+        """The device-activity audit of ``config`` (:func:`kernelpilot.search.worker_child._child_audit`):
+        ``{"status", "message"}`` of an integrity failure (or of the worker's own failure), None when clean."""
+        return _audit_answer(*self._request(("audit", config)))
+
+
+def _audit_answer(kind: str, payload: Any) -> dict[str, Any] | None:
+    if kind == "audit":
+        return payload
+    message = payload.get("message", "") if isinstance(payload, dict) else str(payload)
+    return {"status": payload.get("failure", "runtime_error") if isinstance(payload, dict) else "runtime_error",
+            "message": f"the activity audit failed: {message}"[:2000]}
+
 
 class WorkerPool:
     """One :class:`Worker` per device; evaluates many configs in parallel, one per device at a time.
@@ -299,6 +312,10 @@ class WorkerPool:
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
         """Interleaved A/B samples on the first device (see :meth:`Worker.ab_samples`)."""
         return self.workers[0].ab_samples(a, b, n)
+
+    def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
+        """The device-activity audit on the first device (see :meth:`Worker.audit`)."""
+        return self.workers[0].audit(config)
 
 
 def default_devices(interpreted: bool) -> list[str]:

@@ -79,6 +79,11 @@ _STAGE_STATUS: dict[str, Status] = {"aliasing": "aliased", "inputs": "inputs_mut
                                      "tolerance": "tolerance_refused", "recheck": "stale_result"}
 
 
+def correctness_status_of_stage(stage: str, default: Status) -> Status:
+    """The failure status of a correctness stage (``aliasing`` -> ``aliased``, ...), else ``default``."""
+    return _STAGE_STATUS.get(stage, default) if stage != "shapes" else default
+
+
 def correctness_status(correctness: Any) -> Status:
     """The failure status of a failed :class:`~kernelpilot.measure.correctness.CorrectnessResult`."""
     bad = next(s for s in correctness.seeds if not s.passed)
@@ -138,7 +143,9 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     except Exception as exc:  # noqa: BLE001 - typed: timer_tampered
         return done(getattr(exc, "failure", "runtime_error"), str(getattr(exc, "message", exc)))
     dev = "cuda" if device.startswith("cuda") else "cpu"
-    correctness = check_correctness(kf, opts.shape, config, dev, strict=opts.strict)
+    # derived shapes here when every evaluation is fully checked (verify, bench); a search checks them in the audit
+    # before a config leads (:func:`_child_audit`), where they cost once per incumbent instead of once per config
+    correctness = check_correctness(kf, opts.shape, config, dev, strict=opts.strict, other_shapes=opts.activity)
     phases["check"] = time.monotonic() - t
     if records is not None:
         records["correctness"] = correctness.model_dump(mode="json")
@@ -193,7 +200,7 @@ def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, co
     if dev == "cuda" and opts.activity:
         try:
             activity = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
-                                       before_each=case.refresher(), n_launches=2)
+                                       before_each=case.refresher(), n_launches=1)
         except Exception as exc:  # noqa: BLE001
             return classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}"
         if records is not None:
@@ -224,6 +231,36 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
                               "cuda" if on_gpu else "cpu", before_each=case.refresher())
     _guard_check("after A/B timing")
     return {"a": sa, "b": sb}
+
+
+def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The audit of one config before it becomes the incumbent: correctness at the derived shapes, then (GPU) the
+    device activity of a launch. ``{"status", "message"}`` of the failure, or None when both are clean."""
+    from kernelpilot.kernels.contract import make_case, run_kernel
+    from kernelpilot.measure.activity import device_activity
+
+    from kernelpilot.measure.correctness import FRESH_SEED, derived_shapes, run_and_compare
+
+    dev = "cuda" if device.startswith("cuda") else "cpu"
+    for other in derived_shapes(kf, opts.shape)[0]:
+        check, _, _ = run_and_compare(kf, make_case(kf, other, FRESH_SEED, dev), config, dev, "shapes")
+        if not check.passed:
+            why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
+            return {"status": correctness_status_of_stage(check.stage, "wrong_at_shape"),
+                    "message": f"correct at {opts.shape} but not at the derived shape {other}: {why}"}
+    if dev != "cuda":
+        return None
+    case = make_case(kf, opts.shape, 0, "cuda")
+    report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=1,
+                             declared=kf.backend.kernel_names(kf) if kf.backend else [], before_each=case.refresher())
+    _guard_check("after the activity audit")
+    if report.problem:
+        status = "kernel_not_launched" if report.declared_launched is False or \
+            report.problem.startswith("the launch ran nothing") else "off_timer_work"
+        return {"status": status, "message": report.problem}
+    if not report.available and opts.strict:
+        return {"status": "off_timer_work", "message": f"--strict: {report.note}"}
+    return None
 
 
 def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
@@ -298,6 +335,8 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
                 conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
+            elif kind == "audit":
+                conn.send(("audit", _child_audit(kf, opts, device, msg[1])))
             elif kind == "call":
                 conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
         except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on

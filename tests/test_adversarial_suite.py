@@ -1,0 +1,31 @@
+"""The adversarial suite through `kernelpilot verify` on the CPU (Triton interpreter): every cheat that a CPU can
+expose is refused at the stage its manifest names, every honest control is accepted. The GPU-only cases run in
+scripts/device-integrity.sh (docs/device-runs/2026-11-24-h100/adversarial-gpu.json)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = [c for c in json.loads((ROOT / "tests" / "adversarial" / "cases.json").read_text()) if not c["needs_gpu"]]
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, dict]:
+    spec = importlib.util.spec_from_file_location("kp_adversarial_runner", ROOT / "scripts" / "adversarial.py")
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each case in its own isolated worker process
+        return {r["file"]: r for r in pool.map(runner.run_case, CASES)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_case_is_caught_at_its_stage(outcomes: dict[str, dict], case: dict) -> None:
+    got = outcomes[case["file"]]
+    assert got["observed"] == case["stage"], f"{case['file']}: {got['status']}: {got['message']}"
+    assert (got["observed"] == "none") == (case["kind"] == "honest")
