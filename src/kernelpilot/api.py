@@ -60,8 +60,10 @@ def _here(device: str) -> str:
 
 
 def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
-          ref: str | Path | None = None, n_seeds: int = 3, timeout_s: float = DEFAULT_TIMEOUT_S) -> CorrectnessResult:
-    """Correctness of one config on ``n_seeds`` fresh input sets, run in an isolated worker process.
+          ref: str | Path | None = None, n_seeds: int = 3, timeout_s: float = DEFAULT_TIMEOUT_S,
+          strict: bool = False) -> CorrectnessResult:
+    """Correctness of one config on ``n_seeds`` fresh input sets and the derived shapes, run in an isolated worker
+    process; ``strict`` refuses loosened tolerances and skipped derived shapes.
 
     Raises:
         OptionError: ``n_seeds`` < 1, ``timeout_s`` not positive, a ``shape`` value of the wrong type.
@@ -72,7 +74,7 @@ def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     at_least("--seeds", n_seeds, 1, "the number of fresh input sets to check")
     with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
         return CorrectnessResult.model_validate_json(
-            iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds))
+            iso.call("kernelpilot.api:_check_in_worker", shape, config, n_seeds, strict))
 
 
 def _check_common(kernel: str | Path | None, ref: str | Path | None, timeout_s: float | None) -> None:
@@ -98,10 +100,10 @@ def _shape(kf: KernelFile, shape: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
-                     config: dict[str, Any] | None, n_seeds: int) -> str:
+                     config: dict[str, Any] | None, n_seeds: int, strict: bool = False) -> str:
     """Worker side of :func:`check`: the CorrectnessResult as JSON."""
     return check_correctness(kf, _shape(kf, shape), resolve_config(kf, config), _here(device),
-                             seeds=tuple(range(n_seeds))).model_dump_json()
+                             seeds=tuple(range(n_seeds)), strict=strict).model_dump_json()
 
 
 class BenchResult(BaseModel):

@@ -25,7 +25,7 @@ def us(ns: float | None) -> str:
 
 def check(r: Any) -> None:
     """``check``: PASS/FAIL and one row per seed and output (relative L2 error, max |Δ|, mismatches, NaN/Inf)."""
-    out.print(("[green]PASS[/] " if r.passed else "[red]FAIL[/] ") + r.summary)
+    out.print(("[green]" if r.passed else "[red]") + r.summary.replace("[", "\\[") + "[/]")  # summary: PASS/FAIL ...
     t = Table("seed", "output", "rel L2", "max |Δ|", "mismatched", "NaN/Inf", "result")
     for s in r.seeds:
         if s.error:

@@ -27,6 +27,7 @@ def env(as_json: bool = JsonOpt,
 
 def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, seeds: int = typer.Option(3, help="Fresh input sets to check."),
+          strict: bool = typer.Option(False, "--strict", help="Refuse loosened tolerances and skipped derived shapes."),
           timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Correctness against a float64 reference on fresh seeds (exit 1 when incorrect).
 
@@ -34,7 +35,8 @@ def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
     from kernelpilot import api
 
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
-    run_command(as_json, lambda: api.check(kernel, shape=shp, config=cfg, ref=ref, n_seeds=seeds, timeout_s=timeout_s),
+    run_command(as_json, lambda: api.check(kernel, shape=shp, config=cfg, ref=ref, n_seeds=seeds, timeout_s=timeout_s,
+                                           strict=strict),
                 render.check, ok=lambda r: r.passed)
 
 

@@ -7,7 +7,7 @@ time alone on the device and inside its own ``torch.profiler`` session (CUDA act
 device's own record of what ran: each kernel, memcpy and memset with its stream and device timestamps.
 
 Each launch is bracketed on the timed stream by two kernels of ours: an opening spin (``torch.cuda._sleep``, about
-2 ms, so the host has enqueued everything before the GPU runs any of it) and a closing marker. Work ordered after
+10 ms, so the host has enqueued everything before the GPU runs any of it) and a closing marker. Work ordered after
 the timed stream's start begins after the spin ends; work joined back to it (``current_stream().wait_stream(s)``)
 ends before the closing marker starts. Any kernel, memcpy or memset of the launch that started during the spin,
 or ended after the closing marker started, ran outside what the events measure (**unjoined**), and the launch is
@@ -67,10 +67,11 @@ def _gpu_events(prof: Any) -> list[tuple[str, int, float, float]]:
     return out
 
 
-#: GPU cycles the opening spin kernel waits (about 2 ms at 2 GHz): long enough for the host to enqueue the
+#: GPU cycles the opening spin kernel waits (about 10 ms at 2 GHz): long enough for the host to enqueue the
 #: launch's work and the closing marker while the GPU is still busy, so stream order, not host speed, decides
-#: what runs when.
-SPIN_CYCLES = 4_000_000
+#: what runs when. The first profiled launch of a process can still be slower on the host than any spin (CUPTI
+#: sets itself up), so callers profile two launches and judge their union.
+SPIN_CYCLES = 20_000_000
 
 
 def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -> LaunchActivity:

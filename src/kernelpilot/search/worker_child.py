@@ -200,7 +200,7 @@ def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, co
     if dev == "cuda" and opts.activity:
         try:
             activity = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
-                                       before_each=case.refresher(), n_launches=1)
+                                       before_each=case.refresher(), n_launches=2)
         except Exception as exc:  # noqa: BLE001
             return classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}"
         if records is not None:
@@ -251,7 +251,7 @@ def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, An
     if dev != "cuda":
         return None
     case = make_case(kf, opts.shape, 0, "cuda")
-    report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=1,
+    report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=2,
                              declared=kf.backend.kernel_names(kf) if kf.backend else [], before_each=case.refresher())
     _guard_check("after the activity audit")
     if report.problem:
