@@ -103,70 +103,68 @@ def _report(folder: Path, tmp: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def test_optimize_killed_at_three_points_then_resumed(tmp_path: Path) -> None:
+def _checking(n: int):
+    """True once the output says version ``n`` started (its config.json and hypothesis are written)."""
+    return lambda out: f"v{n}: " in out and "— checking" in out.split(f"v{n}: ", 1)[1]
+
+
+def _git(run: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(run), *args], capture_output=True, text=True).stdout
+
+
+def test_optimize_killed_at_three_points_and_interrupted_then_resumed(tmp_path: Path) -> None:
     run = tmp_path / "run"
     args = ["optimize", str(EXAMPLES / "vector_add.py"), "--out", str(run), "--iterations", "5", "--budget-s", "300",
             "--no-benchmark"]
-    first = Run(args, tmp_path)  # 1: during v0 (its config.json is written, its worker is starting)
-    first.wait_for(lambda out: "v0: baseline — checking" in out)
+    first = Run(args, tmp_path)  # kill -9 during v0 (its config.json is written, its worker is starting)
+    first.wait_for(_checking(0))
     assert first.kill() == -signal.SIGKILL
     _no_traceback(first.output)
     assert not (run / "v0" / "outcome.json").exists()
 
-    second = Run(["optimize", "--resume", str(run)], tmp_path)  # 2: mid-search, v3 in flight
-    second.wait_for(lambda out: "v3: " in out and "— checking" in out.split("v3: ", 1)[1])
-    second.kill()
+    second = Run(["optimize", "--resume", str(run)], tmp_path)  # SIGINT (Ctrl-C) while v2 runs
+    second.wait_for(_checking(2))
+    assert second.kill(signal.SIGINT) == 130
     _no_traceback(second.output)
-    assert "v0 redone" in second.output or "0 versions kept" in second.output
+    assert "0 versions kept, v0 redone" in second.output
+    assert f"resume with `kernelpilot optimize --resume {run}`" in second.output
+    assert "interrupted by SIGINT during v2" in second.output
+    assert json.loads((run / "v2" / "interrupted.json").read_text())["signal"] == "SIGINT"
+    assert json.loads((run / "run.json").read_text())["interrupted"] == "SIGINT during v2"
+    assert _git(run, "status", "--porcelain").split() == ["??", "v2/"]  # all but the version in flight committed
+    found = _report(run, tmp_path)  # an unfinished run is reported as far as it got
+    assert not found["finished"] and found["in_flight"] == [2] and "--resume" in found["note"]
+
+    third = Run(["optimize", "--resume", str(run)], tmp_path)  # kill -9 mid-search, v4 in flight
+    third.wait_for(_checking(4))
+    third.kill()
+    _no_traceback(third.output)
+    assert "2 versions kept, v2 redone" in third.output and not (run / "v2" / "interrupted.json").exists()
     info = json.loads((run / "run.json").read_text())
     assert info["finished_utc"] is None and info["search_spent_s"] > 0
     spent_before = info["search_spent_s"]
-    log = subprocess.run(["git", "-C", str(run), "log", "--format=%s"], capture_output=True, text=True).stdout
-    assert "v2: " in log and "v1: " in log  # every decided version was committed at once, rejected ones too
+    log = _git(run, "log", "--format=%s")
+    assert all(f"v{i}: " in log for i in range(4))  # every decided version was committed at once, rejected too
 
-    third = Run(["optimize", "--resume", str(run)], tmp_path, env={"KERNELPILOT_HOLD_AT": "final"})  # 3: final
-    third.wait_for(lambda out: "holding at final" in out)
-    third.kill()
-    _no_traceback(third.output)
-    assert "3 versions kept, v3 redone" in third.output
+    fourth = Run(["optimize", "--resume", str(run)], tmp_path, env={"KERNELPILOT_HOLD_AT": "final"})  # at the end
+    fourth.wait_for(lambda out: "holding at final" in out)
+    fourth.kill()
+    _no_traceback(fourth.output)
+    assert "4 versions kept, v4 redone" in fourth.output
     info = json.loads((run / "run.json").read_text())
     assert info["search_spent_s"] >= spent_before and info["stop_reason"].startswith("iterations done")
-    assert not (run / "final_report.md").exists()
+    assert info["finished_utc"] is None and "final_report.md" not in _git(run, "ls-files")
 
     last = Run(["optimize", "--resume", str(run)], tmp_path)
     assert last.finish() == 0, last.output
     _no_traceback(last.output)
     assert "6 versions kept" in last.output and "best: v" in last.output
     info = json.loads((run / "run.json").read_text())
-    assert info["finished_utc"] and len(info["resumed_utc"]) == 3
+    assert info["finished_utc"] and len(info["resumed_utc"]) == 4
     assert sorted(int(p.name[1:]) for p in run.glob("v*")) == list(range(6))
-    assert subprocess.run(["git", "-C", str(run), "status", "--porcelain"], capture_output=True,
-                          text=True).stdout == ""
+    assert _git(run, "status", "--porcelain") == ""
     found = _report(run, tmp_path)
     assert found["finished"] and [v["index"] for v in found["versions"]] == list(range(6))
-
-
-def test_optimize_interrupted_by_sigint_says_how_to_resume(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    first = Run(["optimize", str(EXAMPLES / "vector_add.py"), "--out", str(run), "--iterations", "3",
-                 "--no-benchmark"], tmp_path)
-    first.wait_for(lambda out: "v2: " in out and "— checking" in out.split("v2: ", 1)[1])
-    assert first.kill(signal.SIGINT) == 130
-    _no_traceback(first.output)
-    assert f"resume with `kernelpilot optimize --resume {run}`" in first.output
-    assert "interrupted by SIGINT during v2" in first.output
-    assert json.loads((run / "v2" / "interrupted.json").read_text())["signal"] == "SIGINT"
-    assert json.loads((run / "run.json").read_text())["interrupted"] == "SIGINT during v2"
-    status = subprocess.run(["git", "-C", str(run), "status", "--porcelain"], capture_output=True, text=True).stdout
-    assert status.split() == ["??", "v2/"]  # all but the version in flight is committed
-    found = _report(run, tmp_path)  # an unfinished run is reported as far as it got
-    assert not found["finished"] and found["in_flight"] == [2] and "--resume" in found["note"]
-
-    last = Run(["optimize", "--resume", str(run), "--json"], tmp_path)
-    assert last.finish() == 0, last.output
-    result = json.loads(last.output.strip().splitlines()[-1])
-    assert [v["index"] for v in result["versions"]] == [0, 1, 2, 3]
-    assert not (run / "v2" / "interrupted.json").exists()
 
 
 def test_tune_killed_mid_compile_mid_search_and_at_the_end_then_resumed(tmp_path: Path) -> None:

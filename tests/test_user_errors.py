@@ -44,6 +44,11 @@ def test_a_bad_option_is_a_usage_error_naming_it(args: list[str], names: str, tm
     assert code == 2, obj
     assert obj["error"] == "OptionError" and names in obj["message"] and obj["hint"]
     assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+@pytest.mark.parametrize("args", [["check", VECTOR_ADD, "--seeds", "0"], ["inspect", VECTOR_ADD, "--arch", "sm_999"],
+                                  ["tune", VECTOR_ADD, "--timeout-s", "-1"]])
+def test_a_bad_option_prints_error_and_hint(args: list[str]) -> None:
     human = runner.invoke(app, args)
     assert human.exit_code == 2
     assert "error:" in human.output and "hint:" in human.output and "Traceback" not in human.output

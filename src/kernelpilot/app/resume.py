@@ -6,7 +6,8 @@ What is kept, what is redone:
   config) is kept, in order; the first version without one — the version in flight when the run stopped — and
   anything after it is removed and redone (those folders were never committed; a committed one that is not complete
   is an error naming it, with the ``git checkout`` that restores it);
-* files of kept versions written after their last commit (the last commit id, a final profile) are committed first;
+* files of kept versions written after their last commit (the last commit id, a final profile) are committed first
+  (with run.json; reports such as ``final_report.md`` wait for the final commit);
   a stale ``.git/index.lock`` left by a kill during a commit is removed;
 * the budget counts what was spent: run.json's ``search_spent_s`` (updated with every version's commit, and when a
   signal stopped the run) is where the search's clock starts again, and the versions kept count against
@@ -186,7 +187,8 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
     info.interrupted = None
     write_json(ws.root / "run.json", info)
     if history is not None:
-        history.commit([ws.root], f"resume: {len(kept)} versions kept" +
+        records = [ws.root / f"v{ev.index}" for ev in kept] + [ws.root / "run.json", ws.root / "baselines.json"]
+        history.commit(records, f"resume: {len(kept)} versions kept" +
                        (f", v{redone[0]} redone" if redone else "") + f" (the last session stopped: {why})")
     log(f"resuming {ws.root}: {len(kept)} versions kept" + (f", v{redone[0]} redone" if redone else "")
         + f"; {info.search_spent_s:.1f} s of the {info.budget_s or 0:.0f} s search budget spent")
