@@ -117,10 +117,12 @@ def run_one(path: Path, timed_calls: int = 20) -> dict:
     input tensors, outputs once left as they were and once NaN-filled)."""
     import torch
 
-    from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
+    from kernelpilot.backends.registry import backend_for
+    from kernelpilot.kernels.contract import make_case, run_kernel
 
     row: dict = {"file": str(path.relative_to(HERE)) if path.is_relative_to(HERE) else str(path)}
-    kf = load_kernel(path, interpreted=True)
+    # the backend's own loader, without load_kernel's static screen: this runner proves each cheat *works*
+    kf = backend_for(path.resolve()).load(path.resolve(), None, interpreted=True)
     config = kf.default_config
     shape = dict(kf.cpu_shape or kf.shape)
     case = make_case(kf, shape, 0, "cpu")

@@ -68,7 +68,7 @@ def setup(N, seed=0, device="cuda", **_):
     x = torch.randn(N, generator=gen, dtype=torch.float32).to(device)
     out = torch.empty(N, device=device, dtype=torch.float32)
     flag = torch.zeros(1, device=device, dtype=torch.int32)
-    return {"inputs": {"x": x, "out": out, "flag": flag, "N": N}, "outputs": ["out"]}
+    return {"inputs": {"x": x, "out": out, "flag": flag, "N": N}, "outputs": ["out"], "scratch": ["flag"]}
 
 
 def run_kernel(x, out, flag, N, *, MODE, BLOCK, **_):
