@@ -15,7 +15,7 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
   non-deterministic;
 - the check repeats at shapes the author did not pick (``shapes`` stage: :func:`derived_shapes`) on a new seed;
 - :func:`recheck` runs after timing: values no call has seen (scaled, never from ``setup``) are written into the
-  *same* tensors (same pointers), the outputs are poisoned, and one more run must match (results cached by
+  *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
   pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
   launch itself sees refreshed inputs and poisoned outputs (:meth:`kernelpilot.kernels.contract.Case.refresh`);
 - a file's own ``atol``/``rtol`` are shown when they loosen the dtype's; past the caps they fail, and
@@ -215,13 +215,15 @@ def _fail(seed: int, shape: Shape, stage: Stage, error: str) -> SeedCheck:
 
 
 def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, stage: Stage = "check", *,
-                    second_run: bool = False, poison_outputs: bool = True) -> tuple[SeedCheck, str, bool | None]:
+                    second_run: bool = False, poison_outputs: bool = True,
+                    watch_inputs: bool = True) -> tuple[SeedCheck, str, bool | None]:
     """Run the kernel once on ``case`` (poisoned outputs) and compare with the reference on the same values.
 
     Returns (the check, the reference precision, bitwise determinism of a second run or None). With
     ``second_run`` the kernel runs again on the same inputs; that run must pass the comparison too. With
     ``poison_outputs`` False the outputs keep what the previous launch wrote (a kernel that skips work when its
-    outputs already hold a result then returns a stale one).
+    outputs already hold a result then returns a stale one). ``watch_inputs``: copy the inputs first and fail a
+    kernel that modifies one (a property of the kernel, checked once per check: on the first seed).
     """
     import torch
 
@@ -231,7 +233,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
         return _fail(seed, shape, "aliasing", problem), "", None
     pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}
     watched = {k: v.detach().clone() for k, v in case.inputs.items()
-               if _is_tensor(v) and k not in case.outputs and k not in case.scratch}
+               if watch_inputs and _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:
         _run_poisoned(kf, case, config, device, poison_outputs)
     except Exception as exc:
@@ -266,8 +268,10 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
 
 def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: str, *,
                test_determinism: bool = False, stage: Stage = "check") -> tuple[SeedCheck, str, bool | None]:
-    """Check one seed at one shape (fresh inputs from ``setup``); see :func:`run_and_compare`."""
-    return run_and_compare(kf, make_case(kf, shape, seed, device), config, device, stage, second_run=test_determinism)
+    """Check one seed at one shape (fresh inputs from ``setup``); see :func:`run_and_compare` (the first seed,
+    ``test_determinism``, also runs twice and watches the inputs)."""
+    return run_and_compare(kf, make_case(kf, shape, seed, device), config, device, stage, second_run=test_determinism,
+                           watch_inputs=test_determinism)
 
 
 def derived_shapes(kf: KernelFile, shape: Shape) -> tuple[list[Shape], list[str]]:
@@ -286,11 +290,12 @@ def derived_shapes(kf: KernelFile, shape: Shape) -> tuple[list[Shape], list[str]
 
 
 def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int = FRESH_SEED) -> SeedCheck:
-    """After timing: give the case's own tensors values no call has seen and run once more, twice: first with the
-    outputs as the last timed launch left them, then with the outputs poisoned; both must match the reference
-    (stage ``recheck``). The pointers the kernel saw while timed stay the same.
+    """After timing: give the case's own tensors values no call has seen and run once more with the outputs as the
+    last timed launch left them; it must match the reference (stage ``recheck``). The pointers the kernel saw
+    while timed stay the same. (Unwritten elements are the pre-check's poison's business: a poisoned second
+    phase here added a launch and a float64 reference per evaluation and caught nothing the first phase missed.)
 
-    Each floating input tensor becomes ``v·(1 + δ)`` with ``δ`` drawn from the seed in [0.01, 0.06) (a uniform
+    Each floating input tensor becomes ``v·(1 + δ)`` with ``δ`` drawn from ``seed`` in [0.01, 0.06) (a uniform
     scale keeps the structure inputs may need: RoPE's cos/sin halves stay equal, masks stay masks; elementwise
     noise broke Liger's RoPE on the H100); integer inputs keep their values. The values never come from ``setup``,
     so a result computed in ``setup`` and stashed cannot match them.
@@ -298,24 +303,19 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     import torch
 
     g = torch.Generator(device="cpu").manual_seed(seed)
-    check = SeedCheck(seed=seed, passed=True, stage="recheck", shape=case.shape)
-    for poison_outputs in (False, True):
-        delta = float(torch.rand((), generator=g)) * 0.05 + 0.01
-        bases = {n: case.pristine.get(n, v).detach().clone() for n, v in case.inputs.items()
-                 if _is_tensor(v) and v.dtype.is_floating_point and n not in case.scratch
-                 and (n not in case.outputs or n in case.inplace)}
-        for name, base in bases.items():
-            case.inputs[name].copy_((base.to(torch.float64) * (1 + delta)).to(case.inputs[name].dtype))
-            if name in case.pristine:
-                case.pristine[name].copy_(case.inputs[name])
-        check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=poison_outputs)
-        if not check.passed:
-            if check.stage == "check":
-                check = check.model_copy(update={"stage": "recheck"})
-            if not poison_outputs:
-                why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
-                check = check.model_copy(update={"error": f"with the outputs still holding the previous result: {why}"})
-            return check
+    delta = float(torch.rand((), generator=g)) * 0.05 + 0.01
+    bases = {n: case.pristine.get(n, v).detach().clone() for n, v in case.inputs.items()
+             if _is_tensor(v) and v.dtype.is_floating_point and n not in case.scratch
+             and (n not in case.outputs or n in case.inplace)}
+    for name, base in bases.items():
+        case.inputs[name].copy_((base.to(torch.float64) * (1 + delta)).to(case.inputs[name].dtype))
+        if name in case.pristine:
+            case.pristine[name].copy_(case.inputs[name])
+    check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
+    if not check.passed:
+        why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
+        check = check.model_copy(update={"stage": "recheck" if check.stage == "check" else check.stage,
+                                         "error": f"with the outputs still holding the previous result: {why}"})
     return check
 
 
@@ -371,7 +371,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
             except ContractError as exc:
                 notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
                 continue
-            check, _, _ = run_and_compare(kf, case, config, device, "shapes")
+            check, _, _ = run_and_compare(kf, case, config, device, "shapes", watch_inputs=False)
             shapes_checked.append(dict(other))
             results.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
             if not check.passed:
