@@ -217,3 +217,21 @@ def test_the_audit_before_a_config_leads_checks_the_derived_shapes(write_kernel)
         found = pool.audit({"BLOCK": 128, "num_warps": 4})
         assert found is not None and found["status"] == "wrong_at_shape" and "{'N': 150}" in found["message"]
         assert pool.audit({"BLOCK": 64, "num_warps": 4}) is None
+
+
+def test_activity_judgement_names_the_failure_of_each_problem():
+    """The verdict on recorded launches (no GPU needed): unjoined work, a file whose kernels never ran, clean."""
+    from kernelpilot.measure.activity import LaunchActivity, judge_activity
+
+    def launch(kernels, unjoined=()):
+        return LaunchActivity(timed_ns=10_000, span_ns=12_000, timed_stream=7, kernels=kernels, unjoined=list(unjoined))
+
+    joined = [("_k", 7, 0.0, 5_000.0), ("_k", 13, 5_000.0, 9_000.0)]
+    clean = judge_activity([launch(joined)], ["_k"])
+    assert clean.problem is None and clean.failure is None and clean.off_stream_kernels == ["_k"]
+    side = judge_activity([launch(joined), launch(joined, unjoined=["_k"])], ["_k"])
+    assert side.failure == "off_timer_work" and "outside the timed region" in side.problem
+    decoy = judge_activity([launch([("softmax_warp_forward", 7, 0.0, 5_000.0)])], ["_k"])
+    assert decoy.failure == "kernel_not_launched" and decoy.declared_launched is False
+    nothing = judge_activity([launch([])], ["_k"])
+    assert nothing.failure == "kernel_not_launched"

@@ -35,11 +35,6 @@ def minimum_bytes(case: Case) -> int:
     return total
 
 
-def default_bytes(case: Case) -> int:
-    """The contract's default bytes (docs/contract.md): :func:`minimum_bytes`."""
-    return minimum_bytes(case)
-
-
 def counted_flops(kf: KernelFile, case: Case) -> float | None:
     """FLOPs of the reference as PyTorch's ``FlopCounterMode`` counts them (matrix products, convolutions,
     attention; not elementwise work), run on meta tensors of the case's shapes (nothing computed); None when the

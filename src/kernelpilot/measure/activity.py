@@ -53,6 +53,7 @@ class ActivityReport(BaseModel):
     span_ns_median: float | None = None
     timed_ns_median: float | None = None
     problem: str | None = None
+    failure: str | None = None  # the evaluation status of ``problem``: off_timer_work or kernel_not_launched
     note: str = ""
     launches: list[LaunchActivity] = []
 
@@ -123,9 +124,10 @@ def judge_activity(launches: list[LaunchActivity], declared: list[str]) -> Activ
                 off.append(name)
     span = statistics.median(la.span_ns for la in launches) if launches else None
     timed = statistics.median(la.timed_ns for la in launches) if launches else None
-    launched = any(n == d or n.startswith(d) for n in names for d in declared) if declared else None
-    problem = None
+    launched = any(n.startswith(d) for n in names for d in declared) if declared else None
+    problem, failure = None, "kernel_not_launched"
     if unjoined:
+        failure = "off_timer_work"
         problem = (f"device work outside the timed region: {', '.join(unjoined[:5])} still ran after the timed stream "
                    f"had finished (the events saw {timed / 1e3:.1f} µs, the device was busy {span / 1e3:.1f} µs; "
                    "join side streams with torch.cuda.current_stream().wait_stream(s) before returning)")
@@ -136,7 +138,8 @@ def judge_activity(launches: list[LaunchActivity], declared: list[str]) -> Activ
         problem = "the launch ran nothing on the GPU"
     return ActivityReport(available=True, n_launches=len(launches), kernel_names=names, streams=streams,
                           off_stream_kernels=off, declared=list(declared), declared_launched=launched,
-                          span_ns_median=span, timed_ns_median=timed, problem=problem, launches=launches)
+                          span_ns_median=span, timed_ns_median=timed, problem=problem,
+                          failure=failure if problem else None, launches=launches)
 
 
 def device_activity(fn: Callable[[], Any], *, n_launches: int = 3, declared: list[str] | None = None,

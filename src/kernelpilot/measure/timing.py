@@ -105,8 +105,6 @@ def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None
     """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
     order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end. The event
     functions are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`)."""
-    import torch
-
     t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
     starts = [t.event(enable_timing=True) for _ in range(n)]
     ends = [t.event(enable_timing=True) for _ in range(n)]

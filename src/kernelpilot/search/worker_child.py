@@ -79,11 +79,6 @@ _STAGE_STATUS: dict[str, Status] = {"aliasing": "aliased", "inputs": "inputs_mut
                                      "tolerance": "tolerance_refused", "recheck": "stale_result"}
 
 
-def correctness_status_of_stage(stage: str, default: Status) -> Status:
-    """The failure status of a correctness stage (``aliasing`` -> ``aliased``, ...), else ``default``."""
-    return _STAGE_STATUS.get(stage, default) if stage != "shapes" else default
-
-
 def correctness_status(correctness: Any) -> Status:
     """The failure status of a failed :class:`~kernelpilot.measure.correctness.CorrectnessResult`."""
     bad = next(s for s in correctness.seeds if not s.passed)
@@ -179,10 +174,9 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
 
 
 def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, config: dict[str, Any], fn: Any,
-                  phases: dict[str, float], records: dict[str, Any] | None) -> tuple[Status, str] | None:
+                           phases: dict[str, float], records: dict[str, Any] | None) -> tuple[Status, str] | None:
     """The integrity checks after timing: the guard, the re-check on unseen values in the same tensors, and (GPU)
     the device activity of a few launches. Returns (status, message) of the first failure, or None."""
-    from kernelpilot.measure.activity import device_activity
     from kernelpilot.measure.correctness import recheck
 
     t = time.monotonic()
@@ -199,23 +193,34 @@ def integrity_after_timing(kf: Any, opts: WorkerOptions, dev: str, case: Any, co
                                 "(a result cached by pointer or computed in setup, or a kernel that stops working)")
     if dev == "cuda" and opts.activity:
         try:
-            activity = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
-                                       before_each=case.refresher(), n_launches=2)
+            found = _activity_failure(kf, opts, case, fn, records)
         except Exception as exc:  # noqa: BLE001
             return classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}"
-        if records is not None:
-            records["activity"] = activity.model_dump(mode="json", exclude={"launches"})
-        if not activity.available and opts.strict:
-            return "off_timer_work", f"--strict: {activity.note} (work on other streams cannot be ruled out)"
-        if activity.problem:
-            status: Status = "kernel_not_launched" if activity.declared_launched is False or \
-                activity.problem.startswith("the launch ran nothing") else "off_timer_work"
-            return status, activity.problem
+        if found is not None:
+            return found
     phases["integrity"] = time.monotonic() - t
     try:
         _guard_check("after the integrity checks")
     except Exception as exc:  # noqa: BLE001
         return getattr(exc, "failure", "timer_tampered"), str(getattr(exc, "message", exc))
+    return None
+
+
+def _activity_failure(kf: Any, opts: WorkerOptions, case: Any, fn: Any,
+                      records: dict[str, Any] | None = None) -> tuple[Status, str] | None:
+    """Two profiled launches of ``fn`` (:func:`kernelpilot.measure.activity.device_activity`) judged: (status,
+    message) of work outside the timed region or of the file's kernels never running, or of a profiler that could
+    not record under ``--strict``; None when clean. The report goes into ``records["activity"]`` when given."""
+    from kernelpilot.measure.activity import device_activity
+
+    report = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
+                             before_each=case.refresher(), n_launches=2)
+    if records is not None:
+        records["activity"] = report.model_dump(mode="json", exclude={"launches"})
+    if report.problem:
+        return report.failure, report.problem  # type: ignore[return-value]
+    if not report.available and opts.strict:
+        return "off_timer_work", f"--strict: {report.note} (work on other streams cannot be ruled out)"
     return None
 
 
@@ -237,8 +242,6 @@ def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, An
     """The audit of one config before it becomes the incumbent: correctness at the derived shapes, then (GPU) the
     device activity of a launch. ``{"status", "message"}`` of the failure, or None when both are clean."""
     from kernelpilot.kernels.contract import make_case, run_kernel
-    from kernelpilot.measure.activity import device_activity
-
     from kernelpilot.measure.correctness import FRESH_SEED, derived_shapes, run_and_compare
 
     dev = "cuda" if device.startswith("cuda") else "cpu"
@@ -246,21 +249,14 @@ def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, An
         check, _, _ = run_and_compare(kf, make_case(kf, other, FRESH_SEED, dev), config, dev, "shapes")
         if not check.passed:
             why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
-            return {"status": correctness_status_of_stage(check.stage, "wrong_at_shape"),
+            return {"status": _STAGE_STATUS.get(check.stage, "wrong_at_shape"),
                     "message": f"correct at {opts.shape} but not at the derived shape {other}: {why}"}
     if dev != "cuda":
         return None
     case = make_case(kf, opts.shape, 0, "cuda")
-    report = device_activity(lambda: run_kernel(kf, case.inputs, config), n_launches=2,
-                             declared=kf.backend.kernel_names(kf) if kf.backend else [], before_each=case.refresher())
+    found = _activity_failure(kf, opts, case, lambda: run_kernel(kf, case.inputs, config))
     _guard_check("after the activity audit")
-    if report.problem:
-        status = "kernel_not_launched" if report.declared_launched is False or \
-            report.problem.startswith("the launch ran nothing") else "off_timer_work"
-        return {"status": status, "message": report.problem}
-    if not report.available and opts.strict:
-        return {"status": "off_timer_work", "message": f"--strict: {report.note}"}
-    return None
+    return {"status": found[0], "message": found[1]} if found else None
 
 
 def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
