@@ -37,6 +37,10 @@ class WorkerOptions(BaseModel):
         sol_tolerance: a time under ``floor_ns * (1 - sol_tolerance)`` is ``impossible``; callers pass the roofline's
             :attr:`~kernelpilot.hardware.roofline.Roofline.sol_tolerance` (5 % under a measured ceiling, 0 under a
             datasheet peak; see :data:`kernelpilot.hardware.roofline.SOL_TOLERANCE_MEASURED`).
+        strict: refuse what is otherwise shown as a finding (a loosened tolerance, an unavailable profiler).
+        activity: (GPU) profile the device activity of every evaluation. A search sets False and audits a config
+            before it leads instead (:func:`_child_audit`): the first profiler session of a process costs 4.7-5.5 s
+            on an H100, later ones 3-4 ms (``scripts/profiler_probe.py``, 2026-11-24).
         race_samples: samples taken first when racing against an incumbent.
         race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
             which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
