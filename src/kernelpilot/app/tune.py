@@ -97,9 +97,7 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
                          interpreted=ctx.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
                          sol_tolerance=roof.sol_tolerance if roof is not None else 0.0,
-                         # the profiler pass costs seconds: a config is audited before it leads instead, by a profiler
-                         # set up beside the first compile
-                         activity=False, warm_profiler=True)
+                         activity=False)  # the profiler pass costs seconds: audited before a config leads instead
     if ray_address:
         from kernelpilot.search.ray_pool import RayPool
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from kernelpilot.measure.guard import bound
 
-__all__ = ["ActivityReport", "LaunchActivity", "device_activity", "judge_activity", "warm_profiler"]
+__all__ = ["ActivityReport", "LaunchActivity", "device_activity", "judge_activity"]
 
 
 class LaunchActivity(BaseModel):
@@ -157,26 +157,3 @@ def device_activity(fn: Callable[[], Any], *, n_launches: int = 3, declared: lis
             raise
         return ActivityReport(available=False, note=f"device activity not recorded: {type(exc).__name__}: {exc}")
     return judge_activity(launches, list(declared or []))
-
-
-def warm_profiler() -> float:
-    """Open and close one empty CUDA-activity profiler session, so that the next :func:`device_activity` does not
-    pay for setting the profiler up. Returns the seconds it took; never raises (a profiler that cannot start is
-    reported by the :func:`device_activity` call that needs it).
-
-    Measured on an H100 (torch 2.11, ``scripts/profiler_probe.py``, 2026-11-24): the first session of a process
-    costs 4.7-5.5 s, with or without work in it; later ones 3-4 ms; event-timed launches after it are not slower.
-    Nothing may be timed while it runs (the session records this process's launches): callers run it beside
-    untimed work only and wait for it before timing (:mod:`kernelpilot.search.worker_child`).
-    """
-    import time
-
-    t = time.perf_counter()
-    try:
-        from torch.profiler import ProfilerActivity, profile
-
-        with profile(activities=[ProfilerActivity.CUDA]):
-            pass
-    except Exception:  # noqa: BLE001 - only a warm-up: the real session reports what is wrong
-        pass
-    return time.perf_counter() - t

@@ -41,9 +41,6 @@ class WorkerOptions(BaseModel):
         activity: (GPU) profile the device activity of every evaluation. A search sets False and audits a config
             before it leads instead (:func:`_child_audit`): the first profiler session of a process costs 4.7-5.5 s
             on an H100, later ones 3-4 ms (``scripts/profiler_probe.py``, 2026-11-24).
-        warm_profiler: (GPU) set the profiler up in a background thread from the moment the kernel is loaded,
-            beside the first evaluation's compile and correctness check; anything timed or profiled waits for it
-            (:func:`_await_warm_profiler`).
         race_samples: samples taken first when racing against an incumbent.
         race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
             which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
@@ -62,34 +59,10 @@ class WorkerOptions(BaseModel):
     race_margin: float = 0.10
     strict: bool = False
     activity: bool = True
-    warm_profiler: bool = False
 
 
 #: The worker's timer guard, taken before the kernel file is imported (:mod:`kernelpilot.measure.guard`).
 _GUARD: Any = None
-
-#: The thread setting the profiler up (``WorkerOptions.warm_profiler``), or None.
-_WARMING: Any = None
-
-
-def _start_warm_profiler() -> None:
-    """Start :func:`kernelpilot.measure.activity.warm_profiler` in a daemon thread (see ``_WARMING``)."""
-    import threading
-
-    from kernelpilot.measure.activity import warm_profiler
-
-    global _WARMING
-    _WARMING = threading.Thread(target=warm_profiler, name="kernelpilot-warm-profiler", daemon=True)
-    _WARMING.start()
-
-
-def _await_warm_profiler() -> None:
-    """Wait for the profiler warm-up to end: called before anything is timed or profiled, so no sample is taken
-    while a profiler session is open."""
-    global _WARMING
-    if _WARMING is not None:
-        _WARMING.join()
-        _WARMING = None
 
 
 def _guard_check(where: str) -> None:
@@ -178,7 +151,6 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     if not correctness.passed:
         return done(correctness_status(correctness), correctness.summary)
     fn = lambda: run_kernel(kf, case.inputs, config)
-    _await_warm_profiler()
     kwargs: dict[str, Any] = {} if opts.interpreted else {"rep_ms": opts.rep_ms, "max_samples": opts.max_samples,
                                                           "min_samples": opts.min_samples}
     t = time.monotonic()
@@ -245,7 +217,6 @@ def _activity_failure(kf: Any, opts: WorkerOptions, case: Any, fn: Any,
     not record under ``--strict``; None when clean. The report goes into ``records["activity"]`` when given."""
     from kernelpilot.measure.activity import device_activity
 
-    _await_warm_profiler()
     report = device_activity(fn, declared=kf.backend.kernel_names(kf) if kf.backend else [],
                              before_each=case.refresher(), n_launches=2)
     if records is not None:
@@ -265,7 +236,6 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
 
     on_gpu = device.startswith("cuda")
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
-    _await_warm_profiler()
     sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
                               "cuda" if on_gpu else "cpu", before_each=case.refresher())
     _guard_check("after A/B timing")
@@ -298,7 +268,6 @@ def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tu
     kernel code, also ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
     import importlib
 
-    _await_warm_profiler()  # a called function may time or profile
     try:
         module, name = target.split(":", 1)
         result = getattr(importlib.import_module(module), name)(kf, opts, device, *args)
@@ -347,8 +316,6 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
     except BaseException as exc:  # noqa: BLE001 - report, then exit
         conn.send(("load_error", describe_exception(exc, "importing the kernel file")))
         return
-    if opts.warm_profiler and device.startswith("cuda"):
-        _start_warm_profiler()
     while True:
         try:
             msg = conn.recv()
