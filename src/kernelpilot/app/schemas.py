@@ -1,4 +1,5 @@
-"""The schema of every record kernelpilot writes into a run folder (``optimize``) or a tune folder (``tune --out``).
+"""The schema of every record kernelpilot writes into a run folder (``optimize``), a tune folder (``tune --out``) or
+a session folder (``session start``: session.json, vN/memory.json).
 
 Each record file has one pydantic model (:data:`RECORDS`: file pattern -> model); the models are the schemas, and
 their JSON Schema exports ship in the package (``kernelpilot/records/schema/<name>.schema.json``) for tools that
@@ -44,18 +45,20 @@ def _models() -> dict[str, type[BaseModel]]:
     from kernelpilot.records.evaluation import Evaluation
     from kernelpilot.records.models import Interruption, RunInfo, VersionConfig
     from kernelpilot.report.benchmark import BenchmarkResult
+    from kernelpilot.versions.records import MemoryRecord, SessionState
 
     return {"run.json": RunInfo, "env.json": EnvInfo, "roofline.json": Roofline, "baselines.json": BenchmarkResult,
             "benchmark.json": BenchmarkResult, "v*/config.json": VersionConfig, "v*/correctness.json": CorrectnessResult,
             "v*/timing.json": TimingResult, "v*/outcome.json": Evaluation, "v*/verdict.json": BottleneckCard,
             "v*/metrics.json": MetricsRecord, "v*/interrupted.json": Interruption,
-            "tune-run.json": TuneRun, "evaluations.jsonl": TuneLine, "tune.json": TuneResult}
+            "tune-run.json": TuneRun, "evaluations.jsonl": TuneLine, "tune.json": TuneResult,
+            "session.json": SessionState, "v*/memory.json": MemoryRecord}
 
 
 #: The record files (patterns) that have a schema; :func:`model_for` gives the model.
 RECORDS = ("run.json", "env.json", "roofline.json", "baselines.json", "benchmark.json", "v*/config.json",
            "v*/correctness.json", "v*/timing.json", "v*/outcome.json", "v*/verdict.json", "v*/metrics.json",
-           "v*/interrupted.json", "tune-run.json", "evaluations.jsonl", "tune.json")
+           "v*/interrupted.json", "tune-run.json", "evaluations.jsonl", "tune.json", "session.json", "v*/memory.json")
 
 
 def model_for(rel: str) -> type[BaseModel] | None:

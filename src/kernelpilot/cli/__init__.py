@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelpilot.cli import run, search, specs, static
+from kernelpilot.cli import run, search, session, specs, static
 
 __all__ = ["app", "main"]
 
@@ -23,6 +23,7 @@ run.register(app)
 specs.register(app)
 static.register(app)
 search.register(app)
+session.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry

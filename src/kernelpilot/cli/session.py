@@ -1,0 +1,161 @@
+"""``kernelpilot session start|try|status|mask|unmask|restart|finish``: versions an author writes, one hypothesis
+at a time (:mod:`kernelpilot.versions`).
+
+Exit codes (every command; ``--json`` prints one object on stdout either way):
+
+* 0 — done (for ``start``/``try``: the version ran correctly and was recorded, whatever its outcome);
+* 1 — an error; nothing beyond the commits already made was recorded (``{"error", "message", "hint"}``);
+* 2 — a bad option (no hypothesis, a bad ``--expect``, an unknown version);
+* 3 — ``start``/``try`` only: the version was recorded as **invalid** (incorrect, failed, or it changed the check);
+* 128 + N — interrupted by signal N.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kernelpilot.cli.common import JsonOpt, RefOpt, ShapeOpt, kv, out, run_command
+
+__all__ = ["INVALID_EXIT", "register"]
+
+#: Exit code of ``start``/``try`` when the version was recorded but is invalid.
+INVALID_EXIT = 3
+
+session_app = typer.Typer(no_args_is_help=True, help="Versions you write, one hypothesis at a time: start, try, "
+                          "status, mask, unmask, restart, finish. Exit codes: 0 done, 1 error, 2 bad option, "
+                          "3 version recorded as invalid.")
+RunArg = typer.Argument(..., help="The session folder (the --out of `session start`).")
+NoProfile = typer.Option(False, "--no-profile", help="No Nsight Compute: light cards only.")
+TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one step of a version may take in its worker.")
+
+
+def _log(as_json: bool):
+    from kernelpilot.cli.common import err
+
+    return (lambda msg: err.print(msg, markup=False, highlight=False)) if as_json else \
+        (lambda msg: out.print(msg, markup=False, highlight=False))
+
+
+def _tried(result) -> None:
+    m = result.memory
+    out.print(f"v{m.version}: [bold]{m.outcome}[/]" + (f" ({m.status})" if m.outcome == "invalid" else "")
+              + (f" — {m.duration_ns / 1e3:.2f} µs" if m.duration_ns else "")
+              + (" (interpreted: not a measurement)" if m.duration_ns and not m.measured else "")
+              + (f", {1 / m.vs_parent['ratio']:.3f}× vs v{m.parent}" if m.vs_parent and m.measured else ""))
+    for e in m.expectations:
+        out.print(f"  expected {e.metric} {e.direction}: {e.verdict}"
+                  + (f" ({e.change_rel:+.1%})" if e.change_rel is not None else ""), markup=False)
+    for p in m.pitfalls:
+        out.print(f"  pitfall: {p}", markup=False)
+    out.print(f"incumbent: v{result.incumbent}" + (f"; target {result.target_ns / 1e3:.2f} µs "
+                                                   + ("met" if result.target_met else "not met")
+                                                   if result.target_ns else ""), markup=False)
+
+
+def _exit_invalid(as_json: bool, fn):
+    holder = {}
+
+    def call():
+        holder["r"] = fn()
+        return holder["r"]
+    run_command(as_json, call, _tried, ok=lambda r: True)
+    if holder.get("r") is not None and holder["r"].memory.outcome == "invalid":
+        raise typer.Exit(INVALID_EXIT)
+
+
+@session_app.command("start")
+def start_cmd(kernel: Path = typer.Argument(..., help="v0: the starting kernel file."),
+              output: Path = typer.Option(..., "--out", help="The session folder (new or empty)."),
+              ref: Path | None = RefOpt, shape: list[str] | None = ShapeOpt,
+              gpu: str | None = typer.Option(None, "--gpu", help="GPU spec for the roofline (default: this GPU)."),
+              kernel_type: str | None = typer.Option(None, "--kernel-type", help="For the experience log "
+                                                     "(default: guessed from the file name)."),
+              experience: Path | None = typer.Option(None, "--experience", help="Experience log (default "
+                                                     "$KERNELPILOT_EXPERIENCE or ~/.kernelpilot/experience.db)."),
+              no_experience: bool = typer.Option(False, "--no-experience", help="Record nothing in a log."),
+              no_git: bool = typer.Option(False, "--no-git", help="No git history in the session folder."),
+              no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Freeze the check, write README.md (specs, roofline, stop conditions) and evaluate v0."""
+    from kernelpilot.versions import start
+
+    shp = kv(shape, "--shape", as_json)
+    _exit_invalid(as_json, lambda: start(kernel, out=output, ref=ref, shape=shp, gpu=gpu, kernel_type=kernel_type,
+                                         profile=not no_profile, git=not no_git, timeout_s=timeout_s,
+                                         experience_db=experience, no_experience=no_experience,
+                                         log=_log(as_json)))
+
+
+@session_app.command("try")
+def try_cmd(run: Path = RunArg, kernel: Path = typer.Argument(..., help="The new version's kernel file."),
+            hypothesis: str = typer.Option(..., "--hypothesis", help="The one hypothesis this version tests."),
+            expect: list[str] | None = typer.Option(None, "--expect", help="METRIC:up|down, e.g. "
+                                                    "dram_throughput_pct:up or duration:down (repeatable)."),
+            parent: str | None = typer.Option(None, "--parent", help="vN (default: the incumbent)."),
+            no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+    """Commit the hypothesis, then check, A/B-time, profile and classify the new version."""
+    from kernelpilot.versions import try_version
+
+    _exit_invalid(as_json, lambda: try_version(run, kernel, hypothesis=hypothesis, expect=expect, parent=parent,
+                                               profile=not no_profile, timeout_s=timeout_s, log=_log(as_json)))
+
+
+def _status(s) -> None:
+    out.print(s.table_md, markup=False)
+    out.print(f"incumbent: v{s.incumbent}" + (f", {s.incumbent_ns / 1e3:.2f} µs" if s.incumbent_ns else "")
+              + (f"; target {s.target_ns / 1e3:.2f} µs " + ("met" if s.target_met else "not met")
+                 if s.target_ns else ""), markup=False)
+    for c in s.card_suggests:
+        out.print(f"card suggests: {c}", markup=False)
+    for r in s.experience_recommends:
+        out.print(f"experience: {r}", markup=False)
+
+
+@session_app.command("status")
+def status_cmd(run: Path = RunArg, as_json: bool = JsonOpt) -> None:
+    """Versions, incumbent, target; what the card suggests and what the experience log recommends."""
+    from kernelpilot.versions import status
+
+    run_command(as_json, lambda: status(run), _status)
+
+
+@session_app.command("mask")
+def mask_cmd(run: Path = RunArg, version: str = typer.Argument(..., help="vN"),
+             why: str = typer.Option(..., "--why", help="Why it must not count."), as_json: bool = JsonOpt) -> None:
+    """Mask a version: kept, but skipped by status, recommend, the incumbent and the report (a commit)."""
+    from kernelpilot.versions import mask
+
+    run_command(as_json, lambda: mask(run, version, why=why), _status)
+
+
+@session_app.command("unmask")
+def unmask_cmd(run: Path = RunArg, version: str = typer.Argument(..., help="vN"), as_json: bool = JsonOpt) -> None:
+    """Count a masked version again (a commit)."""
+    from kernelpilot.versions import unmask
+
+    run_command(as_json, lambda: unmask(run, version), _status)
+
+
+@session_app.command("restart")
+def restart_cmd(run: Path = RunArg, from_version: str = typer.Option(..., "--from", help="vN to continue from."),
+                as_json: bool = JsonOpt) -> None:
+    """Partial restart: later versions masked, the incumbent reset to --from, nothing deleted (a commit)."""
+    from kernelpilot.versions import restart
+
+    run_command(as_json, lambda: restart(run, from_version=from_version), _status)
+
+
+@session_app.command("finish")
+def finish_cmd(run: Path = RunArg, no_benchmark: bool = typer.Option(False, "--no-benchmark",
+                                                                     help="Skip eager / torch.compile."),
+               as_json: bool = JsonOpt) -> None:
+    """Write final_report.md and benchmark.md (the incumbent vs PyTorch eager and torch.compile)."""
+    from kernelpilot.versions import finish
+
+    run_command(as_json, lambda: finish(run, benchmark=not no_benchmark, log=_log(as_json)), _status)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``session`` group to ``app``."""
+    app.add_typer(session_app, name="session")

@@ -1,0 +1,64 @@
+"""Softmax series, v0: the first working kernel. One program per row, three passes over column tiles of 256:
+the row max, then the sum of exp, then the normalized output. x is read three times."""
+
+import torch
+import triton
+import triton.language as tl
+
+SHAPE = {"M": 8192, "N": 8192, "dtype": "float32"}
+CPU_SHAPE = {"M": 8, "N": 256, "dtype": "float32"}
+COMPUTE_UNIT = "fp32"
+TUNABLES = {"BLOCK_N": [256], "num_warps": [4]}
+
+
+@triton.jit
+def _softmax_v0(x_ptr, y_ptr, N, stride_xm, stride_ym, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
+    cols = tl.arange(0, BLOCK_N)
+    m = tl.full([BLOCK_N], float("-inf"), tl.float32)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        m = tl.maximum(m, tl.load(x_row + c, mask=c < N, other=float("-inf")).to(tl.float32))
+    row_max = tl.max(m, axis=0)
+    s = tl.zeros([BLOCK_N], tl.float32)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        x = tl.load(x_row + c, mask=c < N, other=float("-inf")).to(tl.float32)
+        s += tl.exp(x - row_max)
+    inv = 1.0 / tl.sum(s, axis=0)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        x = tl.load(x_row + c, mask=c < N, other=float("-inf")).to(tl.float32)
+        tl.store(y_row + c, (tl.exp(x - row_max) * inv).to(y_ptr.dtype.element_ty), mask=c < N)
+
+
+def run_kernel(x, y, M, N, *, BLOCK_N, num_warps, **_):
+    """One program per row; writes y in place."""
+    _softmax_v0[(M,)](x, y, N, x.stride(0), y.stride(0), BLOCK_N=BLOCK_N, num_warps=num_warps)
+
+
+def setup(M, N, dtype="float32", seed=0, device="cuda", **_):
+    """Standard-normal x scaled by 4 (exp spans a wide range) and an uninitialized y (every version: the same)."""
+    tdt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = (4.0 * torch.randn(M, N, generator=gen, device=device, dtype=torch.float32)).to(tdt)
+    y = torch.empty(M, N, device=device, dtype=tdt)
+    return {"inputs": {"x": x, "y": y, "M": M, "N": N}, "outputs": ["y"]}
+
+
+def reference(x, y, M, N, **_):
+    """torch.softmax over the last dim."""
+    return torch.softmax(x, dim=-1)
+
+
+def flops(M, N, **_):
+    # max, subtract, exp, add, multiply per element.
+    return 5 * M * N
+
+
+def bytes_moved(M, N, dtype="float32", **_):
+    # x read once, y written once (what an ideal kernel moves).
+    return 2 * M * N * (4 if dtype == "float32" else 2)
+

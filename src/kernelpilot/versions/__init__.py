@@ -1,0 +1,17 @@
+"""Versions an author writes (``kernelpilot session``): the seed workflows' loop for code changes.
+
+Public API::
+
+    from kernelpilot.versions import start, try_version, status, mask, unmask, restart, finish
+
+``start`` → v0 with the check frozen; ``try_version`` → one version per hypothesis (committed before it runs);
+``status``; ``mask``/``unmask``/``restart`` (nothing deleted); ``finish`` → final_report.md + benchmark.md. The
+records: :mod:`kernelpilot.versions.records`; the outcome rules: :mod:`kernelpilot.versions.outcome`.
+"""
+
+from kernelpilot.versions.manage import finish, mask, restart, status, unmask
+from kernelpilot.versions.records import MemoryRecord, SessionState
+from kernelpilot.versions.session import SessionStatus, TryResult, start, try_version
+
+__all__ = ["MemoryRecord", "SessionState", "SessionStatus", "TryResult", "finish", "mask", "restart", "start",
+           "status", "try_version", "unmask"]

@@ -1,0 +1,132 @@
+"""Measuring one hand-written version against the session's frozen check, in an isolated worker.
+
+Every version runs in its own worker process (:class:`kernelpilot.search.worker.Worker`) loaded from ``vN/kernel.py``
+with the session's frozen reference (``check/reference.py``: the reference and its tolerances), at the session's
+shape: the same check as :func:`kernelpilot.api.verify` — the static screen, the timer guard, correctness on
+two seeds with a second run, aliasing and input mutation, the derived shapes, the re-check after timing and (GPU)
+the device activity. On top of that, a version must build the same inputs as v0 (:func:`same_check_problem`): a
+version whose ``setup`` makes other (smaller, friendlier) inputs, or whose ``CHECK_SHAPES`` differ, would be measured
+on another problem, and is ``invalid`` (status ``check_changed``).
+
+The A/B against the parent and the incumbent (:func:`ab_files`) loads the other version's file into the same worker
+and times both on the same inputs, interleaved (A, B, A, B ...), with the inputs refreshed before every launch;
+:func:`kernelpilot.search.stats.decide` judges the samples (the one decision rule of every command).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["AB_SAMPLES_GPU", "AB_SAMPLES_CPU", "ab_files", "open_worker", "same_check_problem"]
+
+#: Interleaved samples per side for a version's A/B decisions (the search's number: Evaluator ``ab_samples``).
+AB_SAMPLES_GPU = 30
+#: Under the interpreter (times are not measurements; only the plumbing is exercised).
+AB_SAMPLES_CPU = 6
+
+
+def open_worker(kernel: Path, reference: Path, shape: dict[str, Any], *, interpreted: bool, floor_ns: float | None,
+                sol_tolerance: float, timeout_s: float) -> Any:
+    """A started :class:`~kernelpilot.search.worker.Worker` for one version file (device activity on).
+
+    Raises:
+        ContractError / ScreenRefused: the file breaks the contract or the static screen refuses it.
+        KernelFailed: importing it crashed, hung or raised.
+    """
+    from kernelpilot.search.worker import Worker, WorkerOptions, default_devices
+
+    opts = WorkerOptions(kernel=str(kernel), ref=str(reference), shape=shape, interpreted=interpreted,
+                         floor_ns=floor_ns, sol_tolerance=sol_tolerance, activity=True)
+    worker = Worker(opts, default_devices(interpreted)[0], timeout_s=timeout_s, start_timeout_s=timeout_s)
+    worker._start()
+    return worker
+
+
+def same_check_problem(worker: Any, v0_kernel: Path) -> str | None:
+    """Why this version's inputs differ from v0's (None when they are the same): run in ``worker``.
+
+    Raises:
+        KernelpilotError: the worker failed (crash, hang) while comparing.
+    """
+    return worker.call("kernelpilot.versions.measure:_same_check_in_worker", str(v0_kernel))
+
+
+def ab_files(worker: Any, other_kernel: Path, config: dict[str, Any], n: int) -> tuple[list[float], list[float]]:
+    """``n`` interleaved samples (ns) of this worker's version at ``config`` and of ``other_kernel`` at its own
+    starting config, on the same inputs in the same worker.
+
+    Returns:
+        (this version's samples, the other's samples).
+
+    Raises:
+        KernelpilotError: either kernel failed while timed.
+    """
+    got = worker.call("kernelpilot.versions.measure:_ab_files_in_worker", str(other_kernel), config, n)
+    return got["a"], got["b"]
+
+
+def _device(device: str) -> str:
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def _describe(value: Any) -> tuple:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), str(value.dtype), tuple(value.stride()))
+    return ("value", repr(value))
+
+
+def _same_check_in_worker(kf: Any, opts: Any, device: str, v0_kernel: str) -> str | None:
+    """Worker side of :func:`same_check_problem`: v0's ``setup`` and this file's, on the first and the fresh seed,
+    must give the same names, outputs, in-place/partial/scratch lists, tensor shapes, dtypes and strides, and equal
+    input values; ``CHECK_SHAPES`` must be equal too."""
+    import torch
+
+    from kernelpilot.kernels.contract import load_kernel, make_case
+    from kernelpilot.measure.correctness import FRESH_SEED
+
+    base = load_kernel(v0_kernel, opts.ref, interpreted=bool(opts.interpreted))
+    if (base.check_shapes or None) != (kf.check_shapes or None):
+        return f"CHECK_SHAPES differ from v0's ({kf.check_shapes} vs {base.check_shapes})"
+    dev = _device(device)
+    for seed in (0, FRESH_SEED):
+        a, b = make_case(base, opts.shape, seed, dev), make_case(kf, opts.shape, seed, dev)
+        for what in ("outputs", "inplace", "partial", "scratch"):
+            if sorted(getattr(a, what)) != sorted(getattr(b, what)):
+                return f"setup's {what} differ from v0's ({getattr(b, what)} vs {getattr(a, what)})"
+        if sorted(a.inputs) != sorted(b.inputs):
+            return f"setup's inputs differ from v0's ({sorted(b.inputs)} vs {sorted(a.inputs)})"
+        for name, va in a.inputs.items():
+            vb = b.inputs[name]
+            if _describe(va) != _describe(vb):
+                return f"input {name!r} differs from v0's: {_describe(vb)} vs {_describe(va)}"
+            if name in a.outputs and name not in a.inplace:
+                continue  # an output's initial values are poisoned by the check anyway
+            same = torch.equal(va, vb) if isinstance(va, torch.Tensor) else va == vb
+            if not same:
+                return f"input {name!r} holds other values than v0's at seed {seed}"
+    return None
+
+
+def _ab_files_in_worker(kf: Any, opts: Any, device: str, other_kernel: str, config: dict[str, Any],
+                        n: int) -> dict[str, list[float]]:
+    """Worker side of :func:`ab_files`."""
+    from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
+    from kernelpilot.measure.timing import time_interleaved
+    from kernelpilot.search.worker_child import _guard_check
+
+    other = load_kernel(other_kernel, opts.ref, interpreted=bool(opts.interpreted))
+    dev = _device(device)
+    case = make_case(kf, opts.shape, 0, dev)
+    sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, config),
+                              lambda: run_kernel(other, case.inputs, other.default_config), n, dev,
+                              before_each=case.refresher())
+    _guard_check("after the A/B of two versions")
+    return {"a": sa, "b": sb}
+
+
+def _default_config_in_worker(kf: Any, opts: Any, device: str) -> dict[str, Any]:
+    """The version file's starting config (``DEFAULT_CONFIG`` or each tunable's first candidate)."""
+    return dict(kf.default_config)

@@ -1,0 +1,265 @@
+"""``kernelpilot session``: the seed workflows' loop for versions an author writes, one hypothesis at a time.
+
+``start`` freezes the check (the reference and its tolerances are copied to ``check/reference.py``; v0's ``setup``
+defines the inputs; the shape is fixed), writes ``README.md`` (task, cited specs, roofline, stop conditions) and
+evaluates v0. ``try`` commits the hypothesis (and its expectations) *before* the new file runs, copies it in as
+``vN/kernel.py`` with ``change.diff`` against its parent, evaluates it (:func:`kernelpilot.versions.run_version.run_version`),
+classifies the outcome, updates the incumbent, writes ``vN/memory.json``, adds the outcome to the experience log and
+commits. ``mask``/``unmask``/``restart`` change what counts without deleting anything, each as a commit; ``finish``
+writes ``final_report.md`` and ``benchmark.md`` (the incumbent vs PyTorch eager and torch.compile).
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+from kernelpilot.records.models import now_utc
+from kernelpilot.records.workspace import Workspace, write_json, write_text
+from kernelpilot.versions.outcome import parse_expect
+from kernelpilot.versions.records import (MemoryRecord, SessionState, load_memories, load_state, memory_path,
+                                          save_state)
+from kernelpilot.versions.render import render_hypothesis_md, render_readme
+from kernelpilot.versions.run_version import VersionRun, run_version
+
+__all__ = ["SessionStatus", "TryResult", "guess_kernel_type", "start", "try_version"]
+
+Log = Callable[[str], None]
+
+#: Kernel types the experience log groups by, guessed from the kernel's name when ``--kernel-type`` is not given.
+KERNEL_TYPES = ("softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "matmul", "gemm", "attention",
+                "vector_add", "reduction", "conv", "rope", "swiglu", "geglu")
+
+
+class TryResult(BaseModel):
+    """What ``start`` (v0) and ``try`` return: the version's memory record, the incumbent, the stop condition."""
+
+    run: Path
+    memory: MemoryRecord
+    incumbent: int | None
+    target_ns: float | None
+    target_met: bool
+    experience_recorded: bool = False
+    commit: str | None = None
+
+
+class SessionStatus(BaseModel):
+    """``session status``: every version (masked ones flagged), the incumbent, the target and what to try next."""
+
+    run: Path
+    state: SessionState
+    versions: list[MemoryRecord]
+    incumbent: int | None
+    incumbent_ns: float | None
+    target_ns: float | None
+    target_met: bool
+    card_suggests: list[str] = []
+    experience_recommends: list[dict[str, Any]] = []
+    table_md: str = ""
+
+
+def guess_kernel_type(name: str) -> str:
+    """The first of :data:`KERNEL_TYPES` found in the kernel's name (normalised: layernorm → layer_norm), else
+    ``other``."""
+    low = name.lower()
+    for t in KERNEL_TYPES:
+        if t in low:
+            return {"layernorm": "layer_norm", "rmsnorm": "rms_norm", "gemm": "matmul"}.get(t, t)
+    return "other"
+
+
+def _history(root: Path, state: SessionState) -> Any:
+    from kernelpilot.records.history import RunHistory
+
+    return RunHistory(root) if state.git else None
+
+
+def _commit(root: Path, state: SessionState, paths: list[Path], message: str) -> str | None:
+    history = _history(root, state)
+    return history.commit(paths, message) if history is not None else None
+
+
+def _roofline(root: Path) -> Any:
+    from kernelpilot.hardware.roofline import Roofline
+    from kernelpilot.records.workspace import read_json
+
+    path = root / "roofline.json"
+    return read_json(path, Roofline) if path.is_file() else None
+
+
+def _memories_by_index(root: Path, state: SessionState) -> dict[int, MemoryRecord]:
+    return {m.version: m for m in load_memories(root, state)}
+
+
+def _record_experience(state: SessionState, root: Path, mem: MemoryRecord) -> bool:
+    """Add a tried version's outcome to the experience log (v0 is not a change); False when there is no log or it
+    could not be written (the session goes on; the reason is not fatal)."""
+    if mem.version == 0 or state.experience_db is None:
+        return False
+    try:
+        from kernelpilot.experience import ExperienceDB, ExperienceEntry
+    except ImportError:
+        return False
+    speed = None
+    if mem.measured and mem.vs_parent and mem.vs_parent.get("ratio"):
+        speed = 1.0 / float(mem.vs_parent["ratio"])
+    moved = {k: (mem.metrics_after[k] - v) / abs(v) for k, v in mem.metrics_before.items()
+             if k in mem.metrics_after and v}
+    entry = ExperienceEntry(kernel=state.kernel_name, kernel_type=state.kernel_type, backend=state.backend,
+                            arch=state.arch, gpu=state.device_name, bottleneck=mem.bottleneck_before,
+                            change=mem.hypothesis, tags=[], outcome=mem.outcome, speedup=speed, metrics_moved=moved,
+                            source=f"session:{root.resolve()}/v{mem.version}", measured=mem.measured,
+                            recorded_utc=mem.recorded_utc)
+    with ExperienceDB.open(state.experience_db) as db:
+        return db.add(entry)
+
+
+def _experience_path(given: str | Path | None) -> str | None:
+    """The experience log's path (given, else the log's default), or None when the log is not installed."""
+    try:
+        from kernelpilot.experience import default_db_path
+    except ImportError:
+        return None
+    return str(given or default_db_path())
+
+
+def _target_met(state: SessionState, mems: dict[int, MemoryRecord]) -> bool:
+    best = mems.get(state.incumbent) if state.incumbent is not None else None
+    return bool(state.target_ns and best is not None and best.measured and best.duration_ns
+                and best.duration_ns <= state.target_ns)
+
+
+def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
+          shape: dict[str, Any] | None = None, gpu: str | None = None, kernel_type: str | None = None,
+          profile: bool = True, git: bool = True, timeout_s: float = 300.0, experience_db: str | Path | None = None,
+          no_experience: bool = False, log: Log = lambda _m: None) -> TryResult:
+    """Start a session on ``kernel`` in the new folder ``out`` and evaluate v0 (see the module docstring).
+
+    Raises:
+        ContractError / ScreenRefused: the kernel file (or ``ref``) breaks the contract or is refused by the screen.
+        RunFolderError: ``out`` exists and is not empty, or cannot be written. SpecError: unknown ``gpu``.
+        ToolMissingError: git requested but unavailable.
+    """
+    from kernelpilot.app.context import prepare
+    from kernelpilot.measure.env import collect_env, render_env_md
+
+    ctx = prepare(kernel, ref=ref, shape=shape, gpu=gpu)
+    kf = ctx.kf
+    ws = Workspace.create(Path(out))
+    root = ws.root
+    (root / "check").mkdir()
+    shutil.copy2(kf.reference_path, root / "check" / "reference.py")
+    shutil.copy2(kf.path, ws.version_dir(0) / "kernel.py")
+    env = collect_env(probe_ncu=profile and ctx.device == "cuda")
+    write_json(root / "env.json", env)
+    write_text(root / "env.md", render_env_md(env))
+    cc = getattr(env.gpu, "compute_capability", None) if env.gpu else None
+    arch = f"sm_{str(cc).replace('.', '')}" if cc else None
+    state = SessionState(kernel_name=kf.name, kernel_type=kernel_type or guess_kernel_type(kf.name),
+                         backend=getattr(kf.backend, "name", "triton") or "triton", device=ctx.device,
+                         device_name=env.gpu.name if env.gpu else None, arch=arch, shape=ctx.shape,
+                         floor_ns=ctx.roofline.floor_ns if ctx.roofline else None,
+                         target_ns=ctx.roofline.target_ns if ctx.roofline else None,
+                         experience_db=None if no_experience else _experience_path(experience_db),
+                         started_utc=now_utc(), git=git)
+    if ctx.roofline is not None:
+        write_json(root / "roofline.json", ctx.roofline)
+    tol = (f"atol={kf.atol}, rtol={kf.rtol} (set by the reference file)" if kf.atol is not None or kf.rtol is not None
+           else "kernelpilot's defaults for the output dtype (docs/measuring.md)")
+    write_text(root / "README.md", render_readme(state, str(kf.path), str(kf.reference_path), ctx.roofline, ctx.work,
+                                                 ctx.roofline_note, tol))
+    write_text(ws.version_dir(0) / "hypothesis.md", render_hypothesis_md(0, None, "the starting kernel", [], ""))
+    save_state(root, state)
+    _commit(root, state, [root], "session: start — check frozen, environment, roofline, stop conditions, v0 file")
+    log(f"session {root}: {kf.name} at {ctx.shape} on {state.device_name or 'the CPU (interpreter)'}")
+    return _evaluate(root, state, 0, parent=None, hypothesis="the starting kernel", expects=[], change="",
+                     profile=profile, timeout_s=timeout_s, log=log)
+
+
+def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryRecord | None, hypothesis: str,
+              expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log) -> TryResult:
+    mems = _memories_by_index(root, state)
+    incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
+    run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
+                     log=log)
+    mem = run_version(run, index, parent=parent, incumbent=incumbent, hypothesis=hypothesis, expects=expects,
+                      change=change)
+    if mem.outcome != "invalid" and (incumbent is None or bool((mem.vs_incumbent or {}).get("replace"))):
+        state.incumbent = index  # the first valid version, then only one faster than the incumbent beyond noise
+    mem = mem.model_copy(update={"incumbent_after": state.incumbent})
+    write_json(memory_path(root, index), mem)
+    if index not in state.versions:
+        state.versions.append(index)
+    save_state(root, state)
+    recorded = _record_experience(state, root, mem)
+    mems[index] = mem
+    speed = f", {1 / mem.vs_parent['ratio']:.3f}× vs v{mem.parent}" if mem.vs_parent and mem.measured else ""
+    commit = _commit(root, state, [root], f"v{index}: {mem.outcome}"
+                     + (f" ({mem.status})" if mem.outcome == "invalid" else "") + f" — {hypothesis[:80]}{speed}")
+    log(f"v{index}: {mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
+                                      if mem.outcome == "invalid" and mem.message else "")
+        + (f", {mem.duration_ns / 1e3:.2f} µs" if mem.duration_ns else "") + f"; incumbent v{state.incumbent}")
+    return TryResult(run=root, memory=mem, incumbent=state.incumbent, target_ns=state.target_ns,
+                     target_met=_target_met(state, mems), experience_recorded=recorded, commit=commit)
+
+
+def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
+                parent: str | int | None = None, profile: bool = True, timeout_s: float = 300.0,
+                log: Log = lambda _m: None) -> TryResult:
+    """Evaluate the next version (see the module docstring). ``parent``: ``v2`` or ``2`` (default: the incumbent).
+
+    Raises:
+        RunFolderError: ``run`` is not a session (or it is finished). OptionError: no hypothesis, a bad ``--expect``,
+            an unknown or masked parent. ContractError: ``kernel`` is not a file.
+    """
+    from kernelpilot.errors import ContractError, OptionError, RunFolderError
+
+    if not hypothesis or not hypothesis.strip():
+        raise OptionError("a version needs its one hypothesis", '--hypothesis "one block per row: coalesced loads"')
+    expects = parse_expect(expect)
+    root = Path(run)
+    state = load_state(root)
+    if state.finished_utc:
+        raise RunFolderError(f"{root}: the session was finished at {state.finished_utc}",
+                             "start a new session from the incumbent's file (vN/kernel.py)")
+    path = Path(kernel)
+    if not path.is_file():
+        raise ContractError(f"kernel file not found: {path}", "pass the path of the new version's .py file")
+    mems = _memories_by_index(root, state)
+    p = _version_index(parent, state) if parent is not None else state.incumbent
+    if p is None or p not in mems:
+        raise OptionError(f"no parent version {parent if parent is not None else '(no incumbent yet)'}",
+                          "pass --parent vN with a version of this session (`kernelpilot session status RUN`)")
+    if mems[p].masked:
+        raise OptionError(f"v{p} is masked", f"unmask it (`kernelpilot session unmask {root} v{p}`) or pick another")
+    index = max(state.versions) + 1
+    vdir = root / f"v{index}"
+    vdir.mkdir()
+    shutil.copy2(path, vdir / "kernel.py")
+    old = (root / f"v{p}" / "kernel.py").read_text().splitlines(keepends=True)
+    new = (vdir / "kernel.py").read_text().splitlines(keepends=True)
+    diff = list(difflib.unified_diff(old, new, f"v{p}/kernel.py", f"v{index}/kernel.py"))
+    write_text(vdir / "change.diff", "".join(diff))
+    added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
+    removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
+    change = f"+{added} -{removed} lines vs v{p} (change.diff)"
+    write_text(vdir / "hypothesis.md", render_hypothesis_md(index, p, hypothesis, expects, change))
+    _commit(root, state, [vdir], f"v{index}: hypothesis — {hypothesis.strip()[:100]}")
+    log(f"v{index}: {hypothesis.strip()[:120]} (parent v{p}, {change})")
+    return _evaluate(root, state, index, parent=mems[p], hypothesis=hypothesis.strip(), expects=expects,
+                     change=change, profile=profile, timeout_s=timeout_s, log=log)
+
+
+def _version_index(value: str | int, state: SessionState) -> int:
+    from kernelpilot.errors import OptionError
+
+    text = str(value).strip().lower().removeprefix("v")
+    if not text.isdigit() or int(text) not in state.versions:
+        raise OptionError(f"no version {value!r} in this session (versions: "
+                          f"{', '.join('v' + str(i) for i in state.versions) or 'none'})",
+                          "name a version as vN, e.g. v2")
+    return int(text)
