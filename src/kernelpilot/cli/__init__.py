@@ -14,6 +14,7 @@ from __future__ import annotations
 import typer
 
 from kernelpilot.cli import run, search, specs, static
+from kernelpilot.cli import experience
 
 __all__ = ["app", "main"]
 
@@ -23,6 +24,7 @@ run.register(app)
 specs.register(app)
 static.register(app)
 search.register(app)
+experience.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry
