@@ -122,7 +122,32 @@ def results(tmp_path_factory) -> dict[str, Any]:
         "specs_measure": {"gpu": "H100-SXM", "file": "m.md", "measurements": [
             {"metric": "measured_copy_bandwidth_gbps", "value": 3000.0, "unit": "GB/s", "iqr": 1.0,
              "samples": [3000.0]}]},
+        **_experience_results(),
     }
+
+
+def _experience_results() -> dict[str, Any]:
+    """Small valid results of the ``experience`` api functions (real records, no file)."""
+    from kernelpilot.experience import ExperienceEntry, Recommendation, guide_for
+
+    e = ExperienceEntry(kernel="k", kernel_type="softmax", change="num_warps 4 -> 8", outcome="improved",
+                        speedup=1.2, source="session:r/v1", measured=True).as_record()
+    rec = Recommendation(tag="num_warps", change="num_warps 4 -> 8", n_tried=1, n_improved=1, n_failed=0,
+                         similarity=1.0, score=0.1, examples=["session:r/v1"]).model_dump(mode="json")
+    stats = {"db": "x.db", "path": "x.db", "total": 1, "masked": 0, "measured": 1, "unmeasured": 0, "sources": 1,
+             "by_outcome": {"improved": 1}, "by_kernel_type": {"softmax": 1}, "by_backend": {"triton": 1},
+             "by_bottleneck": {"none": 1}, "by_tag": {"num_warps": 1}}
+    return {"experience_add": {"db": "x.db", "added": True, "entry": e},
+            "experience_recommend": {"db": "x.db", "query": {}, "recommendations": [rec]},
+            "experience_search": {"db": "x.db", "text": "t", "entries": [e]},
+            "experience_list": {"db": "x.db", "filters": {}, "entries": [e]},
+            "experience_stats": stats,
+            "experience_merge": {"db": "x.db", "other": "o.db", "added": 1, "total": 2},
+            "experience_export": {"db": "x.db", "file": "x.jsonl", "written": 1},
+            "experience_import": {"db": "x.db", "file": "x.jsonl", "read": 1, "added": 1},
+            "experience_mask": {"db": "x.db", "source": "session:r/v1", "masked": True, "entries": 1},
+            "experience_guide": {"bottleneck": "memory", "backend": "triton",
+                                 "entries": [g.model_dump() for g in guide_for("memory")]}}
 
 
 #: command path -> variants: (api function, arguments after the command; ``{K}`` is the sentinel kernel file,
@@ -160,6 +185,20 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("specs", "cite"): [("specs_cite", ["dram_bandwidth_gbps", "--gpu", "H100-SXM"],
                          lambda k, d: (("dram_bandwidth_gbps", "H100-SXM"), {}))],
     ("specs", "measure"): [("specs_measure", ["--gemm-n", "512"], lambda k, d: ((), {"gemm_n": 512}))],
+    ("experience", "add"): [("experience_add", ["--kernel", "k", "--change", "num_warps 4 -> 8", "--outcome",
+                                                "improved", "--db", "{D}/x.db"],
+                             lambda k, d: ((), {"db": d / "x.db"}))],
+    ("experience", "recommend"): [("experience_recommend", ["--kernel-type", "softmax", "--limit", "3"],
+                                   lambda k, d: ((), {"kernel_type": "softmax", "limit": 3}))],
+    ("experience", "search"): [("experience_search", ["vectorize", "loads"],
+                                lambda k, d: (("vectorize loads",), {}))],
+    ("experience", "list"): [("experience_list", ["--tag", "fusion"], lambda k, d: ((), {"tag": "fusion"}))],
+    ("experience", "stats"): [("experience_stats", ["--db", "{D}/x.db"], lambda k, d: ((), {"db": d / "x.db"}))],
+    ("experience", "merge"): [("experience_merge", ["{D}/o.db"], lambda k, d: ((d / "o.db",), {}))],
+    ("experience", "export"): [("experience_export", ["{D}/x.jsonl"], lambda k, d: ((d / "x.jsonl",), {}))],
+    ("experience", "import"): [("experience_import", ["{D}/x.jsonl"], lambda k, d: ((d / "x.jsonl",), {}))],
+    ("experience", "mask"): [("experience_mask", ["session:r/v1"], lambda k, d: (("session:r/v1",), {"unmask": False}))],
+    ("experience", "guide"): [("experience_guide", ["--bottleneck", "memory"], lambda k, d: (("memory", "triton"), {}))],
 }
 
 CASES = [(path, v) for path, variants in VARIANTS.items() for v in variants]

@@ -3,8 +3,9 @@ them, where the command's JSON output is such a dict).
 
 The CLI (:mod:`kernelpilot.cli`) only parses arguments, calls one of these and prints what it returns. The static
 commands (``inspect``, ``pipeline``), the search commands (``tune``, ``cache``) and the specs commands live in
-:mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` and are re-exported
-here, so ``from kernelpilot import api; api.tune(...)`` works for every command.
+:mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` (the experience log's
+in :mod:`kernelpilot.api_experience`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
+works for every command.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
 from kernelpilot.api_verify import VerifyResult, verify
+from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
+                                        experience_list, experience_mask, experience_merge, experience_recommend,
+                                        experience_search, experience_stats)
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
@@ -42,6 +46,8 @@ __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench",
            "inspect", "inspect_space", "pipeline", "tune", "cache_list", "cache_show", "cache_clear",
            "specs_list", "specs_show", "specs_cite", "specs_measure",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
+__all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",
+            "experience_merge", "experience_export", "experience_import", "experience_mask", "experience_guide"]
 
 
 def bundled_example(name: str = "softmax") -> Path:

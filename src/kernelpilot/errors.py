@@ -98,6 +98,12 @@ class SearchError(KernelpilotError):
     """A search cannot be set up: a bad search space (constraint syntax, unknown name), an unknown strategy."""
 
 
+class ExperienceError(KernelpilotError):
+    """The experience log (:mod:`kernelpilot.experience`) cannot be used: its file is not a SQLite database or not
+    an experience log, was written by a newer kernelpilot, cannot be created; or a file to import or merge is
+    missing or holds a line that is not a valid entry (the message names the file and line)."""
+
+
 class OptionError(KernelpilotError):
     """A command-line option (or the API keyword behind it) has a value no run can use: a negative time limit, zero
     seeds, a shape value of the wrong type, an unknown arch. The message names the option and the value given; the

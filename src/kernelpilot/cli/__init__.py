@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelpilot.cli import run, search, session, specs, static
+from kernelpilot.cli import experience, run, search, session, specs, static
 
 __all__ = ["app", "main"]
 
@@ -24,6 +24,7 @@ specs.register(app)
 static.register(app)
 search.register(app)
 session.register(app)
+experience.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry
