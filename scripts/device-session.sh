@@ -15,7 +15,7 @@ R=runs/softmax-session
 echo "== $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 step() { local t=$(date +%s.%N); echo; echo "\$ kernelpilot $*"; $KP "$@"; local rc=$?; echo "(exit $rc, $(python3 -c "import time,sys; print(f'{time.time()-float(sys.argv[1]):.1f}')" $t) s)"; }
-step session start $S/v0.py --out $R
+step session start $S/v0.py --out $R --kernel-type softmax
 step session try $R $S/v1.py --hypothesis "online softmax: the max and the sum in one pass, so x is read twice instead of three times" --expect duration:down
 step session try $R $S/v2.py --hypothesis "the whole row in one tile (BLOCK_N = 8192, 16 warps): x read once and y written once, the minimum traffic" --expect duration:down --expect dram_pct:up
 step session try $R $S/v3.py --hypothesis "exp2 with log2(e) folded into one multiply: fewer instructions per element" --expect duration:down

@@ -21,6 +21,10 @@ def has_gpu() -> bool:
         return False
 
 
+# optimize, tune and session record their outcomes in the experience log: never in the user's ~/.kernelpilot
+os.environ.setdefault("KERNELPILOT_EXPERIENCE", os.path.join(__import__("tempfile").mkdtemp(prefix="kp-exp-"),
+                                                             "experience.db"))
+
 if not has_gpu():
     # no GPU: kernels run under the interpreter, which must be on before triton is first imported
     os.environ.setdefault("TRITON_INTERPRET", "1")

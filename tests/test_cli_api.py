@@ -123,7 +123,21 @@ def results(tmp_path_factory) -> dict[str, Any]:
             {"metric": "measured_copy_bandwidth_gbps", "value": 3000.0, "unit": "GB/s", "iqr": 1.0,
              "samples": [3000.0]}]},
         **_experience_results(),
+        **_session_results(folder),
     }
+
+
+def _session_results(folder: Path) -> dict[str, Any]:
+    """Small valid results of the ``session`` api functions (real records, no session run)."""
+    from kernelpilot.versions import MemoryRecord, SessionState, SessionStatus, TryResult
+
+    mem = MemoryRecord(version=0, outcome="baseline", duration_ns=1000.0, measured=False)
+    state = SessionState(kernel_name="k", device="cpu", shape={"N": 8}, versions=[0], incumbent=0)
+    tried = TryResult(run=folder, memory=mem, incumbent=0, target_ns=None, target_met=False)
+    status = SessionStatus(run=folder, state=state, versions=[mem], incumbent=0, incumbent_ns=1000.0, target_ns=None,
+                           target_met=False, table_md="| v0 |")
+    return {"session_start": tried, "session_try": tried, "session_status": status, "session_mask": status,
+            "session_unmask": status, "session_restart": status, "session_finish": status}
 
 
 def _experience_results() -> dict[str, Any]:
@@ -185,6 +199,16 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("specs", "cite"): [("specs_cite", ["dram_bandwidth_gbps", "--gpu", "H100-SXM"],
                          lambda k, d: (("dram_bandwidth_gbps", "H100-SXM"), {}))],
     ("specs", "measure"): [("specs_measure", ["--gemm-n", "512"], lambda k, d: ((), {"gemm_n": 512}))],
+    ("session", "start"): [("session_start", ["{K}", "--out", "{D}/run", "--no-profile"],
+                            lambda k, d: ((k,), {"out": d / "run", "profile": False}))],
+    ("session", "try"): [("session_try", ["{D}", "{K}", "--hypothesis", "h", "--expect", "duration:down"],
+                          lambda k, d: ((d, k), {"hypothesis": "h", "expect": ["duration:down"]}))],
+    ("session", "status"): [("session_status", ["{D}"], lambda k, d: ((d,), {}))],
+    ("session", "mask"): [("session_mask", ["{D}", "v1", "--why", "w"], lambda k, d: ((d, "v1"), {"why": "w"}))],
+    ("session", "unmask"): [("session_unmask", ["{D}", "v1"], lambda k, d: ((d, "v1"), {}))],
+    ("session", "restart"): [("session_restart", ["{D}", "--from", "v1"],
+                              lambda k, d: ((d,), {"from_version": "v1"}))],
+    ("session", "finish"): [("session_finish", ["{D}", "--no-benchmark"], lambda k, d: ((d,), {"benchmark": False}))],
     ("experience", "add"): [("experience_add", ["--kernel", "k", "--change", "num_warps 4 -> 8", "--outcome",
                                                 "improved", "--db", "{D}/x.db"],
                              lambda k, d: ((), {"db": d / "x.db"}))],

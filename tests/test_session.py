@@ -34,7 +34,8 @@ def session(tmp_path_factory):
     run, db = base / "run", base / "experience.db"
     env = {**os.environ, "TRITON_INTERPRET": "1", "KERNELPILOT_EXPERIENCE": str(db)}
     steps: dict[str, tuple[int, dict]] = {}
-    steps["start"] = kp("session", "start", str(SERIES / "v0.py"), "--out", str(run), env=env)
+    steps["start"] = kp("session", "start", str(SERIES / "v0.py"), "--out", str(run), "--kernel-type", "softmax",
+                        env=env)
     steps["v1"] = kp("session", "try", str(run), str(SERIES / "v1.py"), "--hypothesis",
                      "online softmax: max and sum in one pass, x read twice", "--expect", "duration:down", env=env)
     steps["v2"] = kp("session", "try", str(run), str(SERIES / "v4.py"), "--hypothesis",
@@ -152,15 +153,19 @@ def test_bad_input_is_refused_with_a_json_error(session, tmp_path):
 def test_the_experience_log_holds_the_tried_versions(session):
     from kernelpilot.experience import ExperienceDB
 
-    _, db, env, _ = session
+    run, db, env, _ = session
+    run = run.resolve()
     with ExperienceDB.open(db) as log:
         entries = log.list(limit=100)
-        everything = log.list(limit=100, include_masked=True)
+        everything = [e for e in log.list(limit=100, include_masked=True) if e.source.startswith(f"session:{run}")]
+        entries = [e for e in entries if e.source.startswith(f"session:{run}")]
     assert {e.change for e in everything} >= {"online softmax: max and sum in one pass, x read twice",
                                              "two rows per program: half the programs"}
-    assert all(e.source.startswith("session:") for e in everything)
+    assert len(everything) == 4 and all(e.kernel_type == "softmax" for e in everything)
     invalid = [e for e in everything if e.outcome == "invalid"]
     assert len(invalid) == 1 and invalid[0].masked  # v2, masked by the restart
     assert len(entries) < len(everything)
     code, rec = kp("experience", "recommend", "--kernel-type", "softmax", "--backend", "triton", env=env)
-    assert rec
+    changes = {c for r in rec["recommendations"] for c in [r["change"], *r.get("changes", [])] if c}
+    assert "online softmax: max and sum in one pass, x read twice" in changes
+    assert "two rows per program: half the programs" not in changes  # masked by the restart

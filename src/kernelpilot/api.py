@@ -27,6 +27,8 @@ from kernelpilot.api_verify import VerifyResult, verify
 from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
                                         experience_list, experience_mask, experience_merge, experience_recommend,
                                         experience_search, experience_stats)
+from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
+                                     session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
@@ -48,6 +50,8 @@ __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",
             "experience_merge", "experience_export", "experience_import", "experience_mask", "experience_guide"]
+__all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
+            "session_finish"]
 
 
 def bundled_example(name: str = "softmax") -> Path:

@@ -268,8 +268,23 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
         write_text(ws.root / "final_report.md", render_final_report(info, versions, s.ctx.roofline))
         write_json(ws.root / "run.json", info)
         s.recorder.finish(versions)
+    _record_experience(s, versions)
     # the worker's full records live in the version folders; the result carries what outcome.json holds
     return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions])
+
+
+def _record_experience(s: Session, versions: list[Evaluation]) -> None:
+    """Each version that tried a change goes into the experience log (not a replay: its outcomes were recorded
+    where they were measured); a log that cannot be written is logged, never fatal."""
+    if s.replayer is not None:
+        return
+    from kernelpilot.experience.from_runs import entries_from_optimize, guess_kernel_type, record_entries
+
+    info = s.info
+    added, why = record_entries(entries_from_optimize(
+        versions, run=str(s.ws.root.resolve()), kernel=info.kernel_name, kernel_type=guess_kernel_type(info.kernel_name),
+        backend=getattr(s.ctx.kf.backend, "name", "triton"), gpu=s.ctx.gpu))
+    s.log(f"experience log: {added} outcomes added" + (f" ({why})" if why else ""))
 
 
 def _final_benchmark(s: Session, best: Evaluation) -> Any:

@@ -247,7 +247,10 @@ def _interrupting() -> bool:
 
 def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: PruneReport | None, stopped: str,
             t0: float, cache: Any, replayer: Any, restarts: int, folder: Any) -> TuneResult:
-    """The :class:`TuneResult`, written into ``folder`` (``tune.json``, ``tune.md``; ``finished_utc``) when given."""
+    """The :class:`TuneResult`, written into ``folder`` (``tune.json``, ``tune.md``; ``finished_utc``) when given; its
+    outcome added to the experience log (:func:`kernelpilot.experience.from_runs.record_entries`)."""
+    from kernelpilot.records.models import now_utc
+
     space, roof = ctx.space, ctx.roofline
     best = ev.incumbent
     ranked = sorted((e for e in ev.order if e.ok and not e.raced_out), key=lambda e: e.objective)
@@ -263,6 +266,13 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
         top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
     if folder is not None:
         write_tune_records(result, folder.root, existing=True)
+    if replayer is None:  # a replay's outcomes were recorded where they were measured
+        from kernelpilot.experience.from_runs import entry_from_tune, guess_kernel_type, record_entries
+
+        where = str(folder.root.resolve()) if folder is not None else f"{kf.path}@{now_utc()}"
+        record_entries([entry_from_tune(ev.order, run=where, kernel=kf.name, kernel_type=guess_kernel_type(kf.name),
+                                        strategy=strategy, backend=getattr(kf.backend, "name", "triton"),
+                                        gpu=ctx.gpu)])
     return result
 
 

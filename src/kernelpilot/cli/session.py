@@ -78,10 +78,10 @@ def start_cmd(kernel: Path = typer.Argument(..., help="v0: the starting kernel f
               no_git: bool = typer.Option(False, "--no-git", help="No git history in the session folder."),
               no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Freeze the check, write README.md (specs, roofline, stop conditions) and evaluate v0."""
-    from kernelpilot.versions import start
+    from kernelpilot import api
 
     shp = kv(shape, "--shape", as_json)
-    _exit_invalid(as_json, lambda: start(kernel, out=output, ref=ref, shape=shp, gpu=gpu, kernel_type=kernel_type,
+    _exit_invalid(as_json, lambda: api.session_start(kernel, out=output, ref=ref, shape=shp, gpu=gpu, kernel_type=kernel_type,
                                          profile=not no_profile, git=not no_git, timeout_s=timeout_s,
                                          experience_db=experience, no_experience=no_experience,
                                          log=_log(as_json)))
@@ -95,9 +95,9 @@ def try_cmd(run: Path = RunArg, kernel: Path = typer.Argument(..., help="The new
             parent: str | None = typer.Option(None, "--parent", help="vN (default: the incumbent)."),
             no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """Commit the hypothesis, then check, A/B-time, profile and classify the new version."""
-    from kernelpilot.versions import try_version
+    from kernelpilot import api
 
-    _exit_invalid(as_json, lambda: try_version(run, kernel, hypothesis=hypothesis, expect=expect, parent=parent,
+    _exit_invalid(as_json, lambda: api.session_try(run, kernel, hypothesis=hypothesis, expect=expect, parent=parent,
                                                profile=not no_profile, timeout_s=timeout_s, log=_log(as_json)))
 
 
@@ -115,35 +115,35 @@ def _status(s) -> None:
 @session_app.command("status")
 def status_cmd(run: Path = RunArg, as_json: bool = JsonOpt) -> None:
     """Versions, incumbent, target; what the card suggests and what the experience log recommends."""
-    from kernelpilot.versions import status
+    from kernelpilot import api
 
-    run_command(as_json, lambda: status(run), _status)
+    run_command(as_json, lambda: api.session_status(run), _status)
 
 
 @session_app.command("mask")
 def mask_cmd(run: Path = RunArg, version: str = typer.Argument(..., help="vN"),
              why: str = typer.Option(..., "--why", help="Why it must not count."), as_json: bool = JsonOpt) -> None:
     """Mask a version: kept, but skipped by status, recommend, the incumbent and the report (a commit)."""
-    from kernelpilot.versions import mask
+    from kernelpilot import api
 
-    run_command(as_json, lambda: mask(run, version, why=why), _status)
+    run_command(as_json, lambda: api.session_mask(run, version, why=why), _status)
 
 
 @session_app.command("unmask")
 def unmask_cmd(run: Path = RunArg, version: str = typer.Argument(..., help="vN"), as_json: bool = JsonOpt) -> None:
     """Count a masked version again (a commit)."""
-    from kernelpilot.versions import unmask
+    from kernelpilot import api
 
-    run_command(as_json, lambda: unmask(run, version), _status)
+    run_command(as_json, lambda: api.session_unmask(run, version), _status)
 
 
 @session_app.command("restart")
 def restart_cmd(run: Path = RunArg, from_version: str = typer.Option(..., "--from", help="vN to continue from."),
                 as_json: bool = JsonOpt) -> None:
     """Partial restart: later versions masked, the incumbent reset to --from, nothing deleted (a commit)."""
-    from kernelpilot.versions import restart
+    from kernelpilot import api
 
-    run_command(as_json, lambda: restart(run, from_version=from_version), _status)
+    run_command(as_json, lambda: api.session_restart(run, from_version=from_version), _status)
 
 
 @session_app.command("finish")
@@ -151,9 +151,9 @@ def finish_cmd(run: Path = RunArg, no_benchmark: bool = typer.Option(False, "--n
                                                                      help="Skip eager / torch.compile."),
                as_json: bool = JsonOpt) -> None:
     """Write final_report.md and benchmark.md (the incumbent vs PyTorch eager and torch.compile)."""
-    from kernelpilot.versions import finish
+    from kernelpilot import api
 
-    run_command(as_json, lambda: finish(run, benchmark=not no_benchmark, log=_log(as_json)), _status)
+    run_command(as_json, lambda: api.session_finish(run, benchmark=not no_benchmark, log=_log(as_json)), _status)
 
 
 def register(app: typer.Typer) -> None:

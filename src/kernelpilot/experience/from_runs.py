@@ -127,3 +127,47 @@ def entry_from_tune(evaluations: Iterable[Evaluation], *, run: str, kernel: str,
                            outcome="improved" if changed else "neutral", speedup=speedup,
                            metrics_moved=_moved(best, first) if changed else {}, source=f"tune:{run}",
                            measured=best.measured)
+
+
+#: Kernel types recognised in a kernel's name (:func:`guess_kernel_type`), with their spelling in the log.
+KERNEL_TYPE_WORDS = (("layernorm", "layer_norm"), ("layer_norm", "layer_norm"), ("rmsnorm", "rms_norm"),
+                     ("rms_norm", "rms_norm"), ("softmax", "softmax"), ("matmul", "matmul"), ("gemm", "matmul"),
+                     ("attention", "attention"), ("attn", "attention"), ("vector_add", "vector_add"),
+                     ("reduction", "reduction"), ("conv", "conv"), ("rope", "rope"), ("swiglu", "swiglu"),
+                     ("geglu", "geglu"))
+
+#: Values of ``$KERNELPILOT_EXPERIENCE`` that switch the automatic recording of optimize/tune/session off.
+OFF_VALUES = ("off", "none", "0", "no")
+
+
+def guess_kernel_type(name: str) -> str:
+    """The kernel type of a kernel named ``name`` (a file stem): the first of :data:`KERNEL_TYPE_WORDS` found in it
+    (``fused_layernorm_fwd`` → ``layer_norm``), else ``other``. Raises nothing."""
+    low = name.lower()
+    return next((kind for word, kind in KERNEL_TYPE_WORDS if word in low), "other")
+
+
+def recording_off() -> bool:
+    """True when ``$KERNELPILOT_EXPERIENCE`` is one of :data:`OFF_VALUES` (nothing is recorded automatically)."""
+    import os
+
+    return os.environ.get("KERNELPILOT_EXPERIENCE", "").strip().lower() in OFF_VALUES
+
+
+def record_entries(entries: Iterable[Optional[ExperienceEntry]], db: Optional[str] = None) -> tuple[int, Optional[str]]:
+    """Add the outcomes of a run to the experience log (``db``, else :func:`default_db_path`): (entries added, None)
+    or (0, why not) when recording is off or the log cannot be written — the log is advice, so a run never fails
+    for it; callers log the reason."""
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.experience.db import ExperienceDB
+
+    todo = [e for e in entries if e is not None]
+    if recording_off():
+        return 0, "recording is off ($KERNELPILOT_EXPERIENCE)"
+    if not todo:
+        return 0, None
+    try:
+        with ExperienceDB.open(db) as log:
+            return log.add_many(todo), None
+    except (KernelpilotError, OSError) as exc:
+        return 0, f"experience log not written: {getattr(exc, 'message', exc)}"

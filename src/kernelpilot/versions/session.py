@@ -26,14 +26,9 @@ from kernelpilot.versions.records import (MemoryRecord, SessionState, load_memor
 from kernelpilot.versions.render import render_hypothesis_md, render_readme
 from kernelpilot.versions.run_version import VersionRun, run_version
 
-__all__ = ["SessionStatus", "TryResult", "guess_kernel_type", "start", "try_version"]
+__all__ = ["SessionStatus", "TryResult", "start", "try_version"]
 
 Log = Callable[[str], None]
-
-#: Kernel types the experience log groups by, guessed from the kernel's name when ``--kernel-type`` is not given.
-KERNEL_TYPES = ("softmax", "layer_norm", "layernorm", "rms_norm", "rmsnorm", "matmul", "gemm", "attention",
-                "vector_add", "reduction", "conv", "rope", "swiglu", "geglu")
-
 
 class TryResult(BaseModel):
     """What ``start`` (v0) and ``try`` return: the version's memory record, the incumbent, the stop condition."""
@@ -62,16 +57,6 @@ class SessionStatus(BaseModel):
     table_md: str = ""
 
 
-def guess_kernel_type(name: str) -> str:
-    """The first of :data:`KERNEL_TYPES` found in the kernel's name (normalised: layernorm → layer_norm), else
-    ``other``."""
-    low = name.lower()
-    for t in KERNEL_TYPES:
-        if t in low:
-            return {"layernorm": "layer_norm", "rmsnorm": "rms_norm", "gemm": "matmul"}.get(t, t)
-    return "other"
-
-
 def _history(root: Path, state: SessionState) -> Any:
     from kernelpilot.records.history import RunHistory
 
@@ -96,14 +81,13 @@ def _memories_by_index(root: Path, state: SessionState) -> dict[int, MemoryRecor
 
 
 def _record_experience(state: SessionState, root: Path, mem: MemoryRecord) -> bool:
-    """Add a tried version's outcome to the experience log (v0 is not a change); False when there is no log or it
-    could not be written (the session goes on; the reason is not fatal)."""
+    """Add a tried version's outcome to the session's experience log (v0 is not a change); False when there is no
+    log, recording is off, or it could not be written (the session goes on)."""
     if mem.version == 0 or state.experience_db is None:
         return False
-    try:
-        from kernelpilot.experience import ExperienceDB, ExperienceEntry
-    except ImportError:
-        return False
+    from kernelpilot.experience import ExperienceEntry
+    from kernelpilot.experience.from_runs import record_entries
+
     speed = None
     if mem.measured and mem.vs_parent and mem.vs_parent.get("ratio"):
         speed = 1.0 / float(mem.vs_parent["ratio"])
@@ -111,11 +95,13 @@ def _record_experience(state: SessionState, root: Path, mem: MemoryRecord) -> bo
              if k in mem.metrics_after and v}
     entry = ExperienceEntry(kernel=state.kernel_name, kernel_type=state.kernel_type, backend=state.backend,
                             arch=state.arch, gpu=state.device_name, bottleneck=mem.bottleneck_before,
-                            change=mem.hypothesis, tags=[], outcome=mem.outcome, speedup=speed, metrics_moved=moved,
+                            change=mem.hypothesis, tags=[],  # an interpreted version claims no speed: neutral
+                            outcome="neutral" if mem.outcome == "unmeasured" else mem.outcome, speedup=speed,
+                            metrics_moved=moved,
                             source=f"session:{root.resolve()}/v{mem.version}", measured=mem.measured,
                             recorded_utc=mem.recorded_utc)
-    with ExperienceDB.open(state.experience_db) as db:
-        return db.add(entry)
+    added, _ = record_entries([entry], state.experience_db)
+    return added > 0
 
 
 def _experience_path(given: str | Path | None) -> str | None:
@@ -145,6 +131,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
         ToolMissingError: git requested but unavailable.
     """
     from kernelpilot.app.context import prepare
+    from kernelpilot.experience.from_runs import guess_kernel_type
     from kernelpilot.measure.env import collect_env, render_env_md
 
     ctx = prepare(kernel, ref=ref, shape=shape, gpu=gpu)
