@@ -20,6 +20,7 @@ kernels (Triton: its ``@triton.jit`` functions), at least one of them must appea
 from __future__ import annotations
 
 import statistics
+import warnings
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -84,6 +85,8 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
     t.synchronize()
     start, end = t.event(enable_timing=True), t.event(enable_timing=True)
     marker = torch.zeros(1, device="cuda")
+    # torch warns on every session that it clears its events per cycle: we read each session's own events
+    warnings.filterwarnings("ignore", message="Profiler clears events at the end of each cycle")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         torch.cuda._sleep(SPIN_CYCLES)  # opening: the timed stream spins while the host enqueues everything
         t.record(start)

@@ -12,6 +12,7 @@ writes ``final_report.md`` and ``benchmark.md`` (the incumbent vs PyTorch eager 
 from __future__ import annotations
 
 import difflib
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -146,7 +147,9 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     write_text(root / "env.md", render_env_md(env))
     cc = getattr(env.gpu, "compute_capability", None) if env.gpu else None
     arch = f"sm_{str(cc).replace('.', '')}" if cc else None
-    state = SessionState(kernel_name=kf.name, kernel_type=kernel_type or guess_kernel_type(kf.name),
+    # a series' files are often named v0.py, v1.py ...: the session is then named after their folder
+    name = kf.path.parent.name if re.fullmatch(r"v\d+", kf.name) else kf.name
+    state = SessionState(kernel_name=name, kernel_type=kernel_type or guess_kernel_type(name),
                          backend=getattr(kf.backend, "name", "triton") or "triton", device=ctx.device,
                          device_name=env.gpu.name if env.gpu else None, arch=arch, shape=ctx.shape,
                          floor_ns=ctx.roofline.floor_ns if ctx.roofline else None,
