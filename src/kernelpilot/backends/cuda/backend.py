@@ -9,7 +9,9 @@ backend assembles a module from
   ``CHECK_SHAPES``, ``NVCC_FLAGS``, ``INCLUDE_DIRS``, ``THREADS_PER_BLOCK``, ``DYNAMIC_SHARED_BYTES``, ``TILE``,
   ``STAGES``),
   screened before it is imported;
-- ``// kernelpilot: NAME = literal`` lines of the source for the same constants (the sidecar wins);
+- ``// kernelpilot: NAME = literal`` lines of the source for the same constants (the sidecar wins), plus
+  ``INPLACE`` (outputs solve also reads, for synthesized inputs) and ``FLOPS``/``BYTES_MOVED`` (expressions over
+  the shape, ``"2*M*N*K"``);
 - otherwise inputs synthesized from the signature (:mod:`kernelpilot.backends.cuda.inputs`), and the dimensions'
   defaults (1024 each) in ``SHAPE`` with ``ptr_size`` (0: by the rule);
 - the reference: ``--ref``, else the sidecar's ``reference``, else ``ref.py`` in the same folder (the seed form:
@@ -40,10 +42,20 @@ __all__ = ["CudaBackend"]
 _counter = itertools.count()
 
 #: The names a sidecar (or a ``// kernelpilot:`` line) may define, copied onto the kernel's module.
-_CONSTANTS = ("TUNABLES", "DEFAULT_CONFIG", "CONSTRAINTS", "SHAPE", "CPU_SHAPE", "COMPUTE_UNIT", "atol", "rtol",
+_CONSTANTS = ("INPLACE", "FLOPS", "BYTES_MOVED", "TUNABLES", "DEFAULT_CONFIG", "CONSTRAINTS", "SHAPE", "CPU_SHAPE", "COMPUTE_UNIT", "atol", "rtol",
               "CHECK_SHAPES", "NVCC_FLAGS", "INCLUDE_DIRS", "THREADS_PER_BLOCK", "DYNAMIC_SHARED_BYTES", "TILE", "STAGES")
 _FUNCTIONS = ("setup", "flops", "bytes_moved")
 
+
+
+def _shape_expr(expr: str) -> Any:
+    """``flops(**shape)`` / ``bytes_moved(**shape)`` from an arithmetic expression over the shape (``"2*M*N*K"``)."""
+    from kernelpilot.backends.cuda.signature import eval_expr
+
+    def fn(**shape: Any) -> int:
+        return eval_expr(expr, shape)
+
+    return fn
 
 
 def _sidecar(path: Path) -> Path | None:
@@ -109,8 +121,11 @@ class CudaBackend:
         for name in (*_CONSTANTS, *_FUNCTIONS):
             if side is not None and hasattr(side, name):
                 setattr(module, name, getattr(side, name))
+        for name, fn_name in (("FLOPS", "flops"), ("BYTES_MOVED", "bytes_moved")):  # expressions over the shape
+            if isinstance(getattr(module, name, None), str) and not hasattr(module, fn_name):
+                setattr(module, fn_name, _shape_expr(getattr(module, name)))
         if not hasattr(module, "setup"):
-            module.setup = synthesized_setup(sig)
+            module.setup = synthesized_setup(sig, list(getattr(module, "INPLACE", [])))
             shape = dict(getattr(module, "SHAPE", {}))
             module.SHAPE = {**{d: shape.get(d, DEFAULT_DIM) for d in sig.dims}, "ptr_size": shape.get("ptr_size", 0),
                             **shape}

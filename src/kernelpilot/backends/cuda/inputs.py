@@ -54,14 +54,20 @@ def element_count(dims: dict[str, int], ptr_size: int = 0) -> int:
     return min(count, MAX_ELEMENTS)
 
 
-def synthesized_setup(sig: Signature) -> Callable[..., dict[str, Any]]:
+def synthesized_setup(sig: Signature, inplace: list[str] | None = None) -> Callable[..., dict[str, Any]]:
     """A contract ``setup(**dims, ptr_size=0, seed=0, device="cuda")`` building one tensor per buffer of ``sig``
     (dtype from its type, :func:`element_count` elements) and passing the dimensions through; float scalars
-    cannot be synthesized.
+    cannot be synthesized. ``inplace``: outputs ``solve`` also reads (``// kernelpilot: INPLACE = ["C"]``, e.g. a
+    GEMM computing ``alpha*A@B + beta*C``): returned as ``"inplace"``, so kernelpilot restores them (zeros) before
+    every launch instead of leaving the check's NaN poison in them.
 
     Raises (when called):
-        ContractError: a float scalar parameter, or a missing dimension.
+        ContractError: a float scalar parameter, a missing dimension, or an ``inplace`` name that is no output.
     """
+    inplace = list(inplace or [])
+    if any(n not in sig.outputs for n in inplace):
+        raise ContractError(f"INPLACE {inplace} names something that is not an output buffer of solve "
+                            f"({', '.join(sig.outputs)})", '// kernelpilot: INPLACE = ["C"]')
     floats = [p.name for p in sig.params if p.kind == "float"]
 
     def setup(seed: int = 0, device: str = "cuda", ptr_size: int = 0, **dims: Any) -> dict[str, Any]:
@@ -90,6 +96,6 @@ def synthesized_setup(sig: Signature) -> Callable[..., dict[str, Any]]:
             else:
                 t = torch.randint(0, min(100, count), (count,), generator=g).to(dtype)
             inputs[p.name] = t.to(device)
-        return {"inputs": inputs, "outputs": list(sig.outputs)}
+        return {"inputs": inputs, "outputs": list(sig.outputs), **({"inplace": inplace} if inplace else {})}
 
     return setup

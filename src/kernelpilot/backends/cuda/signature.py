@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from kernelpilot.errors import ContractError
 
-__all__ = ["BUFFER_TYPES", "INT_TYPES", "FLOAT_TYPES", "Param", "Signature", "directives", "global_kernels",
+__all__ = ["eval_expr", "BUFFER_TYPES", "INT_TYPES", "FLOAT_TYPES", "Param", "Signature", "directives", "global_kernels",
            "local_includes", "parse_solve", "strip_comments"]
 
 #: Pointee type (whitespace-normalized, no ``const``) -> torch dtype name of the buffer.
@@ -297,3 +297,31 @@ def directives(source: str) -> dict[str, Any]:
             raise ContractError(f"line {lineno}: `// kernelpilot: {m.group(1)} = ...` is not a Python literal ({exc})",
                                 '// kernelpilot: TUNABLES = {"BLOCK_SIZE": [128, 256]}') from None
     return out
+
+
+_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.IfExp, ast.Compare,
+            ast.BoolOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
+            ast.And, ast.Or, ast.Not, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.Call)
+
+
+def eval_expr(value: Any, config: dict[str, Any]) -> int | None:
+    """An integer given as a number, a callable of the config (``fn(**config)``) or an arithmetic expression over
+    tunable names (``"(BM // TM) * (BN // TN)"``; ``min``/``max`` allowed); None for None.
+
+    Raises:
+        ValueError: an expression with anything else (attributes, other calls), or an unknown name.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    if callable(value):
+        return int(value(**config))
+    tree = ast.parse(str(value), mode="eval")
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Call) and not (
+                isinstance(node.func, ast.Name) and node.func.id in ("min", "max"))):
+            raise ValueError(f"{value!r}: only arithmetic over tunable names is allowed")
+    return int(eval(compile(tree, "<expr>", "eval"), {"__builtins__": {}, "min": min, "max": max}, dict(config)))

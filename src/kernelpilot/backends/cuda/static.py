@@ -14,13 +14,13 @@ in the notes). The function reported is the ``__global__`` kernel with the most 
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelpilot.backends.cuda.signature import eval_expr as eval_tunable_expr
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.profile.arch import arch_name, max_threads_per_block, parse_arch
 from kernelpilot.profile.binary import _disassemble, _run_tool, _tool, parse_resource_usage
@@ -28,37 +28,9 @@ from kernelpilot.profile.occupancy import ARCH_LIMITS, theoretical_occupancy
 from kernelpilot.profile.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
 from kernelpilot.profile.static_models import StaticFailure, StaticReport
 
-__all__ = ["eval_tunable_expr", "inspect_task", "parse_max_threads", "parse_ptxas_functions"]
+__all__ = ["eval_tunable_expr", "inspect_task", "task_function", "parse_max_threads", "parse_ptxas_functions"]
 
 _kernels: dict[str, Any] = {}
-_ALLOWED = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.IfExp, ast.Compare,
-            ast.BoolOp, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Div, ast.Mod, ast.Pow, ast.USub, ast.UAdd,
-            ast.And, ast.Or, ast.Not, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.Call)
-
-
-def eval_tunable_expr(value: Any, config: dict[str, Any]) -> int | None:
-    """An integer given as a number, a callable of the config (``fn(**config)``) or an arithmetic expression over
-    tunable names (``"(BM // TM) * (BN // TN)"``; ``min``/``max`` allowed); None for None.
-
-    Raises:
-        ValueError: an expression with anything else (attributes, other calls), or an unknown name.
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, (int, float)):
-        return int(value)
-    if callable(value):
-        return int(value(**config))
-    tree = ast.parse(str(value), mode="eval")
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED) or (isinstance(node, ast.Call) and not (
-                isinstance(node.func, ast.Name) and node.func.id in ("min", "max"))):
-            raise ValueError(f"{value!r}: only arithmetic over tunable names is allowed")
-    return int(eval(compile(tree, "<expr>", "eval"), {"__builtins__": {}, "min": min, "max": max}, dict(config)))
-
-
 def parse_ptxas_functions(log: str) -> dict[str, dict[str, int]]:
     """``ptxas -v`` output -> ``{mangled function: {"registers", "smem", "stack", "spill_stores", "spill_loads"}}``
     (bytes except registers)."""
