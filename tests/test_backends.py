@@ -1,4 +1,4 @@
-"""The backend seam: the registry picks Triton for .py and refuses .cu with a reason; an @triton.autotune kernel is
+"""The backend seam: the registry picks Triton for .py and CUDA C++ for .cu (a .cuh header refused with a reason); an @triton.autotune kernel is
 pinned to the autotuner's own Config objects (hooks kept), under the interpreter here and in static inspection."""
 
 from __future__ import annotations
@@ -55,19 +55,24 @@ def hooked(tmp_path):
     return load_kernel(path, interpreted=True)
 
 
-def test_registry_picks_triton_for_py_and_refuses_cu(tmp_path):
+def test_registry_picks_triton_for_py_and_cuda_for_cu(tmp_path):
     from kernelpilot.backends import Backend, Support, backend_for
     from kernelpilot.kernels.contract import load_kernel
 
     backend = backend_for(tmp_path / "k.py")
     assert backend.name == "triton" and isinstance(backend, Backend)
     assert backend.export_config({"BLOCK": 64, "num_warps": 2}) == "triton.Config({'BLOCK': 64}, num_warps=2)"
+    cuda = backend_for(tmp_path / "k.cu")
+    assert cuda.name == "cuda" and isinstance(cuda, Backend)
+    assert cuda.export_config({"BLOCK_SIZE": 256, "ROWS": 2}) == "-DBLOCK_SIZE=256 -DROWS=2"
     cu = tmp_path / "k.cu"
     cu.write_text("__global__ void k() {}\n")
     with pytest.raises(ContractError) as err:
         load_kernel(cu)
-    assert "CUDA C++ kernels (.cu) are not supported yet: the CUDA backend is planned" in err.value.message
+    assert "no `solve` function found" in err.value.message
     assert err.value.hint
+    with pytest.raises(ContractError, match="a .cuh header has no solve"):
+        backend_for(tmp_path / "k.cuh")
     with pytest.raises(ContractError, match="no kernelpilot backend reads .txt"):
         backend_for(tmp_path / "k.txt")
     assert not Support.no("why") and Support.no("why").reason == "why" and Support.yes()

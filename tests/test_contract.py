@@ -62,8 +62,12 @@ def test_missing_file_and_wrong_suffix(tmp_path):
         load_kernel(tmp_path / "nope.py")
     cu = tmp_path / "k.cu"
     cu.write_text("extern \"C\" void solve() {}")
-    with pytest.raises(ContractError, match=r"\.py"):
+    with pytest.raises(ContractError, match="takes no parameters"):  # read by the CUDA backend (issue 14)
         load_kernel(cu)
+    txt = tmp_path / "k.txt"
+    txt.write_text("x")
+    with pytest.raises(ContractError, match=r"\.py"):
+        load_kernel(txt)
 
 
 def test_separate_reference_file(write_kernel, tmp_path):

@@ -277,7 +277,8 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     """
     check_kernel_path(kernel)
     device = detect_device()
-    kf = load_kernel(kernel, None, interpreted=(device == "cpu"))
+    # a .cu file loads the same with or without a GPU (nothing runs: inputs are built on the CPU to count bytes)
+    kf = load_kernel(kernel, None, interpreted=(device == "cpu" and Path(kernel).suffix.lower() == ".py"))
     shp = dict(kf.shape)
     shp.update(_shape(kf, shape) if shape else {})
     roof, work, note = roofline_for(kf, shp, device, gpu)

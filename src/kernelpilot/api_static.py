@@ -87,7 +87,8 @@ def inspect_space(kernel: str | Path, *, shape: dict[str, Any] | None = None, ar
 
 
 def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: dict[str, Any] | None = None,
-             arch: str | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+             arch: str | None = None, timeout_s: float | None = None,
+             tile: tuple[int, int, int] | None = None) -> dict[str, Any]:
     """Software pipelining of a tiled ``tl.dot`` kernel: compute/load ratio (FLOP/B), shared memory per stage
     (bytes), occupancy cliffs, a num_stages advice and the SASS main-loop check (``kernelpilot pipeline``;
     :mod:`kernelpilot.profile.pipeline`).
@@ -96,6 +97,9 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
         kernel: the kernel file. config: one config to analyse (None or empty: DEFAULT_CONFIG and its
             num_stages and BLOCK_K variants). shape: overrides of SHAPE. arch: target, as for :func:`inspect`.
         timeout_s: seconds one config's isolated worker may take.
+        tile: (BM, BN, BK) of a CUDA C++ ``.cu`` kernel (``--tile``; default its ``TILE`` or BM/BN/BK tunables);
+            a ``.cu`` file is analysed by :func:`kernelpilot.backends.cuda.pipeline.cuda_pipelines` (its notes add
+            the variant implied, single/double-buffer shared memory, spills, compute per iteration).
 
     Returns:
         ``{"kernel_file": absolute path, "n_configs": int, "reports": [PipelineReport | StaticFailure, ...]}``
@@ -108,8 +112,22 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
     from kernelpilot.profile import pipeline as pl
 
     _check(kernel, arch, timeout_s)
+    if str(kernel).lower().endswith(".cu"):
+        from kernelpilot.backends.cuda.pipeline import cuda_pipelines
+        from kernelpilot.profile.static import StaticFailure, raise_static_failure
+
+        reports: list[Any] = cuda_pipelines(kernel, [config] if config else None, shape=shape or None, arch=arch,
+                                            tile=tile, timeout_s=timeout_s)
+        if config and isinstance(reports[0], StaticFailure):
+            raise_static_failure(reports[0], f"{Path(kernel).name} {reports[0].config}")
+        return {"kernel_file": str(Path(kernel).resolve()), "n_configs": len(reports), "reports": reports}
+    if tile is not None:
+        from kernelpilot.errors import OptionError
+
+        raise OptionError("--tile is read for CUDA C++ (.cu) kernels only",
+                          "a Triton kernel's tile comes from its BLOCK_M/BLOCK_N/BLOCK_K tunables")
     if config:
-        reports: list[Any] = [pl.analyze_pipeline(kernel, config, shape=shape or None, arch=arch,
+        reports = [pl.analyze_pipeline(kernel, config, shape=shape or None, arch=arch,
                                                   timeout_s=timeout_s)]
     else:
         reports = pl.analyze_pipelines(kernel, None, shape=shape or None, arch=arch, timeout_s=timeout_s)

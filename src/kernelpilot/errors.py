@@ -45,6 +45,11 @@ class DeclarationError(ContractError):
     below the minimum): accepting it would lower the speed-of-light floor (:mod:`kernelpilot.kernels.workload`)."""
 
 
+class CompileError(ContractError):
+    """A kernel file did not compile (nvcc for a CUDA ``.cu`` file): the message holds the compiler's error lines
+    with their file:line, the hint the command that failed. In a search it is the config's ``compile_error``."""
+
+
 class ToolMissingError(KernelpilotError):
     """An external tool (ncu, a GPU, git) that the command needs is not available."""
 

@@ -145,6 +145,9 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     device = "replay" if replay is not None else detect_device()
     interpreted = device == "cpu"
     kf = load_kernel(kernel, ref, interpreted=interpreted)
+    from kernelpilot.backends.registry import require_runnable
+
+    require_runnable(kf)  # a CUDA .cu file without a GPU (a replay is not interpreted and passes)
     if constraints:
         kf.constraints = [*kf.constraints, *constraints]
     ctx = getattr(replay, "context", None)

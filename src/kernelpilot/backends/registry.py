@@ -1,26 +1,35 @@
 """Pick the backend for a kernel file: by suffix first, then by asking the backend (lazy imports, one instance each).
 
-``.py`` -> Triton. ``.cu``/``.cuh`` -> refused with the planned CUDA backend named. Anything else -> refused.
+``.py`` -> Triton. ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
+refused. :func:`require_runnable` refuses, up front, to run a kernel whose backend has no CPU emulation when no GPU
+is present.
 """
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernelpilot.backends.base import Backend, Support
 from kernelpilot.errors import ContractError
 
-#: suffix -> "module:class" of the backend that handles it (imported on first use).
-_BY_SUFFIX = {".py": "kernelpilot.backends.triton:TritonBackend"}
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
 
-#: suffix -> why no backend takes it yet.
-_REFUSED = {
-    ".cu": Support.no("CUDA C++ kernels (.cu) are not supported yet: the CUDA backend is planned"),
-    ".cuh": Support.no("CUDA C++ kernels (.cu) are not supported yet: the CUDA backend is planned"),
-}
+#: suffix -> "module:class" of the backend that handles it (imported on first use).
+_BY_SUFFIX = {".py": "kernelpilot.backends.triton:TritonBackend", ".cu": "kernelpilot.backends.cuda:CudaBackend",
+              ".cuh": "kernelpilot.backends.cuda:CudaBackend"}
+
+#: suffix -> why no backend takes it (none today).
+_REFUSED: dict[str, Support] = {}
 
 _instances: dict[str, Backend] = {}
+
+#: (message, hint) when a kernel that needs a GPU (CUDA C++) is asked to run on a machine without one.
+NEEDS_GPU = ("a CUDA .cu kernel runs only on a GPU and none is visible here",
+             "run it on a GPU machine; `kernelpilot inspect`, `pipeline` and `roofline` work without one "
+             "(they compile with nvcc for --arch, default sm_90)")
 
 
 def _instance(target: str) -> Backend:
@@ -51,5 +60,18 @@ def backend_for(path: str | Path) -> Backend:
         if support:
             return backend
     raise ContractError(f"{path}: {support.reason}",
-                        "give a .py kernel file (setup/run_kernel/reference, README 'The kernel file'); meanwhile a "
-                        "compiled CUDA kernel can be wrapped in such a file's run_kernel")
+                        "give a .py kernel file (setup/run_kernel/reference, README 'The kernel file') or a .cu file "
+                        'with extern "C" void solve(...) (docs/cuda.md)')
+
+
+def require_runnable(kf: KernelFile) -> None:
+    """Refuse to run ``kf`` here when it was loaded without a GPU (``interpreted``) and its backend has no CPU
+    emulation (``needs_gpu``: CUDA C++); Triton files run under its interpreter and pass.
+
+    Raises:
+        ToolMissingError: the message says a GPU is needed, the hint which commands work without one.
+    """
+    if kf.interpreted and getattr(kf.backend, "needs_gpu", False):
+        from kernelpilot.errors import ToolMissingError
+
+        raise ToolMissingError(f"{kf.path.name}: {NEEDS_GPU[0]}", NEEDS_GPU[1])

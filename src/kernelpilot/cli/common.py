@@ -28,6 +28,8 @@ out = Console(soft_wrap=True)
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 ShapeOpt = typer.Option(None, "--shape", help="Override a shape value, e.g. --shape M=8192 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Override a tunable, e.g. --config BLOCK_SIZE=1024 (repeatable).")
+PtrSizeOpt = typer.Option(None, "--ptr-size", help="CUDA .cu files with synthesized inputs: elements of every "
+                          "buffer (the same as --shape ptr_size=N; default by the seed rule, docs/cuda.md).")
 RefOpt = typer.Option(None, "--ref", help="A file defining reference(**inputs), if not in the kernel file.")
 TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds the kernel's worker process may take (importing the "
                           "file, then the command's work) before it is killed and the run fails as a timeout.")
@@ -112,3 +114,8 @@ def numbers(values: dict[str, Any], what: str, as_json: bool = False) -> dict[st
 def log(line: str) -> None:
     """One progress line on stderr, prefixed with the wall-clock time (HH:MM:SS)."""
     err.print(f"[dim]{_dt.datetime.now().strftime('%H:%M:%S')}[/] {line}")
+
+
+def with_ptr_size(shape: dict[str, Any], ptr_size: Optional[int]) -> dict[str, Any]:
+    """``shape`` with ``ptr_size`` set when ``--ptr-size`` was given (a ``.cu`` file's synthesized inputs)."""
+    return {**shape, "ptr_size": ptr_size} if ptr_size is not None else shape

@@ -12,7 +12,8 @@ from typing import Optional
 import typer
 
 from kernelpilot.cli import render
-from kernelpilot.cli.common import (ConfigOpt, JsonOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, numbers, out,
+from kernelpilot.cli.common import (ConfigOpt, JsonOpt, PtrSizeOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, numbers,
+                                    with_ptr_size, out,
                                      run_command)
 
 
@@ -28,13 +29,13 @@ def env(as_json: bool = JsonOpt,
 def check(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt,
           ref: Optional[Path] = RefOpt, seeds: int = typer.Option(3, help="Fresh input sets to check."),
           strict: bool = typer.Option(False, "--strict", help="Refuse loosened tolerances and skipped derived shapes."),
-          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+          timeout_s: float = TimeoutOpt, ptr_size: Optional[int] = PtrSizeOpt, as_json: bool = JsonOpt) -> None:
     """Correctness against a float64 reference on fresh seeds (exit 1 when incorrect).
 
     The kernel runs in an isolated worker process: an exit, crash, hang or exception is a typed failure."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
+    shp, cfg = with_ptr_size(kv(shape, "--shape", as_json), ptr_size), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.check(kernel, shape=shp, config=cfg, ref=ref, n_seeds=seeds, timeout_s=timeout_s,
                                            strict=strict),
                 render.check, ok=lambda r: r.passed)
@@ -59,14 +60,14 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
           gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
           fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Compile and time torch.compile "
                                                "now; never reuse a cached timing of the last day."),
-          timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+          timeout_s: float = TimeoutOpt, ptr_size: Optional[int] = PtrSizeOpt, as_json: bool = JsonOpt) -> None:
     """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
 
     The kernel (and the baselines) run in an isolated worker process: an exit, crash, hang or exception is a typed
     failure."""
     from kernelpilot import api
 
-    shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
+    shp, cfg = with_ptr_size(kv(shape, "--shape", as_json), ptr_size), kv(config, "--config", as_json)
     run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
                                            timeout_s=timeout_s, fresh_baselines=fresh_baselines),
                 render.bench, ok=lambda r: not r.impossible)

@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from kernelpilot.cli import render_static
-from kernelpilot.cli.common import ConfigOpt, JsonOpt, ShapeOpt, err, kv, run_command
+from kernelpilot.cli.common import ConfigOpt, JsonOpt, ShapeOpt, err, fail, kv, run_command
 
 ArchOpt = typer.Option(None, "--arch", help="Target GPU arch, e.g. sm_90 (default: this GPU, else sm_90).")
 TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one config (the kernel file's setup and run_kernel, "
@@ -59,14 +59,26 @@ def pipeline_cmd(kernel: Path, config: Optional[list[str]] = typer.Option(
         None, "--config", help="One config to analyse, e.g. --config BLOCK_K=64 --config num_stages=3 (default: "
                                "DEFAULT_CONFIG and its num_stages and BLOCK_K variants)."),
         shape: Optional[list[str]] = ShapeOpt, arch: Optional[str] = ArchOpt, timeout_s: float = TimeoutOpt,
+        tile: Optional[str] = typer.Option(None, "--tile", help="BM,BN,BK of a CUDA .cu kernel's tile (default: "
+                                           "its TILE or BM/BN/BK tunables)."),
         as_json: bool = JsonOpt) -> None:
-    """Software pipelining of a tiled tl.dot kernel: ratio, stages, occupancy cliff, SASS main loop.
+    """Software pipelining of a tiled kernel (tl.dot, or a CUDA .cu K loop): ratio, stages, occupancy cliff, SASS
+    main loop.
 
     The kernel file runs only in isolated worker processes; a requested --config that fails is an error."""
     from kernelpilot import api
+    from kernelpilot.errors import OptionError
 
     cfg, shp = kv(config, "--config", as_json), kv(shape, "--shape", as_json)
-    run_command(as_json, lambda: api.pipeline(kernel, config=cfg, shape=shp, arch=arch, timeout_s=timeout_s),
+    dims = None
+    if tile is not None:
+        try:
+            dims = tuple(int(x) for x in tile.split(","))
+            assert len(dims) == 3 and min(dims) > 0
+        except (ValueError, AssertionError):
+            fail(as_json, OptionError(f"--tile {tile!r} is not three positive integers", "e.g. --tile 128,128,32"))
+    run_command(as_json, lambda: api.pipeline(kernel, config=cfg, shape=shp, arch=arch, timeout_s=timeout_s,
+                                              **({"tile": dims} if dims else {})),
                 render_static.pipelines, ok=lambda r: render_static.no_worker_failure(r["reports"]))
 
 

@@ -167,7 +167,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     """Import and validate a kernel file with the backend that reads it (:func:`kernelpilot.backends.backend_for`).
 
     Args:
-        path: the kernel file (``.py``: Triton).
+        path: the kernel file (``.py``: Triton; ``.cu``: CUDA C++, docs/cuda.md).
         ref_path: optional file defining ``reference``; default: the kernel file itself.
         interpreted: run without a GPU (Triton: imported under ``TRITON_INTERPRET=1``).
 
@@ -175,17 +175,18 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
         The validated :class:`KernelFile`.
 
     Raises:
-        ContractError: the file is missing, no backend reads it (``.cu`` is refused: planned), it does not
-            import, or a required name is missing or malformed (the message names the file and the piece).
+        ContractError: the file is missing, no backend reads it, it does not import (a ``.cu`` file: its
+            ``solve`` cannot be parsed), or a required name is missing or malformed (the message names the file and
+            the piece).
     """
     from kernelpilot.backends.registry import backend_for
 
     path = Path(path).resolve()
     if not path.is_file():
-        raise ContractError(f"kernel file not found: {path}", "pass the path of a .py kernel file")
+        raise ContractError(f"kernel file not found: {path}", "pass the path of a .py or .cu kernel file")
     flags = screen_before_import([path] + ([Path(ref_path).resolve()] if ref_path else []))
     kf = backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
-    kf.extras["screen_flags"] = flags
+    kf.extras["screen_flags"] = flags + kf.extras.pop("screen_flags_cuda", [])  # a .cu file's sidecar and ref.py
     return kf
 
 

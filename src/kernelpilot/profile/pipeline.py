@@ -182,16 +182,24 @@ def _operand_bytes(report: StaticReport) -> tuple[str, int, list[str]]:
     return dtype, size, notes
 
 
-def pipeline_from_static(report: StaticReport, candidates: Optional[list[int]] = None) -> PipelineReport:
+def pipeline_from_static(report: StaticReport, candidates: Optional[list[int]] = None, *,
+                         tile: Optional[tuple[dict[str, str], tuple[int, int, int]]] = None) -> PipelineReport:
     """The pipelining analysis of an already compiled config (its :class:`StaticReport`, with SASS kept for the loop
     check).
 
+    ``tile``: (names, (BM, BN, BK)) given by the caller (a CUDA C++ kernel's ``--tile`` or ``TILE``) instead of the
+    config's BLOCK_M/BLOCK_N/BLOCK_K tunables; its SASS loop check then also counts CUDA-core compute
+    (:func:`check_main_loop` ``scalar_fallback``) in the report's own function.
+
     Raises:
-        ContractError: the config has no BLOCK_M/BLOCK_N/BLOCK_K tunables, or no tensor inputs.
+        ContractError: the config has no BLOCK_M/BLOCK_N/BLOCK_K tunables (and no ``tile``), or no tensor inputs.
         ValueError: the arch has no known occupancy limits.
     """
-    names = tile_tunables(report.config)
-    bm, bn, bk = (int(report.config[names[a]]) for a in "MNK")
+    if tile is not None:
+        names, (bm, bn, bk) = tile
+    else:
+        names = tile_tunables(report.config)
+        bm, bn, bk = (int(report.config[names[a]]) for a in "MNK")
     dtype, b, notes = _operand_bytes(report)
     cc = tuple(report.compute_capability)
     if cc not in ARCH_LIMITS:
@@ -218,8 +226,13 @@ def pipeline_from_static(report: StaticReport, candidates: Optional[list[int]] =
     notes.append(f"BLOCK_K cancels in the ratio (2·BM·BN / ((BM+BN)·b) = {ratio:.4g}); it sets the bytes per stage, "
                  f"so the largest S and the cliff")
     notes.append(f"registers/thread ({report.registers_per_thread}) from the compiled num_stages={s_cur}, assumed "
-                 f"unchanged at other S; compiled by Triton {report.triton_version}")
-    main_loop = check_main_loop(parse_sass(report.sass)) if report.sass else None
+                 f"unchanged at other S; compiled by " + (f"Triton {report.triton_version}" if tile is None
+                                                          else "nvcc (see the inspect notes)"))
+    if tile is None:
+        main_loop = check_main_loop(parse_sass(report.sass)) if report.sass else None
+    else:
+        main_loop = check_main_loop(parse_sass(report.sass, report.kernel_name) or parse_sass(report.sass),
+                                    scalar_fallback=True) if report.sass else None
     return PipelineReport(
         kernel_file=report.kernel_file, config=report.config, shape=report.shape, arch=report.arch,
         tile_tunables=names, block_m=bm, block_n=bn, block_k=bk, operand_dtype=dtype, bytes_per_element=b,

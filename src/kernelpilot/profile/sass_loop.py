@@ -105,20 +105,34 @@ def _counts(instrs: list[SassInstruction]) -> dict[str, int]:
     return {op: sum(1 for x in instrs if x.base == op) for op in sorted({x.base for x in instrs})}
 
 
-def check_main_loop(instrs: list[SassInstruction]) -> MainLoopCheck:
+#: With ``scalar_fallback``: the compute of a loop without MMAs (CUDA cores), and the loads of one without async copies.
+SCALAR_COMPUTE_OPCODES = ("FFMA", "DFMA", "HFMA2")
+REGISTER_LOAD_OPCODES = ("LDG",)
+
+
+def check_main_loop(instrs: list[SassInstruction], *, scalar_fallback: bool = False) -> MainLoopCheck:
     """Check the SASS main loop for a software pipeline (see :class:`MainLoopCheck` for every field).
 
     Rule (docs/measuring.md, "Software pipelining"): a pipelined main loop shows async loads (LDGSTS, or UTMALDG for TMA)
     and MMAs (HGMMA on Hopper; HMMA the slower path; FFMA means no tensor cores) with no barrier between them.
     Both that literal rule and whether copies overlap a still-running wgmma across a barrier are reported.
+
+    ``scalar_fallback`` (CUDA C++ kernels, whose tiles may run on CUDA cores): when the loop holds no MMA, its FFMA /
+    DFMA / HFMA2 count as the compute (reported in ``mma`` under their opcodes), and when it holds no async copy,
+    LDG (a register-staged prefetch) counts as the load; the same walk then decides the verdict.
     """
     span = find_main_loop(instrs)
     if span is None:
         return MainLoopCheck(found=False, verdict="no loop (backward branch) in the SASS: nothing to pipeline")
     lo, hi = span
     body = [i for i in instrs if lo <= i.address <= hi]
-    copies = [i for i in body if i.base in ASYNC_COPY_OPCODES]
-    mmas = [i for i in body if i.base in MMA_OPCODES]
+    load_ops, compute_ops = ASYNC_COPY_OPCODES, MMA_OPCODES
+    if scalar_fallback and not any(i.base in MMA_OPCODES for i in body):
+        compute_ops = SCALAR_COMPUTE_OPCODES
+        if not any(i.base in ASYNC_COPY_OPCODES for i in body):
+            load_ops = REGISTER_LOAD_OPCODES
+    copies = [i for i in body if i.base in load_ops]
+    mmas = [i for i in body if i.base in compute_ops]
     bars = [i for i in body if i.base == "BAR"]
     copy_waits = [n for i in body if i.base == "DEPBAR" and "SB0" in i.operands and (n := _wait_count(i)) is not None]
     mma_waits = [n for i in body if i.opcode.startswith("WARPGROUP.DEPBAR") and (n := _wait_count(i)) is not None]
@@ -130,7 +144,7 @@ def check_main_loop(instrs: list[SassInstruction]) -> MainLoopCheck:
     last_kind: Optional[str] = None
     pending_bars: list[int] = []
     for i in body:
-        kind = "L" if i.base in ASYNC_COPY_OPCODES else "M" if i.base in MMA_OPCODES else "B" if i.base == "BAR" else None
+        kind = "L" if i.base in load_ops else "M" if i.base in compute_ops else "B" if i.base == "BAR" else None
         if kind is None:
             continue
         if kind == "B":
@@ -173,6 +187,9 @@ def check_main_loop(instrs: list[SassInstruction]) -> MainLoopCheck:
         verdict = (f"{where}: async copies and MMAs share the loop but a barrier separates every neighbouring pair "
                    f"(at {', '.join(f'0x{a:x}' for a in sorted(set(between)))}) with MMAs drained before it: "
                    f"copies and MMAs do not overlap")
+    if compute_ops is not MMA_OPCODES and (mmas or copies):
+        counted = [", ".join(f"{k} {v}" for k, v in _counts(group).items()) or "none" for group in (mmas, copies)]
+        verdict += f" [no tensor cores: the compute counted is {counted[0]}, the loads {counted[1]}]"
     return MainLoopCheck(
         found=True, start_address=lo, end_address=hi, n_instructions=len(body), async_copies=_counts(copies),
         mma=_counts(mmas), ffma=ffma, sync_global_loads=ldg, barrier_addresses=[b.address for b in bars],

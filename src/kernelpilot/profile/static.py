@@ -60,7 +60,7 @@ __all__ = [
     "StaticReport", "StaticResult", "StaticSpace", "access_width_bytes", "arch_name", "config_tasks", "default_arch",
     "inspect_config", "inspect_configs", "inspect_space", "instruction_mix", "isolated_workers", "iter_tasks",
     "max_threads_per_block", "parse_arch", "parse_ptxas_spills", "parse_resource_usage", "parse_sass",
-    "raise_static_failure", "read_kernel_meta", "run_isolated_tasks", "run_tasks", "sass_cache_dir",
+    "any_task", "raise_static_failure", "read_kernel_meta", "run_isolated_tasks", "run_tasks", "sass_cache_dir",
     "width_histogram",
 ]
 
@@ -89,7 +89,7 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
         in_process = len(tasks) == 1 and not _triton_tainted()
     if in_process:
         for i, t in enumerate(tasks):
-            yield i, _load(_safe_task(t))
+            yield i, _load(any_task(t))
         return
     from concurrent.futures.process import BrokenProcessPool
 
@@ -106,7 +106,7 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
                                initargs=(os.getpid(),))
     try:
         with _without_interpreter_env():  # workers start while submitting (spawn starts them on demand)
-            futures = {pool.submit(_safe_task, t): i for i, t in enumerate(tasks)}
+            futures = {pool.submit(any_task, t): i for i, t in enumerate(tasks)}
         for future in as_completed(futures):
             yield futures[future], _load(future.result())
     except BrokenProcessPool as exc:
@@ -117,6 +117,24 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
             "`if __name__ == \"__main__\":` (workers start with multiprocessing's spawn); try --workers 1") from exc
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def any_task(task: dict[str, Any]) -> dict[str, Any]:
+    """One task by the kernel file's language: a ``.cu`` file is built with nvcc and read
+    (:func:`kernelpilot.backends.cuda.static.inspect_task`), anything else goes through Triton (``_safe_task``).
+    Returns a dumped StaticReport or StaticFailure; never raises for a config's own failure."""
+    if str(task["kernel_path"]).lower().endswith(".cu"):
+        import traceback
+
+        from kernelpilot.backends.cuda.static import inspect_task
+
+        try:
+            return inspect_task(task)
+        except Exception as exc:  # noqa: BLE001 - recorded, never raised, as _safe_task does
+            return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
+                                 stage="compile", error_type=type(exc).__name__,
+                                 message=f"{exc}\n{traceback.format_exc(limit=3)}"[:4000]).model_dump()
+    return _safe_task(task)
 
 
 def run_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,

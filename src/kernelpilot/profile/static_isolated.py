@@ -35,6 +35,10 @@ def _task_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> di
     """One config: :func:`kernelpilot.backends.triton.compile._inspect_task`, an ``Exception`` recorded as a ``compile``
     failure (as the process pool's ``_safe_task`` does); ``SystemExit``/``KeyboardInterrupt`` go up to the worker,
     which reports them as the kernel's exit (a ``worker`` failure in the parent)."""
+    if str(task["kernel_path"]).lower().endswith(".cu"):
+        from kernelpilot.profile.static import any_task
+
+        return any_task(task)
     try:
         return _inspect_task(task)
     except Exception as exc:  # noqa: BLE001 - recorded, never raised

@@ -29,7 +29,7 @@ POISONING_MARKERS: tuple[str, ...] = (
 )
 #: Exception class names (and message fragments) that mean the config did not compile or cannot launch.
 _COMPILE_TYPES = ("CompilationError", "OutOfResources", "CompileTimeAssertionFailure", "PTXASError",
-                  "MLIRCompilationError", "UnsupportedLanguageConstruct")
+                  "MLIRCompilationError", "UnsupportedLanguageConstruct", "CompileError")
 
 
 def classify_exception(exc: BaseException) -> Status:

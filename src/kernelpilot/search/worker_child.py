@@ -311,6 +311,10 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         # kernelpilot imported: the start timeout now runs for the kernel file alone; the parent learns the device
         conn.send(("booted", {"device": device, "interpreted": opts.interpreted}))
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
+        if opts.interpreted and device == "cpu":  # a CUDA .cu file cannot run without a GPU: say so up front
+            from kernelpilot.backends.registry import require_runnable
+
+            require_runnable(kf)
         _guard_check("after importing the kernel file")
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit

@@ -1,0 +1,14 @@
+// kernelpilot wrapper (ours) around kernel 10 (warp tiling) from siboehm/SGEMM_CUDA (MIT; third_party/, fetched by
+// scripts/fetch-sgemm-series.sh, not committed): C = A @ B, fp32, row-major, square 4096 by default.
+// kernelpilot: SHAPE = {"M": 4096, "N": 4096, "K": 4096}
+// kernelpilot: CHECK_SHAPES = [{"M": 2048, "N": 2048, "K": 2048}]
+// kernelpilot: INPLACE = ["C"]
+// kernelpilot: FLOPS = "2 * M * N * K"
+// kernelpilot: BYTES_MOVED = "4 * (M * K + K * N + 2 * M * N)"
+#include "third_party/SGEMM_CUDA/src/kernels/10_kernel_warptiling.cuh"
+
+extern "C" void solve(const float* A, const float* B, float* C, int M, int N, int K) {
+    constexpr int T = 128, BN = 128, BM = 64, BK = 8, WN = 64, WM = 32, WNITER = 2, TN = 4, TM = 4;
+    dim3 grid(CEIL_DIV(N, BN), CEIL_DIV(M, BM)), block(T);
+    sgemmWarptiling<BM, BN, BK, WM, WN, WNITER, TM, TN, T><<<grid, block>>>(M, N, K, 1.0f, (float*)A, (float*)B, 0.0f, C);
+}

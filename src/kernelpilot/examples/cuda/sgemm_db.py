@@ -1,0 +1,29 @@
+"""Sidecar of sgemm_db.cu: fp32 GEMM inputs, reference, shape, and the tile defines as tunables."""
+import torch
+
+SHAPE = {"M": 4096, "N": 4096, "K": 4096}
+CHECK_SHAPES = [{"M": 1024, "N": 512, "K": 256}]  # multiples of every tile below
+TUNABLES = {"BM": [64, 128], "BN": [64, 128], "BK": [8, 16, 32], "TM": [4, 8], "TN": [4, 8], "DOUBLE_BUFFER": [1, 0]}
+DEFAULT_CONFIG = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "DOUBLE_BUFFER": 1}
+# a block of 32 to 1024 threads (a config over the 48 KB of static shared memory fails to compile: pruned)
+CONSTRAINTS = ["(BM // TM) * (BN // TN) <= 1024", "(BM // TM) * (BN // TN) >= 32"]
+THREADS_PER_BLOCK = "(BM // TM) * (BN // TN)"
+TILE = ("BM", "BN", "BK")        # read by `kernelpilot pipeline`
+STAGES = "2 if DOUBLE_BUFFER else 1"
+atol, rtol = 1e-3, 1e-3
+
+
+def setup(M, N, K, seed=0, device="cuda"):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    a = torch.randn(M, K, generator=g).to(device)
+    b = torch.randn(K, N, generator=g).to(device)
+    return {"inputs": {"A": a, "B": b, "C": torch.empty(M, N, device=device), "M": M, "N": N, "K": K},
+            "outputs": ["C"]}
+
+
+def reference(A, B, C, M, N, K, **_):
+    return A @ B
+
+
+def flops(M, N, K, **_):
+    return 2 * M * N * K
