@@ -169,3 +169,25 @@ def test_the_experience_log_holds_the_tried_versions(session):
     changes = {c for r in rec["recommendations"] for c in [r["change"], *r.get("changes", [])] if c}
     assert "online softmax: max and sum in one pass, x read twice" in changes
     assert "two rows per program: half the programs" not in changes  # masked by the restart
+
+
+def test_a_cuda_version_is_copied_with_its_sidecar_and_local_includes(tmp_path):
+    from kernelpilot.errors import ContractError
+    from kernelpilot.versions.run_version import copy_version, version_kernel
+
+    src = tmp_path / "src"
+    (src / "inc").mkdir(parents=True)
+    (src / "inc" / "tile.cuh").write_text("#pragma once\n#define TILE 32\n")
+    (src / "k.cu").write_text('#include "inc/tile.cuh"\nextern "C" void solve(const float* x, float* y, int n) {}\n')
+    (src / "k.py").write_text("TUNABLES = {}\n")
+    root = tmp_path / "run"
+    dest = copy_version(src / "k.cu", root / "v1")
+    assert dest.name == "kernel.cu" and version_kernel(root, 1) == dest
+    assert (root / "v1" / "kernel.py").read_text() == "TUNABLES = {}\n"  # the sidecar, beside it
+    assert (root / "v1" / "inc" / "tile.cuh").is_file()
+    (tmp_path / "outside.cuh").write_text("#define X 1\n")
+    (src / "bad.cu").write_text('#include "../outside.cuh"\nextern "C" void solve(float* y, int n) {}\n')
+    with pytest.raises(ContractError, match="outside its folder"):
+        copy_version(src / "bad.cu", root / "v2")
+    with pytest.raises(ContractError, match=".py \\(Triton\\) or .cu"):
+        copy_version(src / "inc" / "tile.cuh", root / "v3")

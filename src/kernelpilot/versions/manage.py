@@ -10,6 +10,7 @@ from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
 from kernelpilot.versions.render import render_session_report, versions_table
+from kernelpilot.versions.run_version import version_kernel
 from kernelpilot.versions.session import Log, SessionStatus, _commit, _target_met, _version_index
 
 __all__ = ["finish", "mask", "restart", "status", "unmask"]
@@ -152,7 +153,7 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
         log(f"benchmark: v{state.incumbent} vs PyTorch eager and torch.compile")
         try:
             roof = root / "roofline.json"
-            worker = open_worker(root / f"v{state.incumbent}" / "kernel.py", root / state.reference, state.shape,
+            worker = open_worker(version_kernel(root, state.incumbent), root / state.reference, state.shape,
                                  interpreted=state.device != "cuda", floor_ns=state.floor_ns,
                                  sol_tolerance=0.05 if roof.is_file() else 0.0, timeout_s=timeout_s)
             try:

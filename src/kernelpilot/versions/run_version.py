@@ -21,7 +21,54 @@ from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU, ab_file
 from kernelpilot.versions.outcome import classify, flat_metrics, judge_expectations
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
-__all__ = ["VersionRun", "run_version"]
+__all__ = ["VersionRun", "copy_version", "run_version", "version_kernel"]
+
+#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
+KERNEL_SUFFIXES = (".cu", ".py")
+
+
+def version_kernel(root: Path, index: int) -> Path:
+    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
+    vdir = Path(root) / f"v{index}"
+    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
+
+
+def copy_version(src: Path, vdir: Path) -> Path:
+    """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>``; for a ``.cu`` file also its sidecar
+    (``STEM.py`` → ``kernel.py``) and every local ``#include`` it reaches, at the same relative paths. Returns the
+    copied kernel.
+
+    Raises:
+        ContractError: a suffix no backend reads, or a ``.cu`` whose local include lies outside its folder (the
+            copy could not find it: keep the includes beside the file or below it).
+    """
+    import shutil
+
+    from kernelpilot.errors import ContractError
+
+    src = Path(src).resolve()
+    if src.suffix not in KERNEL_SUFFIXES:
+        raise ContractError(f"{src}: a version must be a .py (Triton) or .cu (CUDA) file",
+                            "pass the version's kernel file")
+    vdir.mkdir(parents=True, exist_ok=True)
+    dest = vdir / f"kernel{src.suffix}"
+    shutil.copy2(src, dest)
+    if src.suffix == ".cu":
+        from kernelpilot.backends.cuda.signature import local_includes
+
+        side = src.with_suffix(".py")
+        if side.is_file():
+            shutil.copy2(side, vdir / "kernel.py")
+        for inc in local_includes(src):
+            try:
+                rel = Path(inc).resolve().relative_to(src.parent)
+            except ValueError:
+                raise ContractError(f"{src}: it includes {inc}, outside its folder; a session copies each version "
+                                    "into its own folder and could not find it there",
+                                    "keep the version's local includes beside it or below its folder") from None
+            (vdir / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(inc, vdir / rel)
+    return dest
 
 
 class VersionRun:
@@ -44,8 +91,9 @@ class VersionRun:
         return self.state.device != "cuda"
 
     def kernel(self, index: int) -> Path:
-        """``vN/kernel.py``."""
-        return self.root / f"v{index}" / "kernel.py"
+        """The version's kernel file: ``vN/kernel.cu`` (CUDA; ``vN/kernel.py`` is then its sidecar), else
+        ``vN/kernel.py``."""
+        return version_kernel(self.root, index)
 
     @property
     def reference(self) -> Path:

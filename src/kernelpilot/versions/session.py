@@ -25,7 +25,7 @@ from kernelpilot.versions.outcome import parse_expect
 from kernelpilot.versions.records import (MemoryRecord, SessionState, load_memories, load_state, memory_path,
                                           save_state)
 from kernelpilot.versions.render import render_hypothesis_md, render_readme
-from kernelpilot.versions.run_version import VersionRun, run_version
+from kernelpilot.versions.run_version import VersionRun, copy_version, run_version, version_kernel
 
 __all__ = ["SessionStatus", "TryResult", "start", "try_version"]
 
@@ -141,7 +141,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     root = ws.root
     (root / "check").mkdir()
     shutil.copy2(kf.reference_path, root / "check" / "reference.py")
-    shutil.copy2(kf.path, ws.version_dir(0) / "kernel.py")
+    copy_version(kf.path, ws.version_dir(0))
     env = collect_env(probe_ncu=profile and ctx.device == "cuda")
     write_json(root / "env.json", env)
     write_text(root / "env.md", render_env_md(env))
@@ -228,11 +228,10 @@ def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect:
         raise OptionError(f"v{p} is masked", f"unmask it (`kernelpilot session unmask {root} v{p}`) or pick another")
     index = max(state.versions) + 1
     vdir = root / f"v{index}"
-    vdir.mkdir()
-    shutil.copy2(path, vdir / "kernel.py")
-    old = (root / f"v{p}" / "kernel.py").read_text().splitlines(keepends=True)
-    new = (vdir / "kernel.py").read_text().splitlines(keepends=True)
-    diff = list(difflib.unified_diff(old, new, f"v{p}/kernel.py", f"v{index}/kernel.py"))
+    mine, theirs = copy_version(path, vdir), version_kernel(root, p)
+    old = theirs.read_text().splitlines(keepends=True)
+    new = mine.read_text().splitlines(keepends=True)
+    diff = list(difflib.unified_diff(old, new, f"v{p}/{theirs.name}", f"v{index}/{mine.name}"))
     write_text(vdir / "change.diff", "".join(diff))
     added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
     removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
