@@ -49,7 +49,8 @@ def build_cache(tmp_path_factory):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src")] + ([os.environ["PYTHONPATH"]]
+                                                                             if os.environ.get("PYTHONPATH") else []))}
     return subprocess.run([sys.executable, "-m", "kernelpilot.cli", *args], capture_output=True, text=True, env=env,
                           timeout=600)
 

@@ -311,7 +311,7 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
         timing = TimingResult.model_validate_json(timing_file.read_text())
     if s.bench is None or timing is None:
         return None
-    rows = [s.bench.rows[0].model_copy(update={"name": f"{kf.name} (Triton, best config v{best.index})",
+    rows = [s.bench.rows[0].model_copy(update={"name": s.bench.rows[0].name.replace("best config", f"best config v{best.index}"),
                                                "timing": TimingResult.model_validate(timing)}), *s.bench.rows[1:]]
     return s.bench.model_copy(update={"config": best.config, "rows": rows})
 
