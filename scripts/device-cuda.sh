@@ -3,9 +3,9 @@
 # from the repository root:
 #   bash scripts/device-cuda.sh examples   # GPU-marked CUDA tests; check + bench --baselines + profile of each
 #                                          # examples/cuda/*.cu; pipeline on sgemm_db.cu (both buffers)
-#   bash scripts/device-cuda.sh series     # the public SGEMM series (benchmarks/cuda_sgemm_series, fetched first by
-#                                          # scripts/fetch-sgemm-series.sh): check + bench + profile per version, the
-#                                          # versions table with ncu verdicts, pipeline on the double-buffered v8
+#   bash scripts/device-cuda.sh series     # the public SGEMM series (benchmarks/cuda_sgemm_series; its third_party/
+#                                          # folder carried): every version through `kernelpilot session` (check,
+#                                          # A/B, ncu card), the versions table, pipeline on the double-buffered v8
 #   bash scripts/device-cuda.sh tune       # tune (exhaustive over BLOCK_SIZE) and optimize --budget-s 60 of
 #                                          # vector_add.cu; tune --budget-evals 12 of sgemm_db.cu
 # Logs land in $OUT (<= 8 files come back). Sources scripts/device-env.sh (carried wheels, no interpreter).
@@ -40,42 +40,27 @@ examples)
   timeout 120 $KP pipeline examples/cuda/sgemm_db.cu 2>&1 | tail -n 60 ;;
 series)
   S=benchmarks/cuda_sgemm_series
+  R=runs/sgemm-session
+  # the series' headers include <cublas_v2.h>: take the headers of the cuBLAS wheel torch brings when the toolkit lacks them
+  inc=$(python3 -c "import glob, os, site; print(next((os.path.dirname(p) for d in site.getsitepackages() for p in glob.glob(d + '/nvidia/**/cublas_v2.h', recursive=True)), ''))")
+  [ -n "$inc" ] && export CPATH=$inc${CPATH:+:$CPATH} && echo "cuBLAS headers: $inc"
   if [ ! -f $S/third_party/SGEMM_CUDA/src/kernels/1_naive.cuh ]; then
-    echo "SKIPPED: $S/third_party is absent: run scripts/fetch-sgemm-series.sh where there is network first"
+    echo "SKIPPED: $S/third_party is absent (carry it: it is third-party code, kept out of the repository)"
   else
-    for v in $S/v*.cu; do
-      name=$(basename $v .cu)
-      echo "== [$(elapsed) s] $name: check"
-      timeout 90 $KP check $v --json > "$OUT/check-$name.json" 2>/dev/null; tail -c 300 "$OUT/check-$name.json"; echo
-      echo "== [$(elapsed) s] $name: bench"
-      timeout 90 $KP bench $v --json > "$OUT/bench-$name.json" 2>/dev/null; tail -c 200 "$OUT/bench-$name.json"; echo
-      echo "== [$(elapsed) s] $name: profile"
-      timeout 90 $KP profile $v --out /tmp/$name.ncu-rep --json > "$OUT/profile-$name.json" 2>/dev/null; echo "rc $?"
-    done
-    python3 - "$OUT" <<'PY'
-import glob, json, os, sys
-out = sys.argv[1]
-rows = []
-for b in sorted(glob.glob(f"{out}/bench-*.json")):
-    name = os.path.basename(b)[6:-5]
-    def load(kind):
-        try:
-            return json.load(open(f"{out}/{kind}-{name}.json"))
-        except Exception as exc:
-            return {"error": str(exc)}
-    bench, check, prof = load("bench"), load("check"), load("profile")
-    med = (bench.get("timing") or {}).get("median_ns")
-    verdict = (prof.get("verdict") or {})
-    rows.append((name, check.get("passed", check.get("error")), f"{med / 1e3:.1f}" if med else bench.get("message", "")[:60],
-                 bench.get("pct_of_roofline"), verdict.get("bound") or verdict.get("summary") or prof.get("message", "")[:80]))
-first = next((float(r[2]) for r in rows if r[2] and r[2][0].isdigit()), None)
-print("| version | correct | median µs | speedup vs v1 | % of roofline | ncu verdict |")
-print("|---|---|---|---|---|---|")
-for name, ok, med, pct, verdict in rows:
-    sp = f"{first / float(med):.2f}x" if first and med and med[0].isdigit() else ""
-    print(f"| {name} | {ok} | {med} | {sp} | {pct if pct is None else round(pct, 1)} | {verdict} |")
-PY
-    tar czf "$OUT/series-json.tgz" -C "$OUT" $(cd "$OUT" && ls check-*.json bench-*.json profile-*.json 2>/dev/null) && rm -f "$OUT"/check-*.json "$OUT"/bench-*.json "$OUT"/profile-*.json
+    export KERNELPILOT_EXPERIENCE=$PWD/cuda-experience.db
+    rm -rf $R "$KERNELPILOT_EXPERIENCE"
+    step() { local t=$(date +%s); echo; echo "\$ kernelpilot $*"; $KP "$@" 2>&1 | grep -v "_warn_once\|UserWarning"; echo "(exit ${PIPESTATUS[0]}, $(( $(date +%s) - t )) s)"; }
+    step session start $S/v1_naive.cu --out $R --shape M=2048 --shape N=2048 --shape K=2048 --kernel-type matmul
+    step session try $R $S/v2_coalesce.cu --hypothesis "coalesced global accesses: consecutive threads of a warp own consecutive columns of C" --expect duration:down
+    step session try $R $S/v3_smem.cu --hypothesis "shared-memory blocking: 32x32 tiles of A and B staged in shared memory, each global element loaded once per block" --expect duration:down
+    step session try $R $S/v4_1d_blocktiling.cu --hypothesis "1D block tiling: each thread computes 8 results of a column, fewer shared-memory loads per FMA" --expect duration:down
+    step session try $R $S/v5_2d_blocktiling.cu --hypothesis "2D block tiling: an 8x8 tile of results per thread, outer products from registers" --expect duration:down
+    step session try $R $S/v6_vectorize.cu --hypothesis "128-bit vectorized loads and a transposed A tile in shared memory" --expect duration:down
+    step session try $R $S/v7_warptiling.cu --hypothesis "warp tiling: a warp-level tile between the block and thread tiles, for register reuse and fewer bank conflicts" --expect duration:down
+    step session try $R $S/v8_double_buffering.cu --hypothesis "double buffering: load the next K tile into shared memory while the current one is computed" --expect duration:down
+    step session status $R
+    step session finish $R --no-benchmark
+    tar czf "$OUT/sgemm-session.tgz" --exclude='*.ncu-rep' --exclude='third_party' $R
     echo "== [$(elapsed) s] pipeline v8 (double buffering) --tile 128,256,16"
     timeout 120 $KP pipeline $S/v8_double_buffering.cu --tile 128,256,16 2>&1 | tail -n 40
   fi ;;
