@@ -121,7 +121,7 @@ class RunContext:
 
 def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[str, Any] | None = None,
             config: dict[str, Any] | None = None, gpu: str | None = None, constraints: list[str] | None = None,
-            replay: Any = None) -> RunContext:
+            replay: Any = None, search: bool = True) -> RunContext:
     """Set up a campaign (see the module docstring).
 
     Args:
@@ -130,6 +130,8 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         gpu: a GPU spec name for limits and the floor (default: the GPU present, or the replayed cache's GPU).
         constraints: extra constraint expressions added to the file's CONSTRAINTS.
         replay: a :class:`~kernelpilot.engine.runner.ReplayRunner` (its cache's context gives shape and GPU).
+        search: build the search space (False for ``session``, whose versions are code changes: a kernel without
+            tunables is fine there, and ``space`` is None).
 
     Raises:
         ContractError: the kernel file breaks the contract (or is a folder), or a shape/config override is wrong.
@@ -161,6 +163,10 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         gpu_name() if device == "cuda" else None)
     spec, note = _spec_for(gpu, device, detected)
     roof, work, note = roofline_for(kf, shp, spec, note)
+    if not search:
+        return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=resolve_config(kf, config),
+                          gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof,
+                          work=work, roofline_note=note, space=None)
     space = SearchSpace.from_kernel(kf, limits_from_spec(spec) if spec is not None else None)
     if space.size == 0:
         raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",

@@ -135,7 +135,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     from kernelpilot.experience.from_runs import guess_kernel_type
     from kernelpilot.measure.env import collect_env, render_env_md
 
-    ctx = prepare(kernel, ref=ref, shape=shape, gpu=gpu)
+    ctx = prepare(kernel, ref=ref, shape=shape, gpu=gpu, search=False)
     kf = ctx.kf
     ws = Workspace.create(Path(out))
     root = ws.root
