@@ -235,3 +235,24 @@ def test_activity_judgement_names_the_failure_of_each_problem():
     assert decoy.failure == "kernel_not_launched" and decoy.declared_launched is False
     nothing = judge_activity([launch([])], ["_k"])
     assert nothing.failure == "kernel_not_launched"
+
+
+def test_a_cuda_template_kernel_is_recognised_by_its_demangled_name():
+    """Found on an H100 with siboehm/SGEMM_CUDA's templated kernels: the activity records name them
+    ``void sgemmWarptiling<64, ...>(int, ...)``, which must count as the file's ``sgemmWarptiling``."""
+    from kernelpilot.measure.activity import LaunchActivity, judge_activity, kernel_base_name
+
+    assert kernel_base_name("void sgemmWarptiling<64, 128, 8>(int, int, float*, float)") == "sgemmWarptiling"
+    assert kernel_base_name("void ns::inner::k<(int)4, std::pair<int, int> >(float*)") == "k"
+    assert kernel_base_name("sgemm_naive(int, int, int, float, float const*, float const*, float, float*)") == \
+        "sgemm_naive"
+    assert kernel_base_name("_softmax_kernel") == "_softmax_kernel"
+
+    def launch(name):
+        return LaunchActivity(timed_ns=1e4, span_ns=1e4, timed_stream=7, kernels=[(name, 7, 0.0, 1e4)])
+
+    ok = judge_activity([launch("void sgemmWarptiling<64, 128, 8, 32, 64, 2, 4, 4, 128>(int, int, int, float, "
+                                "float*, float*, float, float*)")], ["sgemmWarptiling"])
+    assert ok.declared_launched and ok.problem is None
+    other = judge_activity([launch("void sgemmWarptilingDecoy<64>(int)")], ["sgemmWarptiling"])
+    assert other.declared_launched is False and other.failure == "kernel_not_launched"

@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from kernelpilot.measure.guard import bound
 
-__all__ = ["ActivityReport", "LaunchActivity", "device_activity", "judge_activity"]
+__all__ = ["ActivityReport", "LaunchActivity", "device_activity", "judge_activity", "kernel_base_name"]
 
 
 class LaunchActivity(BaseModel):
@@ -112,6 +112,24 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
                           unjoined=unjoined)
 
 
+def kernel_base_name(name: str) -> str:
+    """The bare function name of a kernel as the activity records name it: Triton's ``_softmax_kernel`` stays as it
+    is; a demangled CUDA C++ name loses its return type, namespaces, template arguments and parameters
+    (``void ns::sgemmWarptiling<64, 128>(int, float*)`` → ``sgemmWarptiling``). Raises nothing."""
+    depth, out = 0, []
+    for ch in name:
+        if ch == "(" and depth == 0:
+            break  # the parameter list
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    bare = "".join(out).strip()
+    return bare.split()[-1].split("::")[-1] if bare else name
+
+
 def judge_activity(launches: list[LaunchActivity], declared: list[str]) -> ActivityReport:
     """The verdict of the module docstring over recorded launches (pure: no GPU needed)."""
     names: list[str] = []
@@ -127,7 +145,7 @@ def judge_activity(launches: list[LaunchActivity], declared: list[str]) -> Activ
                 off.append(name)
     span = statistics.median(la.span_ns for la in launches) if launches else None
     timed = statistics.median(la.timed_ns for la in launches) if launches else None
-    launched = any(n.startswith(d) for n in names for d in declared) if declared else None
+    launched = any(n.startswith(d) or kernel_base_name(n) == d for n in names for d in declared) if declared else None
     problem, failure = None, "kernel_not_launched"
     if unjoined:
         failure = "off_timer_work"
