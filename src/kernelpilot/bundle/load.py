@@ -71,7 +71,14 @@ def _device_facts(device: int = 0) -> tuple[str, str]:
         ToolMissingError: no cuda-python. BundleError: no driver or device.
     """
     cu = _driver()
-    _check(cu.cuInit(0), "cuInit")
+    try:
+        _check(cu.cuInit(0), "cuInit")
+    except BundleError:
+        raise
+    except Exception as exc:  # cuda-bindings raises its own error when libcuda is absent
+        raise ToolMissingError(f"no CUDA driver here ({type(exc).__name__}: {exc})",
+                               "load a bundle on a GPU machine, or pass device_arch= and driver_cuda= to check it "
+                               "without one") from exc
     dev = _check(cu.cuDeviceGet(device), "cuDeviceGet")
     a = cu.CUdevice_attribute
     major = _check(cu.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
