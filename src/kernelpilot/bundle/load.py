@@ -261,13 +261,18 @@ def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_
         driver_cuda: the driver's CUDA version (``12.8``); None reads it through the driver.
 
     Raises:
-        BundleError: schema, a missing or tampered file (named, with both hashes), another arch (both named), a
-            PTX ISA newer than the driver reads (both versions named), a config the bundle lacks.
+        BundleError: schema, a missing or tampered file (named, with both hashes), a cubin without the entry's
+            kernel symbol, another arch (both named), a PTX ISA newer than the driver reads (both versions named),
+            a config the bundle lacks.
         ToolMissingError: device facts are needed and cuda-python is not installed.
     """
     root = Path(bundle)
     m = read_manifest(root)
     cubins = read_verified(root, m)
+    for e in m.entries:
+        if e.kernel_name.encode() not in cubins[e.cubin]:
+            raise BundleError(f"{root / e.cubin}: has no kernel {e.kernel_name} (the manifest's entry names it)",
+                              "export the bundle again")
     if device_arch is None or driver_cuda is None:
         dev_arch, drv = _device_facts()
         device_arch, driver_cuda = device_arch or dev_arch, driver_cuda or drv
