@@ -188,3 +188,14 @@ def test_a_tune_folder_exports_its_best_config(tmp_path: Path) -> None:
     (tmp_path / "tune.json").write_text(json.dumps({"kernel": "k.py", "best": None}))
     with pytest.raises(ContractError, match="accepted no config"):
         resolve_source(tmp_path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("example", ["vector_add", "softmax", "layer_norm", "matmul"])
+def test_gpu_bundle_outputs_equal_the_jit_kernel(example: str, tmp_path: Path) -> None:
+    """On a GPU: export for this device (--arch auto), load, launch through the driver; outputs bit-identical to
+    the JIT kernel's at the same config (kernelpilot.bundle.bench does the comparison)."""
+    export_bundle(EXAMPLES / f"{example}.py", tmp_path / "b", arch="auto")
+    result = api.bundle_bench(tmp_path / "b", EXAMPLES / f"{example}.py")
+    assert result.ok, result.entries
+    assert all(0.5 < e.ratio < 2.0 for e in result.entries), result.entries

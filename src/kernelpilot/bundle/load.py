@@ -110,14 +110,21 @@ class BundleKernel:
 
     def bind(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         """run_kernel's inputs by name from a call's positional and keyword arguments (unknown keywords ignored,
-        as run_kernel's ``**_`` does). Raises BundleError for a missing input."""
+        as run_kernel's ``**_`` does). Raises BundleError for a missing input, or for a run_kernel parameter that
+        setup did not return (it took its default at export, which the binary now holds)."""
         params = self.manifest.run_kernel_params
         if len(args) > len(params):
             raise BundleError(f"{self.manifest.kernel}: run_kernel takes {len(params)} inputs ({', '.join(params)}), "
                               f"got {len(args)} positional arguments")
         inputs = dict(zip(params, args))
         inputs.update({k: v for k, v in kwargs.items() if k in params})
-        missing = [p for p in params if p not in inputs]
+        needed = {n for e in self.entries for n in e.inputs}  # a run_kernel default (eps=...) is not an input
+        missing = [p for p in params if p in needed and p not in inputs]
+        fixed = [p for p in params if p not in needed and p in inputs]
+        if fixed:
+            raise BundleError(f"{self.manifest.kernel}: {', '.join(fixed)} took run_kernel's default at export and is "
+                              f"compiled into the bundle; a call cannot pass it",
+                              "call without it, or export with setup returning it as an input")
         if missing:
             raise BundleError(f"{self.manifest.kernel}: missing input(s) {', '.join(missing)}",
                               f"call it as run_kernel({', '.join(params)})")

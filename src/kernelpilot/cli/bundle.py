@@ -21,11 +21,17 @@ def _manifest(m: Any) -> None:
     out.print(f"[bold]{m.kernel}[/] ({m.kernel_function}) for {m.arch}: {len(m.entries)} entr"
               f"{'y' if len(m.entries) == 1 else 'ies'}; Triton {m.triton_version}, {m.ptxas_version or 'ptxas ?'}; "
               f"needs a CUDA {m.min_driver_cuda} driver")
-    t = Table("cubin", "shape", "config", "grid", "warps", "shared B", "regs", "spills")
-    for e in m.entries:
-        t.add_row(e.cubin, str(e.shape), str(e.config), str(e.grid), str(e.num_warps), str(e.shared_mem_bytes),
+    t = Table("#", "shape", "config", "grid", "smem B", "regs", "spills")
+    for i, e in enumerate(m.entries):
+        t.add_row(str(i), _kv(e.shape), _kv(e.config), "x".join(map(str, e.grid)), str(e.shared_mem_bytes),
                   str(e.n_regs), f"[red]{e.n_spills}[/]" if e.spills else "0")
     out.print(t)
+    for i, e in enumerate(m.entries):
+        out.print(f"[dim]{i}: {e.cubin}[/]")
+
+
+def _kv(d: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in d.items())
 
 
 def _verify(v: Any) -> None:
@@ -37,7 +43,7 @@ def _bench(b: Any) -> None:
     out.print(f"{b.kernel}: load {b.load_s * 1e3:.2f} ms, first call (module load + launch) {b.first_call_s * 1e3:.2f} ms")
     t = Table("shape", "config", "identical", "JIT ns", "bundle ns", "bundle/JIT")
     for e in b.entries:
-        t.add_row(str(e.shape), str(e.config), "yes" if e.identical else f"[red]no: {', '.join(e.differing_outputs)}[/]",
+        t.add_row(_kv(e.shape), _kv(e.config), "yes" if e.identical else f"[red]no: {', '.join(e.differing_outputs)}[/]",
                   f"{e.jit_median_ns:.0f}", f"{e.bundle_median_ns:.0f}", f"{e.ratio:.3f}")
     out.print(t)
 
