@@ -190,6 +190,17 @@ def test_a_tune_folder_exports_its_best_config(tmp_path: Path) -> None:
         resolve_source(tmp_path)
 
 
+
+def test_an_optimize_run_exports_its_best_version(tmp_path: Path) -> None:
+    (tmp_path / "run.json").write_text(json.dumps({"kernel": str(EXAMPLES / "softmax.py"), "shape": {"M": 8, "N": 256},
+                                                   "best_version": 2}))
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "config.json").write_text(json.dumps({"config": {"BLOCK_N": 512}}))
+    assert resolve_source(tmp_path)[1:] == ({"BLOCK_N": 512}, {"M": 8, "N": 256})
+    (tmp_path / "run.json").write_text(json.dumps({"kernel": "k.py", "best_version": None}))
+    with pytest.raises(ContractError, match="no best version"):
+        resolve_source(tmp_path)
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("example", ["vector_add", "softmax", "layer_norm", "matmul"])
 def test_gpu_bundle_outputs_equal_the_jit_kernel(example: str, tmp_path: Path) -> None:

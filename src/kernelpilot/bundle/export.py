@@ -74,18 +74,21 @@ def device_arch() -> str:
 
 
 def resolve_source(source: str | Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
-    """(kernel file, config, shape) of ``source``: a kernel file (its DEFAULT_CONFIG, SHAPE: empty overrides) or
-    a tune folder (``tune.json``: the best config and the shape searched).
+    """(kernel file, config, shape) of ``source``: a kernel file (its DEFAULT_CONFIG, SHAPE: empty overrides), a
+    tune folder (``tune.json``: the best config and the shape searched) or an optimize run (``run.json``: the best
+    version's ``vN/config.json``).
 
     Raises:
-        ContractError: ``source`` is neither; a tune folder with no accepted config.
+        ContractError: ``source`` is none of these; a tune folder or run with no accepted config.
     """
     p = Path(source)
+    if p.is_dir() and (p / "run.json").is_file() and not (p / "tune.json").is_file():
+        return _from_run(p)
     if p.is_dir():
         tune = p / "tune.json"
         if not tune.is_file():
-            raise ContractError(f"{p}: a folder without tune.json (export takes a kernel file or a `tune --out` folder)",
-                                "e.g. kernelpilot export runs/tune-softmax --out bundle/")
+            raise ContractError(f"{p}: a folder without tune.json or run.json (export takes a kernel file, a `tune "
+                                f"--out` folder or an `optimize` run)", "e.g. kernelpilot export runs/tune-softmax --out bundle/")
         data = json.loads(tune.read_text())
         if not data.get("best"):
             raise ContractError(f"{tune}: the search accepted no config (best is null)", "tune again, or export the "
@@ -100,6 +103,26 @@ def resolve_source(source: str | Path) -> tuple[Path, dict[str, Any], dict[str, 
         raise ContractError(f"{p}: bundles export Triton .py kernel files (a .cu export is not implemented yet)",
                             "export a Triton kernel file")
     return p, {}, {}
+
+
+def _from_run(run: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """(kernel, best version's config, shape) of an ``optimize`` run folder (``run.json``, ``vN/config.json``).
+
+    Raises:
+        ContractError: the run has no best version, or its config record is missing.
+    """
+    info = json.loads((run / "run.json").read_text())
+    best = info.get("best_version")
+    if best is None:
+        raise ContractError(f"{run}: the run has no best version (no config was accepted)", "export a kernel file "
+                            "with --config")
+    cfg_file = run / f"v{best}" / "config.json"
+    if not cfg_file.is_file():
+        raise ContractError(f"{cfg_file}: missing (the best version's config)", "kernelpilot report RUN checks a run")
+    kernel = Path(info["kernel"])
+    if not kernel.is_file():
+        kernel = run / kernel.name if (run / kernel.name).is_file() else kernel
+    return kernel, dict(json.loads(cfg_file.read_text())["config"]), dict(info.get("shape") or {})
 
 
 def _tool_version(name: str) -> str:
