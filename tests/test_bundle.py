@@ -201,6 +201,67 @@ def test_an_optimize_run_exports_its_best_version(tmp_path: Path) -> None:
     with pytest.raises(ContractError, match="no best version"):
         resolve_source(tmp_path)
 
+
+class _FakeDriver:
+    """Records the driver calls of the GPU path (module load, function, launch) without a GPU."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    class CUfunction_attribute:
+        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def cuCtxGetCurrent(self):
+        return 0, 1  # a current context (torch's)
+
+    def cuModuleLoadData(self, image):
+        self.calls.append(("load", bytes(image[:4])))
+        return 0, "module"
+
+    def cuModuleGetFunction(self, module, name):
+        self.calls.append(("function", name))
+        return 0, "fn"
+
+    def cuFuncSetAttribute(self, fn, attr, value):
+        self.calls.append(("attr", attr, value))
+        return (0,)
+
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        import ctypes
+
+        ptrs = (ctypes.c_void_p * 7).from_address(params)
+        self.calls.append(("launch", (gx, gy, gz), (bx, by, bz), shared, stream,
+                           [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)],
+                           ctypes.c_int32.from_address(ptrs[3]).value,
+                           [ctypes.c_uint64.from_address(ptrs[i]).value for i in (4, 5)]))
+        return (0,)
+
+
+def test_the_driver_path_loads_the_cubin_once_and_launches_as_triton_does(vadd: Path, monkeypatch) -> None:
+    import importlib
+
+    load_mod = importlib.import_module("kernelpilot.bundle.load")  # the module (the package's `load` is the function)
+    fake = _FakeDriver()
+    monkeypatch.setattr(load_mod, "_driver", lambda: fake)
+    k = load(vadd, **SM90)
+    x, y, o = torch.randn(1 << 16), torch.randn(1 << 16), torch.empty(1 << 16)
+    inputs = k.bind((x, y, o, 1 << 16), {})
+    e = k.select(inputs)
+    for _ in range(2):
+        load_mod._launch(k.function(e), e, k.pack(e, inputs), stream=7)
+    assert [c[0] for c in fake.calls] == ["load", "function", "launch", "launch"]
+    assert fake.calls[0][1] == b"\x7fELF" and fake.calls[1][1] == b"_add_kernel"
+    _, grid, block, shared, stream, ptrs, n, scratch = fake.calls[2]
+    assert grid == (512, 1, 1) and block == (128, 1, 1) and shared == e.shared_mem_bytes and stream == 7
+    assert ptrs == [x.data_ptr(), y.data_ptr(), o.data_ptr()] and n == 1 << 16 and scratch == [0, 0]
+    big = e.model_copy(update={"shared_mem_bytes": 100_000, "cubin": e.cubin})
+    k._functions.clear()
+    k.function(big)
+    assert fake.calls[-1] == ("attr", 8, 100_000)
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("example", ["vector_add", "softmax", "layer_norm", "matmul"])
 def test_gpu_bundle_outputs_equal_the_jit_kernel(example: str, tmp_path: Path) -> None:
