@@ -124,7 +124,28 @@ def results(tmp_path_factory) -> dict[str, Any]:
              "samples": [3000.0]}]},
         **_experience_results(),
         **_session_results(folder),
+        **_bundle_results(),
     }
+
+
+def _bundle_results() -> dict[str, Any]:
+    """Small valid results of the bundle api functions (real records, no bundle)."""
+    from kernelpilot.bundle.bench import BundleBench, BundleBenchEntry
+    from kernelpilot.bundle.manifest import BundleEntry, BundleFile, BundleManifest, BundleVerify
+
+    entry = BundleEntry(kernel_name="k", cubin="k.cubin", config={"BLOCK": 64}, shape={"N": 8}, inputs={"N": 8},
+                        constexprs={"BLOCK": 64}, args=[], grid=[1, 1, 1], num_warps=4, num_stages=2,
+                        shared_mem_bytes=0, n_regs=16, n_spills=0, spills=False, ptx_version="8.7",
+                        ptx_target="sm_90a")
+    manifest = BundleManifest(kernel="k.py", kernel_function="k", run_kernel_params=["N"], source_sha256="0" * 64,
+                              arch="sm_90", compute_capability=(9, 0), min_driver_cuda="12.0", entries=[entry],
+                              files=[BundleFile(path="k.cubin", sha256="0" * 64, bytes=1)])
+    bench = BundleBench(bundle="b", kernel="k.py", load_s=0.01, first_call_s=0.02, ok=True, entries=[
+        BundleBenchEntry(shape={"N": 8}, config={"BLOCK": 64}, identical=True, differing_outputs=[],
+                         jit_median_ns=1000.0, bundle_median_ns=1000.0, ratio=1.0)])
+    return {"export": manifest, "bundle_bench": bench,
+            "bundle_verify": BundleVerify(bundle="b", ok=True, kernel="k.py", arch="sm_90", min_driver_cuda="12.0",
+                                          n_entries=1, n_files=1, entries=[])}
 
 
 def _session_results(folder: Path) -> dict[str, Any]:
@@ -222,6 +243,12 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("experience", "export"): [("experience_export", ["{D}/x.jsonl"], lambda k, d: ((d / "x.jsonl",), {}))],
     ("experience", "import"): [("experience_import", ["{D}/x.jsonl"], lambda k, d: ((d / "x.jsonl",), {}))],
     ("experience", "mask"): [("experience_mask", ["session:r/v1"], lambda k, d: (("session:r/v1",), {"unmask": False}))],
+    ("export",): [("export", ["{K}", "--out", "{D}/b", "--arch", "sm_90", "--config", "BLOCK=64", "--shapes",
+                              "N=8,dtype=float32", "--shapes", "N=16"],
+                   lambda k, d: ((k,), {"out": d / "b", "arch": "sm_90", "config": {"BLOCK": 64},
+                                        "shapes": [{"N": 8, "dtype": "float32"}, {"N": 16}]}))],
+    ("bundle", "verify"): [("bundle_verify", ["{D}"], lambda k, d: ((d,), {}))],
+    ("bundle", "bench"): [("bundle_bench", ["{D}", "{K}"], lambda k, d: ((d, k), {}))],
     ("experience", "guide"): [("experience_guide", ["--bottleneck", "memory"], lambda k, d: (("memory", "triton"), {}))],
 }
 

@@ -4,7 +4,7 @@ them, where the command's JSON output is such a dict).
 The CLI (:mod:`kernelpilot.cli`) only parses arguments, calls one of these and prints what it returns. The static
 commands (``inspect``, ``pipeline``), the search commands (``tune``, ``cache``) and the specs commands live in
 :mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` (the experience log's
-in :mod:`kernelpilot.api_experience`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
+in :mod:`kernelpilot.api_experience`, the bundle commands in :mod:`kernelpilot.api_bundle`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
 works for every command.
 """
 
@@ -23,6 +23,7 @@ from kernelpilot.kernels.workload import Workload
 from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
+from kernelpilot.api_bundle import bundle_bench, bundle_verify, export
 from kernelpilot.api_verify import VerifyResult, verify
 from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
                                         experience_list, experience_mask, experience_merge, experience_recommend,
@@ -50,6 +51,7 @@ __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",
             "experience_merge", "experience_export", "experience_import", "experience_mask", "experience_guide"]
+__all__ += ["export", "bundle_verify", "bundle_bench"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
 

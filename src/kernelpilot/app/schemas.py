@@ -1,5 +1,5 @@
 """The schema of every record kernelpilot writes into a run folder (``optimize``), a tune folder (``tune --out``) or
-a session folder (``session start``: session.json, vN/memory.json).
+a session folder (``session start``: session.json, vN/memory.json), and of a bundle's ``manifest.json``.
 
 Each record file has one pydantic model (:data:`RECORDS`: file pattern -> model); the models are the schemas, and
 their JSON Schema exports ship in the package (``kernelpilot/records/schema/<name>.schema.json``) for tools that
@@ -78,10 +78,22 @@ def _schema_name(pattern: str) -> str:
     return pattern.replace("v*/", "version.").rsplit(".", 1)[0] + ".schema.json"
 
 
+def _other_models() -> dict[str, type[BaseModel]]:
+    """Schema file name -> model of the files kernelpilot writes outside run folders (a bundle's manifest.json)."""
+    from kernelpilot.bundle.manifest import BundleManifest
+
+    return {"bundle.manifest.schema.json": BundleManifest}
+
+
 def schema_texts() -> dict[str, str]:
-    """File name -> the JSON Schema text of each record's model (:data:`RECORDS`; the card's is its own file)."""
+    """File name -> the JSON Schema text of each record's model (:data:`RECORDS`; the card's is its own file) and
+    of a bundle's ``manifest.json`` (``bundle.manifest.schema.json``, docs/bundles.md)."""
     models = _models()
     out: dict[str, str] = {}
+    for name, model in _other_models().items():
+        schema = model.model_json_schema()
+        schema["$comment"] = f"kernelpilot {name.replace('.schema.json', '').replace('.', ' ')} (model {model.__name__})"
+        out[name] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     for pattern in RECORDS:
         if pattern == "v*/verdict.json":
             continue  # profile/schema/bottleneck_card.v1.json

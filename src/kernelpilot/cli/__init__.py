@@ -5,7 +5,7 @@ printing what went wrong and what to do (``{"error", "message", "hint"}`` with `
 exactly one :mod:`kernelpilot.api` function and prints its result.
 
 Layout: this module builds the app from the command modules (:mod:`.run`, :mod:`.static`, :mod:`.search`,
-:mod:`.specs`), which share :mod:`.common` and print through :mod:`.render` / :mod:`.render_static`; none of them
+:mod:`.specs`, :mod:`.bundle`, ...), which share :mod:`.common` and print through :mod:`.render` / :mod:`.render_static`; none of them
 imports this module.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelpilot.cli import experience, run, search, session, specs, static
+from kernelpilot.cli import bundle, experience, run, search, session, specs, static
 
 __all__ = ["app", "main"]
 
@@ -25,6 +25,7 @@ static.register(app)
 search.register(app)
 session.register(app)
 experience.register(app)
+bundle.register(app)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -233,8 +233,8 @@ class Evaluator:
         parent, move = self._derivation(cand)
         if self.recorder is not None:
             self.recorder.before(index, config, parent, move, self.incumbent)
-        ev = known if known is not None else self._absorb(
-            self.runner.evaluate(config, race_against_ns=self._race_ns()))
+        ev = (self._with_static(known, config) if known is not None else self._absorb(
+            self._with_static(self.runner.evaluate(config, race_against_ns=self._race_ns()), config)))
         ev = ev.model_copy(update={"index": index, "parent": parent.index if parent is not None else None,
                                    "move": move})
         ev = self._judge(self._measures(ev, parent))
@@ -314,6 +314,16 @@ class Evaluator:
                 and (ev.timeout_s is None or ev.timeout_s < self.timeout_s)):
             return None
         return ev
+
+    def _with_static(self, ev: Evaluation, config: dict[str, Any]) -> Evaluation:
+        """``ev`` with the binary's facts from static pruning (``registers_per_thread``, ``spills``, ...) in
+        ``static`` when the pruner compiled the config and ``ev`` has none: a config whose binary spills is marked
+        (``static["spills"] > 0``) and the guided strategy's next move from it reduces tile/stages/warps first."""
+        facts = getattr(self.pruner, "facts", None)
+        if ev.static or not callable(facts):
+            return ev
+        found = facts(config)
+        return ev.model_copy(update={"static": dict(found)}) if found else ev
 
     def _prune_reason(self, config: dict[str, Any]) -> str | None:
         return self.pruner.reason(config) if self.pruner is not None else None

@@ -164,6 +164,13 @@ class CompileAhead:
             self.verdicts[key] = self.report.pruned.get(key)
             self._cv.notify_all()
 
+    def facts(self, config: dict[str, Any]) -> dict[str, Any] | None:
+        """The compiled binary's facts of ``config`` (``registers_per_thread``, ``spills`` in 4-byte units,
+        ``shared_bytes``, ``occupancy_pct``) when its compile has finished, else None; never waits."""
+        with self._cv:
+            found = self.report.static.get(config_key(config))
+        return dict(found) if found else None
+
     def reason(self, config: dict[str, Any]) -> str | None:
         """The prune reason of ``config`` (None: measure it), waiting up to ``wait_s`` for its compile; a config
         not compiled by then (or outside the compiled set) is measured unchecked, and stays so: a verdict arriving

@@ -6,7 +6,9 @@ This is the loop's ``guided`` strategy: a one-variable move away from the incumb
 small grid, …), then the class's default moves. Each tunable step of those changes, in that order, becomes a move
 when the neighbouring config has not been tried. Code changes (e.g. "use tl.dot") cannot be made by a search and
 are reported, not tried. Without a card (the Triton interpreter, or ``--no-profile`` without timing evidence) the
-moves are exploration: tiles up, warps up, stages up, then down. After the card's moves, every remaining one-step
+moves are exploration: tiles up, warps up, stages up, then down. A config whose binary spills (static inspection's
+``n_spills``, on the evaluation as ``static["spills"]``) first tries smaller tiles, fewer stages, fewer warps, with
+or without a card. After the card's moves, every remaining one-step
 neighbour is offered as exploration, so the loop only stops when the neighbourhood is exhausted.
 
 Tunables get a role from their name: ``BLOCK_K*`` → tile_k, other ``BLOCK*``/``TILE*`` → tile, ``num_warps`` →
@@ -72,8 +74,13 @@ def _expectation(card: BottleneckCard, change: CardChange) -> tuple[str, str]:
     return "duration", f"duration down ({card.class_}-bound: {card.summary})"
 
 
+#: What a binary that spills tries first (the register_spill pattern's changes, in its order): a smaller tile holds
+#: fewer registers per thread, fewer stages keep fewer operands live, fewer warps raise ptxas's register cap.
+SPILL_MOVES = [("tile", DOWN), ("stages", DOWN), ("warps", DOWN)]
+
+
 def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried: Iterable[str], *,
-                  card: BottleneckCard | None = None) -> list[Move]:
+                  card: BottleneckCard | None = None, spills: int | None = None) -> list[Move]:
     """Ranked one-variable moves from ``config`` to configs not yet ``tried`` (keys from :func:`config_key`).
 
     Args:
@@ -81,10 +88,13 @@ def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried:
         tunables: the kernel file's TUNABLES.
         tried: config keys already evaluated (accepted, rejected or failed).
         card: the incumbent's bottleneck card, or None without evidence (then: exploration).
+        spills: registers the incumbent's binary spills (``Evaluation.static["spills"]``, 4-byte units, from static
+            inspection), None when unknown.
 
     Returns:
-        Moves, most promising first: the card's tunable steps in card order, then exploration of the remaining
-        neighbours. Empty when every one-step neighbour was tried.
+        Moves, most promising first: with ``spills > 0``, :data:`SPILL_MOVES` (tile, stages, warps down) before
+        anything else; then the card's tunable steps in card order, then exploration of the remaining neighbours.
+        Empty when every one-step neighbour was tried.
     """
     tried = set(tried)
     moves: list[Move] = []
@@ -101,6 +111,13 @@ def propose_moves(config: dict[str, Any], tunables: dict[str, list[Any]], tried:
         moves.append(Move(tunable=name, old=config[name], new=new, direction=direction, rule=rule, why=why,
                           expected_metric=metric, expected=expected))
 
+    if spills:
+        why = (f"the binary spills {spills} registers (4-byte words of local memory per thread, read from the cubin); "
+               f"spills cost local-memory traffic on every use")
+        for role, direction in SPILL_MOVES:
+            for name in tunables:
+                if tunable_role(name) == role:
+                    add(name, direction, "binary spills", why, "static.spills", f"spills {spills} -> fewer; duration down")
     if card is None:
         rule, why = "exploration (no profile)", "no bottleneck evidence for this version; stepping through neighbours"
         for role, direction in EXPLORATION:

@@ -3,7 +3,8 @@
 The search form of the optimize loop's next-change rule (:func:`kernelpilot.search.guided.propose_moves`):
 from the incumbent, take the first untried valid move the incumbent's bottleneck card ranks highest (defects
 first, then the patterns behind the bottleneck class, then the class's default moves, then exploration of the
-remaining one-step neighbours); move when the tuner accepts the candidate (faster beyond noise,
+remaining one-step neighbours; a config whose binary spills, ``static["spills"] > 0``, tries smaller tiles, fewer
+stages and fewer warps first); move when the tuner accepts the candidate (faster beyond noise,
 ``Evaluation.accepted``; by objective when it was not judged). The card comes from ``card_for(evaluation)``:
 the tuner gives an ncu card when it profiles, else a light card (timing + roofline + compile metadata), and a
 replay gives the card stored with the evaluation. When every neighbour of the incumbent was tried, the search
@@ -68,7 +69,8 @@ class GuidedStrategy:
         incumbent = run([start])[0]
         while True:
             card = self.card_for(incumbent) if incumbent.ok else None
-            moves = [m for m in propose_moves(incumbent.config, space.tunables, tried, card=card)
+            spills = incumbent.static.get("spills") if incumbent.ok else None
+            moves = [m for m in propose_moves(incumbent.config, space.tunables, tried, card=card, spills=spills)
                      if space.is_valid(m.apply(incumbent.config)) and config_key(m.apply(incumbent.config)) not in tried]
             if moves:
                 candidates = run([Candidate(m.apply(incumbent.config), m) for m in moves[:width]])

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Native code bundles on a GPU (issue 15), one device call (<= 9 min):
+#   bash scripts/device-bundle.sh            # the four examples + Liger's RMSNorm (benchmarks/library)
+#   bash scripts/device-bundle.sh softmax    # named examples only (a path works too)
+# For each kernel: `kernelpilot export --arch auto` (this GPU), `bundle verify`, then fresh processes, each timed from
+# process start to the first finished launch (scripts/bundle_first_launch.py): import (torch + kernelpilot only, the
+# floor), cold (empty TRITON_CACHE_DIR: Triton compiles), warm (the same cache again), bundle
+# (kernelpilot.bundle.load + launch; Triton never imported); outputs of cold, warm and bundle compared with
+# torch.equal; then `kernelpilot bundle bench` (JIT vs bundle launch times at every entry). Also the GPU tests of
+# tests/test_bundle.py. Writes to $OUT: bundle.log, bundle-summary.json, bundles.tgz (manifests and cubins).
+set -uo pipefail
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+source scripts/device-env.sh
+W=$(mktemp -d /tmp/kp-bundle.XXXX)
+start=$(date +%s)
+kernels=("$@")
+[[ ${#kernels[@]} -gt 0 ]] || kernels=(vector_add softmax layer_norm matmul benchmarks/library/liger_rms_norm.py)
+{
+echo "== device-bundle $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
+python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
+python3 -c "import cuda.bindings, cuda.bindings.driver as d; print('cuda-bindings', cuda.bindings.__version__, 'driver CUDA', d.cuDriverGetVersion()[1])" \
+  || echo "NO cuda-bindings: bundle load cannot run (carry a wheel: bash ../shared/device/wheels.sh cuda-bindings cuda-pathfinder)"
+python3 - "$W" "$OUT" "${kernels[@]}" <<'PY'
+import json, os, subprocess, sys, time
+from pathlib import Path
+import torch
+W, OUT, names = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+KP = [sys.executable, "-m", "kernelpilot.cli"]
+summary = {"gpu": torch.cuda.get_device_name(0), "kernels": {}}
+
+def run(cmd, env=None, timeout=120):
+    t = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        r = subprocess.CompletedProcess(cmd, 124, "", f"timed out after {timeout} s: {' '.join(map(str, cmd))}")
+    return r, time.perf_counter() - t
+
+rows = []
+for name in names:
+    kernel = Path(name) if name.endswith(".py") else Path("src/kernelpilot/examples") / f"{name}.py"
+    b, rec = W / kernel.stem, {"kernel": str(kernel)}
+    summary["kernels"][kernel.stem] = rec
+    r, s = run(KP + ["export", str(kernel), "--arch", "auto", "--out", str(b), "--json"], timeout=150)
+    rec["export_s"] = round(s, 2)
+    if r.returncode:
+        rec["export_error"] = (r.stdout + r.stderr)[-1500:]; print(kernel.stem, "EXPORT FAILED", rec["export_error"]); continue
+    m = json.loads(r.stdout)
+    rec["entries"] = [{k: e[k] for k in ("shape", "config", "grid", "num_warps", "shared_mem_bytes", "n_regs", "n_spills")} for e in m["entries"]]
+    rec["min_driver_cuda"], rec["ptxas"] = m["min_driver_cuda"], m["ptxas_version"]
+    r, _ = run(KP + ["bundle", "verify", str(b), "--json"])
+    rec["verify"] = json.loads(r.stdout).get("ok", False) if r.stdout.strip() else r.stderr[-500:]
+    cache = W / f"triton-cache-{kernel.stem}"; cache.mkdir()
+    times = {}
+    for mode, tmode, env in (("import", "import", {}), ("cold", "jit", {"TRITON_CACHE_DIR": str(cache)}),
+                             ("warm", "jit", {"TRITON_CACHE_DIR": str(cache)}), ("bundle", "bundle", {})):
+        r, wall = run([sys.executable, "scripts/bundle_first_launch.py", tmode, str(b), str(kernel), str(W / f"{kernel.stem}-{mode}.pt")], env)
+        if r.returncode:
+            times[mode] = {"error": (r.stdout + r.stderr)[-1500:]}; print(kernel.stem, mode, "FAILED", times[mode]["error"]); continue
+        times[mode] = {**json.loads(r.stdout.strip().splitlines()[-1]), "process_wall_s": round(wall, 4)}
+    rec["times"] = times
+    same = {}
+    for mode in ("warm", "bundle"):
+        try:
+            a, c = torch.load(W / f"{kernel.stem}-cold.pt"), torch.load(W / f"{kernel.stem}-{mode}.pt")
+            same[mode] = all(torch.equal(a[k], c[k]) for k in a)
+        except Exception as exc:
+            same[mode] = f"{type(exc).__name__}: {exc}"
+    rec["identical_to_cold_jit"] = same
+    r, _ = run(KP + ["bundle", "bench", str(b), str(kernel), "--json"], timeout=150)
+    rec["bench"] = json.loads(r.stdout) if r.stdout.strip().startswith("{") else r.stderr[-1500:]
+    t = {k: v.get("process_wall_s") for k, v in times.items()}
+    rows.append((kernel.stem, t, same, rec["bench"].get("load_s") if isinstance(rec["bench"], dict) else None))
+
+print(f"\n{'kernel':<16}{'import s':>10}{'cold s':>10}{'warm s':>10}{'bundle s':>10}{'cold/bundle':>13}{'bundle-import':>15}  identical(warm,bundle)")
+for k, t, same, load_s in rows:
+    f = lambda v: f"{v:.3f}" if isinstance(v, float) else "-"
+    ratio = t["cold"] / t["bundle"] if t.get("cold") and t.get("bundle") else None
+    over = t["bundle"] - t["import"] if t.get("bundle") and t.get("import") else None
+    print(f"{k:<16}{f(t.get('import')):>10}{f(t.get('cold')):>10}{f(t.get('warm')):>10}{f(t.get('bundle')):>10}"
+          f"{(f'{ratio:.1f}x' if ratio else '-'):>13}{f(over):>15}  {same.get('warm')},{same.get('bundle')}")
+(OUT / "bundle-summary.json").write_text(json.dumps(summary, indent=1))
+PY
+left=$(( 500 - ($(date +%s) - start) ))
+if (( left > 90 )); then
+  echo "== [$(( $(date +%s) - start )) s] GPU tests of tests/test_bundle.py (limit ${left} s)"
+  timeout "$left" python3 -m pytest -q -x tests/test_bundle.py -m gpu -p no:cacheprovider 2>&1 | tail -n 15
+else
+  echo "== GPU tests skipped: $(( $(date +%s) - start )) s used of the 9 minutes (run: python3 -m pytest tests/test_bundle.py -m gpu)"
+fi
+tar czf "$OUT/bundles.tgz" -C "$W" $(cd "$W" && ls -d */ | grep -v triton-cache) 2>/dev/null
+} 2>&1 | tee "$OUT/bundle.log"

@@ -1,0 +1,73 @@
+"""The bundle half of kernelpilot's Python API: ``export``, ``bundle_verify`` and ``bundle_bench`` (docs/bundles.md).
+
+Re-exported by :mod:`kernelpilot.api`; the implementations (:mod:`kernelpilot.bundle`) are imported when called.
+Loading a bundle in an application is :func:`kernelpilot.bundle.load` (no CLI command: it returns a callable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.errors import OptionError
+from kernelpilot.options import check_arch, positive
+
+if TYPE_CHECKING:
+    from kernelpilot.bundle.bench import BundleBench
+    from kernelpilot.bundle.manifest import BundleManifest, BundleVerify
+
+__all__ = ["bundle_bench", "bundle_verify", "export"]
+
+
+def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None = None, arch: str | None = None,
+           shapes: list[dict[str, Any]] | None = None, timeout_s: float | None = 300.0) -> "BundleManifest":
+    """Write a bundle (``kernelpilot export``): for a kernel file's config (DEFAULT_CONFIG with ``config`` over it)
+    or a ``tune --out`` folder's best config, one cubin per declared shape for ``arch``, plus ``manifest.json``
+    (:func:`kernelpilot.bundle.export.export_bundle`).
+
+    Args:
+        source: kernel ``.py`` file or tune folder. out: the new bundle folder. config: tunables to override.
+        arch: ``sm_90``/``sm_90a``, or None/``auto`` for this GPU (no GPU: an error; there is no default target).
+        shapes: declared shapes, each an override of SHAPE (None: the source's shape). timeout_s: per entry.
+
+    Returns:
+        The :class:`kernelpilot.bundle.manifest.BundleManifest` written.
+
+    Raises:
+        OptionError: an arch no spec knows, a ``timeout_s`` not positive. ToolMissingError: ``auto`` without a GPU.
+        ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled.
+    """
+    from kernelpilot.bundle.export import export_bundle
+
+    if arch not in (None, "auto"):
+        check_arch(arch.rstrip("a") if arch.endswith("a") else arch)
+    positive("--timeout-s", timeout_s, "300")
+    if shapes is not None and not all(isinstance(s, dict) for s in shapes):
+        raise OptionError(f"shapes must be dicts of SHAPE overrides, got {shapes!r}", "e.g. --shapes N=4096")
+    return export_bundle(source, out, arch=arch, config=config or None, shapes=shapes or None,
+                         timeout_s=timeout_s or 300.0)
+
+
+def bundle_verify(bundle: str | Path) -> "BundleVerify":
+    """Check a bundle without a GPU (``kernelpilot bundle verify``): the manifest's schema, every file's sha256,
+    one arch for every entry (:func:`kernelpilot.bundle.manifest.verify_bundle`).
+
+    Raises:
+        BundleError: what failed, naming the file (and both hashes for a tampered one).
+    """
+    from kernelpilot.bundle.manifest import verify_bundle
+
+    return verify_bundle(bundle)
+
+
+def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
+    """On a GPU (``kernelpilot bundle bench``): every entry's outputs against the JIT kernel's at the same config
+    (bit-identical), both timed (ns), and the bundle's load time (s) (:func:`kernelpilot.bundle.bench.bench_bundle`).
+
+    Raises:
+        ToolMissingError: no GPU or no cuda-python. BundleError: the bundle cannot load here. ContractError: the
+            kernel file is not the bundle's.
+    """
+    from kernelpilot.bundle.bench import bench_bundle
+
+    return bench_bundle(bundle, kernel)

@@ -1,0 +1,222 @@
+"""``kernelpilot export``: compile the chosen config(s) of a kernel for one arch and write a bundle folder.
+
+The kernel file runs only in a compile-mode isolated worker (:mod:`kernelpilot.bundle.worker`, which reuses static
+inspection); this process writes the cubins and ``manifest.json`` (:class:`~kernelpilot.bundle.manifest.BundleManifest`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Optional
+
+from kernelpilot.bundle.manifest import MANIFEST, BundleError, BundleFile, BundleManifest, file_sha256
+from kernelpilot.errors import ContractError, KernelpilotError, ToolMissingError
+
+__all__ = ["ptx_isa_cuda", "device_arch", "export_bundle", "min_driver_cuda", "resolve_source"]
+
+def _ver(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2]) or (0,)
+
+
+def ptx_isa_cuda(isa: str) -> str:
+    """The CUDA version whose ptxas first emits PTX ISA ``isa`` (``"8.7"`` -> ``"12.8"``, ``"9.4"`` -> ``"13.4"``):
+    the inverse of Triton's ``ptx_get_version`` (12.0-12.5 -> 8.0-8.5, 12.6+ -> ISA minor + 1 ... CUDA 13.x -> 9.x).
+
+    Raises:
+        BundleError: not an ``X.Y`` version, or older than PTX ISA 7.0.
+    """
+    m = re.fullmatch(r"(\d+)\.(\d+)", str(isa).strip())
+    if not m:
+        raise BundleError(f"PTX ISA {isa!r} is not a version X.Y", "export the bundle again")
+    major, minor = int(m.group(1)), int(m.group(2))
+    if major >= 9:
+        return f"{13 + major - 9}.{minor}"
+    if major == 8:
+        return f"12.{minor if minor < 6 else minor + 1}"
+    if major == 7:
+        return f"11.{minor}"
+    raise BundleError(f"PTX ISA {isa} predates CUDA 11", "export with a current Triton")
+
+
+def min_driver_cuda(ptx_versions: list[str]) -> str:
+    """The oldest CUDA driver that loads cubins assembled from these PTX ISA versions: the major release of the
+    newest ptxas behind them (``["8.7"]`` -> ``"12.0"``, ``["9.4"]`` -> ``"13.0"``). A cubin (SASS, no PTX) needs no
+    PTX JIT, so CUDA's minor-version compatibility applies: a 13.x cubin loads on any 13.x driver.
+
+    Raises:
+        BundleError: a version that is not ``X.Y``.
+    """
+    newest = max((ptx_isa_cuda(v) for v in ptx_versions), key=_ver, default="0.0")
+    return f"{_ver(newest)[0]}.0"
+
+
+def device_arch() -> str:
+    """The arch of this machine's GPU (``sm_90``), read through torch.
+
+    Raises:
+        ToolMissingError: no GPU here (pass an explicit arch: bundles never fall back to a default).
+    """
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            return f"sm_{major}{minor}"
+    except Exception:  # a broken CUDA install behaves as no GPU
+        pass
+    raise ToolMissingError("--arch auto: no GPU here to read the arch from",
+                           "pass the target explicitly, e.g. --arch sm_90 (H100/H200)")
+
+
+def resolve_source(source: str | Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """(kernel file, config, shape) of ``source``: a kernel file (its DEFAULT_CONFIG, SHAPE: empty overrides), a
+    tune folder (``tune.json``: the best config and the shape searched) or an optimize run (``run.json``: the best
+    version's ``vN/config.json``).
+
+    Raises:
+        ContractError: ``source`` is none of these; a tune folder or run with no accepted config.
+    """
+    p = Path(source)
+    if p.is_dir() and (p / "run.json").is_file() and not (p / "tune.json").is_file():
+        return _from_run(p)
+    if p.is_dir():
+        tune = p / "tune.json"
+        if not tune.is_file():
+            raise ContractError(f"{p}: a folder without tune.json or run.json (export takes a kernel file, a `tune "
+                                f"--out` folder or an `optimize` run)", "e.g. kernelpilot export runs/tune-softmax --out bundle/")
+        data = json.loads(tune.read_text())
+        if not data.get("best"):
+            raise ContractError(f"{tune}: the search accepted no config (best is null)", "tune again, or export the "
+                                "kernel file with --config")
+        kernel = Path(data["kernel"])
+        if not kernel.is_file() and (p / kernel.name).is_file():
+            kernel = p / kernel.name
+        return kernel, dict(data["best"]["config"]), dict(data.get("shape") or {})
+    if not p.is_file():
+        raise ContractError(f"{p}: no such kernel file or tune folder", "pass a kernel .py file or a tune --out folder")
+    if p.suffix != ".py":
+        raise ContractError(f"{p}: bundles export Triton .py kernel files (a .cu export is not implemented yet)",
+                            "export a Triton kernel file")
+    return p, {}, {}
+
+
+def _from_run(run: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """(kernel, best version's config, shape) of an ``optimize`` run folder (``run.json``, ``vN/config.json``).
+
+    Raises:
+        ContractError: the run has no best version, or its config record is missing.
+    """
+    info = json.loads((run / "run.json").read_text())
+    best = info.get("best_version")
+    if best is None:
+        raise ContractError(f"{run}: the run has no best version (no config was accepted)", "export a kernel file "
+                            "with --config")
+    cfg_file = run / f"v{best}" / "config.json"
+    if not cfg_file.is_file():
+        raise ContractError(f"{cfg_file}: missing (the best version's config)", "kernelpilot report RUN checks a run")
+    kernel = Path(info["kernel"])
+    if not kernel.is_file():
+        kernel = run / kernel.name if (run / kernel.name).is_file() else kernel
+    return kernel, dict(json.loads(cfg_file.read_text())["config"]), dict(info.get("shape") or {})
+
+
+def _tool_version(name: str) -> str:
+    exe = shutil.which(name)
+    if not exe:
+        return ""
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    m = re.search(r"release (\d+\.\d+)[^\n]*", out)
+    return m.group(0).strip() if m else ""
+
+
+def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], config: Optional[dict[str, Any]] = None,
+                  shapes: Optional[list[dict[str, Any]]] = None,
+                  pairs: Optional[list[tuple[dict[str, Any], dict[str, Any]]]] = None,
+                  timeout_s: float = 300.0) -> BundleManifest:
+    """Compile and write a bundle: one cubin per (config, declared shape) for ``arch``, plus ``manifest.json``.
+
+    Args:
+        source: a kernel ``.py`` file or a ``tune --out`` folder (its best config and shape).
+        out: the bundle folder (created; must be empty or absent).
+        arch: target (``sm_90``, ``sm_90a``) or ``"auto"``/None for this machine's GPU; never a default.
+        config: tunables overriding the source's config (every shape gets it).
+        shapes: the declared shapes (overrides of SHAPE, one dict each); default: the source's shape.
+        pairs: instead of config x shapes, explicit (config, shape) entries: e.g. one config per shape bucket.
+        timeout_s: seconds one entry may take in the worker (setup, run_kernel capture, compile).
+
+    Returns:
+        The written :class:`BundleManifest`.
+
+    Raises:
+        ContractError: bad source, config or shape. ToolMissingError: ``auto`` without a GPU.
+        BundleError: ``out`` is not empty, or an entry cannot be bundled (it names why: several launches, scratch
+            memory, a parameter type), or it failed to compile or exceeds the target's resources.
+    """
+    from kernelpilot.profile.arch import arch_name, parse_arch
+    from kernelpilot.profile.static import config_tasks, isolated_workers
+
+    kernel, base_config, base_shape = resolve_source(source)
+    cc = parse_arch(device_arch() if arch in (None, "auto") else arch)
+    target = arch_name(cc)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"{out}: exists and is not an empty folder", "pass a new --out folder")
+    if pairs is None:
+        cfg = {**base_config, **(config or {})}
+        pairs = [(cfg, {**base_shape, **s}) for s in (shapes or [{}])]
+
+    def failed(task: dict[str, Any], exc: KernelpilotError) -> dict[str, Any]:
+        return {"failure": {"stage": "worker", "error_type": type(exc).__name__, "message": exc.message,
+                            "hint": exc.hint}}
+
+    with isolated_workers(kernel, 1, timeout_s) as (iso, meta):
+        tasks = [config_tasks(kernel, [c], s, target, meta=meta)[0] for c, s in pairs]
+        results: list[Any] = [None] * len(tasks)
+        for i, r in iso.map("kernelpilot.bundle.worker:_bundle_in_worker", tasks, failed):
+            results[i] = r
+    for task, r in zip(tasks, results):
+        if "failure" in r:
+            f = r["failure"]
+            raise BundleError(f"{Path(kernel).name} {task['config']} at {task['shape'] or 'SHAPE'} for {target}: "
+                              f"{f.get('stage')}: {f.get('error_type')}: {f.get('message')}", f.get("hint") or "")
+    out.mkdir(parents=True, exist_ok=True)
+    entries, files = [], []
+    for i, r in enumerate(results):
+        e = r["entry"]
+        name = f"{kernel.stem}-{target}-{i}-{e['kernel_name']}.cubin"
+        (out / name).write_bytes(r["cubin"])
+        e["cubin"] = name
+        entries.append(e)
+        files.append(BundleFile(path=name, sha256=file_sha256(out / name), bytes=len(r["cubin"])))
+    source_sha, params = iso_meta_source(kernel)
+    manifest = BundleManifest(
+        kernel=kernel.name, kernel_function=results[0]["function"], run_kernel_params=params, source_sha256=source_sha,
+        arch=target, compute_capability=cc, triton_version=results[0]["triton_version"],
+        ptxas_version=results[0]["ptxas_version"], nvcc_version=_tool_version("nvcc"), torch_version=results[0]["torch_version"],
+        min_driver_cuda=min_driver_cuda([e["ptx_version"] for e in entries]),
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), entries=entries,
+        files=files)
+    (out / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    return manifest
+
+
+def iso_meta_source(kernel: Path) -> tuple[str, list[str]]:
+    """(sha256 of the kernel file's text, run_kernel's input parameter names) read from the file's text with
+    :mod:`ast` (this process does not import the kernel file)."""
+    import ast
+    import hashlib
+
+    text = kernel.read_text()
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "run_kernel":
+            return sha, [a.arg for a in node.args.posonlyargs + node.args.args]
+    raise ContractError(f"{kernel}: no run_kernel function", "see docs/contract.md")

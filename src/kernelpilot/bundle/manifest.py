@@ -1,0 +1,234 @@
+"""The bundle manifest (``BUNDLE/manifest.json``) and its checks, none of which needs a GPU, Triton or torch.
+
+A bundle is a folder: ``manifest.json`` plus one native binary (``*.cubin``) per (kernel, config, shape bucket,
+arch). The manifest says how to launch each binary without Triton's JIT (:class:`BundleEntry`) and the sha256 of
+every file (:class:`BundleFile`); :func:`verify_bundle` checks the schema, the hashes and the arch list
+(docs/bundles.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field, ValidationError
+
+from kernelpilot.errors import KernelpilotError
+
+__all__ = ["ArgRule", "BundleEntry", "BundleError", "BundleFile", "BundleManifest", "BundleVerify", "FORMAT",
+           "TensorSpec", "file_sha256", "read_manifest", "read_verified", "verify_bundle", "verify_files"]
+
+#: The manifest format this code writes and reads.
+FORMAT = "kernelpilot-bundle/1"
+MANIFEST = "manifest.json"
+
+
+class BundleError(KernelpilotError):
+    """A bundle is unusable here: a file whose sha256 does not match, another arch, a PTX ISA newer than the driver,
+    a shape outside the declared ones, a missing kernel or file, a manifest that breaks the schema. The message
+    names both sides (expected vs found)."""
+
+
+class BundleFile(BaseModel):
+    """One file of the bundle: ``path`` relative to the bundle folder, its ``sha256`` (hex) and size in bytes."""
+
+    path: str
+    sha256: str
+    bytes: int
+
+
+class TensorSpec(BaseModel):
+    """A tensor input as the bundle was built for it: shape and strides (elements), dtype name (``float32``)."""
+
+    shape: list[int]
+    stride: list[int]
+    dtype: str
+
+
+class ArgRule(BaseModel):
+    """How to make one runtime parameter of the compiled kernel (constexprs are compiled in and have no rule).
+
+    Attributes:
+        param: the @triton.jit parameter name. type: Triton's type after specialization (``*fp32``, ``i32``).
+        kind: ``tensor`` (a pointer: ``input``'s data pointer + ``offset_bytes``) or ``scalar`` (``value``, fixed
+            for the shape bucket: the call's shape must equal the declared one).
+        divisibility: Triton specialized the value as divisible by this (16 for a 16-byte aligned pointer, 1
+            otherwise); a call whose pointer breaks it is refused.
+    """
+
+    param: str
+    type: str
+    kind: Literal["tensor", "scalar"]
+    input: Optional[str] = None
+    offset_bytes: int = 0
+    value: Optional[float | int | bool] = None
+    divisibility: int = 1
+
+
+class BundleEntry(BaseModel):
+    """One binary: a config of the kernel compiled for one declared shape (a shape bucket) and the target arch.
+
+    Attributes:
+        kernel_name: the compiled function's symbol (Triton's ``metadata.name``). cubin: its file in the bundle.
+        config: the tunables. shape: the declared shape this binary serves (the call must match it exactly).
+        inputs: the run_kernel inputs it was built for: tensors (:class:`TensorSpec`) and scalars (their values).
+        constexprs: compile-time values (param -> value). args: the runtime parameters in launch order.
+        grid: programs along x, y, z for this shape and config (the grid rule: exact shape -> grid).
+        num_warps / num_stages / num_ctas: launch options; block = 32 * num_warps threads, num_ctas a cluster.
+        shared_mem_bytes: dynamic shared memory per block (Triton's ``metadata.shared``).
+        n_regs / n_spills: registers per thread and spilled 4-byte words, read from the binary (cuobjdump).
+        spills: the binary spills (``n_spills > 0``).
+        ptx_version: the PTX ISA version the cubin was assembled from (``8.7``); ptx_target: its ``.target``.
+    """
+
+    kernel_name: str
+    cubin: str
+    config: dict[str, Any]
+    shape: dict[str, Any]
+    inputs: dict[str, TensorSpec | int | float | bool | str]
+    constexprs: dict[str, Any]
+    args: list[ArgRule]
+    grid: list[int] = Field(min_length=3, max_length=3)
+    num_warps: int
+    num_stages: int
+    num_ctas: int = 1
+    shared_mem_bytes: int
+    n_regs: int
+    n_spills: int
+    spills: bool
+    ptx_version: str
+    ptx_target: str
+
+
+class BundleManifest(BaseModel):
+    """``manifest.json``: what the bundle holds and how to launch it (docs/bundles.md).
+
+    Attributes:
+        format: :data:`FORMAT`. kernel: the kernel file's name; kernel_function: the @triton.jit function.
+        run_kernel_params: run_kernel's input parameters, in order (the loaded callable takes them).
+        source_sha256: the kernel file's source hash. arch: the target (``sm_90``); compute_capability: (9, 0).
+        triton_version / ptxas_version / nvcc_version / torch_version: the tools that built it ("" if unknown).
+        min_driver_cuda: the oldest CUDA driver version (``12.8``) whose PTX ISA covers every entry.
+        grid_rule: how a call picks its entry (``exact-shape``: inputs equal to an entry's declared inputs).
+        entries: the binaries. files: every file but the manifest, with its sha256.
+    """
+
+    format: Literal["kernelpilot-bundle/1"] = FORMAT
+    kernel: str
+    kernel_function: str
+    run_kernel_params: list[str]
+    source_sha256: str
+    arch: str
+    compute_capability: tuple[int, int]
+    triton_version: str = ""
+    ptxas_version: str = ""
+    nvcc_version: str = ""
+    torch_version: str = ""
+    min_driver_cuda: str
+    grid_rule: Literal["exact-shape"] = "exact-shape"
+    created: str = ""
+    entries: list[BundleEntry] = Field(min_length=1)
+    files: list[BundleFile]
+
+
+class BundleVerify(BaseModel):
+    """``kernelpilot bundle verify``: the bundle passed (schema, hashes, arch list); what it holds."""
+
+    bundle: str
+    ok: bool
+    kernel: str
+    arch: str
+    min_driver_cuda: str
+    n_entries: int
+    n_files: int
+    entries: list[dict[str, Any]]
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_manifest(bundle: str | Path) -> BundleManifest:
+    """Read and validate ``BUNDLE/manifest.json`` (no hashes checked).
+
+    Raises:
+        BundleError: the folder or manifest is missing, not JSON, or breaks the schema (the field is named).
+    """
+    path = Path(bundle) / MANIFEST
+    if not Path(bundle).is_dir():
+        raise BundleError(f"{bundle}: not a bundle folder", "make one with `kernelpilot export RUN|KERNEL --out DIR`")
+    if not path.is_file():
+        raise BundleError(f"{path}: missing (every bundle has a manifest.json)", "export the bundle again")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{path}: not JSON ({exc})", "export the bundle again") from exc
+    if isinstance(data, dict) and data.get("format") != FORMAT:
+        raise BundleError(f"{path}: format {data.get('format')!r}, this kernelpilot reads {FORMAT!r}",
+                          "export the bundle with this kernelpilot")
+    try:
+        return BundleManifest.model_validate(data)
+    except ValidationError as exc:
+        raise BundleError(f"{path}: breaks the manifest schema: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
+                          "see kernelpilot/records/schema/bundle.manifest.schema.json") from exc
+
+
+def verify_files(bundle: str | Path, manifest: BundleManifest) -> None:
+    """Check every listed file's sha256 and that every entry's cubin is listed (:func:`read_verified`).
+
+    Raises:
+        BundleError: as :func:`read_verified`.
+    """
+    read_verified(bundle, manifest)
+
+
+def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, bytes]:
+    """Every listed file's bytes (path -> bytes), each checked against its sha256 once read (the bytes returned
+    are the bytes hashed), and every entry's cubin checked to be listed.
+
+    Raises:
+        BundleError: a file is missing, or its sha256 differs (tampered or corrupt): the message names the file
+            and both hashes; a cubin not listed in ``files``.
+    """
+    root = Path(bundle)
+    listed = {f.path for f in manifest.files}
+    data: dict[str, bytes] = {}
+    for f in manifest.files:
+        p = root / f.path
+        if not p.is_file():
+            raise BundleError(f"{p}: listed in the manifest but missing", "export the bundle again")
+        data[f.path] = p.read_bytes()
+        got = hashlib.sha256(data[f.path]).hexdigest()
+        if got != f.sha256:
+            raise BundleError(f"{p}: sha256 {got} does not match the manifest's {f.sha256} (tampered or corrupt)",
+                              "do not edit bundle files; export the bundle again")
+    for e in manifest.entries:
+        if e.cubin not in listed:
+            raise BundleError(f"{root / e.cubin}: entry {e.kernel_name} names a cubin the manifest's files do not "
+                              f"list (no hash to check it against)", "export the bundle again")
+    return data
+
+
+def verify_bundle(bundle: str | Path) -> BundleVerify:
+    """``kernelpilot bundle verify`` (no GPU): schema, every file's sha256, and one arch for every entry.
+
+    Returns:
+        :class:`BundleVerify` (``ok`` True).
+
+    Raises:
+        BundleError: as :func:`read_manifest` and :func:`verify_files`; an entry whose PTX target is not the
+            manifest's arch (``sm_90a`` serves ``sm_90``).
+    """
+    m = read_manifest(bundle)
+    verify_files(bundle, m)
+    for e in m.entries:
+        if e.ptx_target.rstrip("a") != m.arch:
+            raise BundleError(f"{e.cubin}: built for {e.ptx_target}, the manifest's arch is {m.arch}",
+                              "a bundle holds one arch; export the bundle again")
+    return BundleVerify(bundle=str(bundle), ok=True, kernel=m.kernel, arch=m.arch, min_driver_cuda=m.min_driver_cuda,
+                        n_entries=len(m.entries), n_files=len(m.files),
+                        entries=[{"cubin": e.cubin, "config": e.config, "shape": e.shape, "n_regs": e.n_regs,
+                                  "n_spills": e.n_spills, "shared_mem_bytes": e.shared_mem_bytes} for e in m.entries])
