@@ -318,3 +318,31 @@ def test_light_rejects_impossible_or_bad_timing(add_roofline: Roofline) -> None:
         with pytest.raises(ValueError, match="positive finite"):
             light_card(timing_ns=bad, roofline=add_roofline, static=None, device_name=None, kernel_name="k",
                        reason="r")
+
+
+def test_a_cuda_kernels_card_suggests_changes_in_cuda_words(metrics: dict[str, KernelMetrics]):
+    """Seen on an H100: the SGEMM series' cards told a CUDA author to "use tl.dot" and move "stages up"."""
+    from pathlib import Path
+
+    from kernelpilot.engine.evidence import _with_card
+    from kernelpilot.profile.card import card_from_metrics
+    from kernelpilot.profile.card_suggest import for_backend
+    from kernelpilot.records.evaluation import Evaluation
+
+    card = {"suggested_changes": [
+        {"action": "use tl.dot with bf16/fp16 (or tf32) inputs and tile dims >= 16 (code change)",
+         "why": "the matrix math runs as FFMA; tl.dot on bf16/fp16 operands uses the tensor cores"},
+        {"action": "stages up (default move of the balanced class)", "why": "hide latency"},
+        {"action": "larger L2 grouping", "why": "reuse in L2"}]}
+    cuda = for_backend(card, "cuda")
+    text = " ".join(c["action"] + " " + c["why"] for c in cuda["suggested_changes"])
+    assert "tl." not in text and "stages up" not in text
+    assert "tensor-core MMA" in text and "deeper software pipeline" in text and "swizzle" in text
+    assert for_backend(card, "triton") == card  # Triton's words stay
+    assert card["suggested_changes"][0]["action"].startswith("use tl.dot")  # the input is not modified
+    ev = Evaluation(config={}, status="ok", duration_ns=1.0)
+    for m in metrics.values():
+        as_cu = _with_card(ev, card_from_metrics(m), Path("k.cu")).card
+        as_py = _with_card(ev, card_from_metrics(m), Path("k.py")).card
+        assert as_cu["class"] == as_py["class"] and len(as_cu["suggested_changes"]) == len(as_py["suggested_changes"])
+        assert all("tl." not in c["action"] + c["why"] for c in as_cu["suggested_changes"])

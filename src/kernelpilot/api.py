@@ -229,8 +229,12 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
     kernels = read_report(report)
     main = require_verdict_metrics(main_kernel(kernels), report)
     verdict = judge(main)
-    return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict,
-                         card=card_from_metrics(main, verdict))
+    card = card_from_metrics(main, verdict)
+    if kernel is not None and Path(kernel).suffix == ".cu":  # suggested changes in CUDA words
+        from kernelpilot.profile.card_suggest import for_backend
+
+        card = BottleneckCard.model_validate(for_backend(card.model_dump(by_alias=True), "cuda"))
+    return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict, card=card)
 
 
 def _resolve_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,

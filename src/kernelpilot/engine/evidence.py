@@ -22,8 +22,14 @@ from kernelpilot.records.evaluation import Evaluation
 __all__ = ["LightEvidence", "NcuEvidence"]
 
 
-def _with_card(ev: Evaluation, card: Any, **extra: Any) -> Evaluation:
+def _with_card(ev: Evaluation, card: Any, kernel: Path | None = None, **extra: Any) -> Evaluation:
+    """``ev`` with ``card`` (its suggested changes worded for the kernel's language: ``.cu`` files get CUDA words,
+    :func:`kernelpilot.profile.card_suggest.for_backend`)."""
+    from kernelpilot.profile.card_suggest import for_backend
+
     data = json.loads(card.model_dump_json(by_alias=True))
+    if kernel is not None and Path(kernel).suffix == ".cu":
+        data = for_backend(data, "cuda")
     return ev.model_copy(update={"card": data, "bound": card.class_, "verdict_summary": card.summary, **extra})
 
 
@@ -56,7 +62,7 @@ class LightEvidence:
         except (ValueError, KernelpilotError) as exc:
             note = f"no light card: {getattr(exc, 'message', exc)}"
             return ev.model_copy(update={"profile_error": f"{ev.profile_error}; {note}" if ev.profile_error else note})
-        return _with_card(ev, card)
+        return _with_card(ev, card, self.kernel)
 
 
 class NcuEvidence:
@@ -127,4 +133,4 @@ class NcuEvidence:
         self.metrics[ev.key] = metrics
         if self.on_metrics is not None:
             self.on_metrics(ev, metrics, [k.kernel_name for k in kernels])
-        return _with_card(ev, card_from_metrics(metrics, verdict))
+        return _with_card(ev, card_from_metrics(metrics, verdict), self.kernel)

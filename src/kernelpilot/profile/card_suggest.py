@@ -142,3 +142,43 @@ def fired_in_order(patterns: list[PatternResult], class_: str) -> list[str]:
     ``class_`` is the card's class (a key of :data:`CLASS_LEADS`; others rank no pattern as a lead). Raises nothing.
     """
     return [r.id for r in sorted((p for p in patterns if p.fired), key=lambda r: _rank(r, class_))]
+
+
+#: Triton words in suggested changes -> the CUDA C++ words for the same change (kernelpilot's own table), applied by
+#: :func:`for_backend` to the cards of ``.cu`` kernels: the patterns and class moves are language-neutral in what
+#: they measure, not in how they say the fix.
+CUDA_WORDS: tuple[tuple[str, str], ...] = (
+    ("use tl.dot with bf16/fp16 (or tf32) inputs and tile dims >= 16",
+     "use tensor-core MMA (wmma / mma.sync, or a cuBLAS/CUTLASS call) with bf16/fp16 (or tf32) inputs"),
+    ("tl.dot", "tensor-core MMA (wmma / mma.sync)"), ("tl.where", "predicated selects"),
+    ("tl.atomic_add", "atomicAdd"), ("tl.sum", "a block reduction"), ("tl.debug_barrier", "__syncthreads()"),
+    ("tl.float64", "double"), ("larger BLOCK_K", "larger K tile (BK)"),
+    ("more pipeline stages", "deeper software pipeline (more shared-memory buffers)"),
+    ("fewer pipeline stages", "shallower software pipeline (fewer shared-memory buffers)"),
+    ("larger L2 grouping", "swizzle the block order for L2 reuse"),
+    ("more warps per block", "more threads per block"), ("fewer warps per block", "fewer threads per block"),
+    ("larger tiles", "larger block tiles (BM/BN)"), ("smaller tiles", "smaller block tiles (BM/BN)"),
+    ("stages up", "deeper software pipeline"), ("stages down", "shallower software pipeline"),
+    ("warps up", "more threads per block"), ("warps down", "fewer threads per block"),
+    ("group up", "block-order swizzle up"), ("tile up", "block tile up"), ("tile down", "block tile down"),
+)
+
+
+def for_backend(card_json: dict[str, Any], backend: str) -> dict[str, Any]:
+    """A card (JSON dict, as stored) with its suggested changes worded for ``backend``: unchanged for ``triton``;
+    for ``cuda`` each action and why rewritten with :data:`CUDA_WORDS` (a code change in CUDA either way: a
+    tunable step there is a ``-D`` define the file must expose). Raises nothing."""
+    if backend != "cuda":
+        return card_json
+    out = dict(card_json)
+    changes = []
+    for change in card_json.get("suggested_changes", []):
+        c = dict(change)
+        for key in ("action", "why"):
+            text = str(c.get(key, ""))
+            for old, new in CUDA_WORDS:
+                text = text.replace(old, new)
+            c[key] = text
+        changes.append(c)
+    out["suggested_changes"] = changes
+    return out
