@@ -128,6 +128,11 @@ def test_the_check_is_frozen_a_version_with_other_inputs_is_invalid(session, tmp
                    "smaller inputs are faster", env=env, ok=(3,))
     assert got["memory"]["status"] == "check_changed" and got["memory"]["outcome"] == "invalid"
     assert "other values than v0's" in got["memory"]["message"]
+    bad = got["memory"]["version"]  # an invalid version is no parent: nothing to judge the next one against
+    code, got = kp("session", "try", str(clone), str(SERIES / "v2.py"), "--hypothesis", "h", "--parent", f"v{bad}",
+                   env=env, ok=(2,))
+    assert f"v{bad} is invalid (check_changed)" in got["message"]
+    assert not (clone / f"v{bad + 1}").exists()  # refused before anything was written
 
 
 def test_the_final_report_lists_versions_masked_ones_apart(session):

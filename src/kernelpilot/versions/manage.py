@@ -11,7 +11,7 @@ from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
 from kernelpilot.versions.render import render_session_report, versions_table
 from kernelpilot.versions.run_version import version_kernel
-from kernelpilot.versions.session import Log, SessionStatus, _commit, _target_met, _version_index
+from kernelpilot.versions.session import Log, SessionStatus, _commit, _roofline, _target_met, _version_index
 
 __all__ = ["finish", "mask", "restart", "status", "unmask"]
 
@@ -152,10 +152,10 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     if benchmark and state.incumbent is not None:
         log(f"benchmark: v{state.incumbent} vs PyTorch eager and torch.compile")
         try:
-            roof = root / "roofline.json"
+            roof = _roofline(root)  # the session's own tolerance: 0 under a datasheet floor, 5 % under a measured one
             worker = open_worker(version_kernel(root, state.incumbent), root / state.reference, state.shape,
                                  interpreted=state.device != "cuda", floor_ns=state.floor_ns,
-                                 sol_tolerance=0.05 if roof.is_file() else 0.0, timeout_s=timeout_s)
+                                 sol_tolerance=roof.sol_tolerance if roof is not None else 0.0, timeout_s=timeout_s)
             try:
                 config = worker.call("kernelpilot.versions.measure:_default_config_in_worker")
                 bench = BenchmarkResult.model_validate_json(

@@ -101,7 +101,7 @@ def classify(ok: bool, faster_than_parent: bool | None, slower_than_parent: bool
     """The outcome class (rules in the module docstring). ``first``: v0 (``baseline``)."""
     if not ok:
         return "invalid"
-    if first or (faster_than_parent is None and slower_than_parent is None and measured):
+    if first:
         return "baseline"
     if not measured:
         return "unmeasured"

@@ -226,6 +226,9 @@ def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect:
                           "pass --parent vN with a version of this session (`kernelpilot session status RUN`)")
     if mems[p].masked:
         raise OptionError(f"v{p} is masked", f"unmask it (`kernelpilot session unmask {root} v{p}`) or pick another")
+    if mems[p].outcome == "invalid":  # nothing to A/B against: the outcome could not be judged
+        raise OptionError(f"v{p} is invalid ({mems[p].status}): a version is judged against its parent",
+                          "pass --parent with a valid version (`kernelpilot session status RUN`)")
     index = max(state.versions) + 1
     vdir = root / f"v{index}"
     mine, theirs = copy_version(path, vdir), version_kernel(root, p)
