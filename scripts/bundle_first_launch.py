@@ -40,6 +40,7 @@ def main() -> None:
             inputs[name] = spec
     torch.cuda.synchronize()
     t_inputs = time.perf_counter() - T0
+    steps = {}  # in-process breakdown after the inputs, s
     if mode == "import":
         pass
     elif mode == "jit":
@@ -48,19 +49,25 @@ def main() -> None:
         spec = importlib.util.spec_from_file_location("kp_bundle_kernel", kernel)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
+        steps["kernel_file_import_s"] = time.perf_counter() - T0 - t_inputs
         mod.run_kernel(**inputs, **entry["config"])
     elif mode == "bundle":
         from kernelpilot.bundle import load
 
+        steps["bundle_import_s"] = time.perf_counter() - T0 - t_inputs
         k = load(bundle)
+        steps["load_s"] = time.perf_counter() - T0 - t_inputs - steps["bundle_import_s"]
         k(**inputs)
     else:
         raise SystemExit(f"unknown mode {mode}")
     torch.cuda.synchronize()
     t_done = time.perf_counter() - T0
+    steps = {k: round(v, 5) for k, v in steps.items()}
     torch.save({k: v.cpu() for k, v in inputs.items() if isinstance(v, torch.Tensor)}, out)
     print(json.dumps({"mode": mode, "import_s": round(t_import, 4), "inputs_s": round(t_inputs, 4),
-                      "first_launch_s": round(t_done, 4), "triton_imported": "triton" in sys.modules}))
+                      "first_launch_s": round(t_done, 4), "over_inputs_s": round(t_done - t_inputs, 5),
+                      "triton_imported": "triton" in sys.modules,
+                      "pydantic_imported": "pydantic" in sys.modules, **steps}))
 
 
 if __name__ == "__main__":

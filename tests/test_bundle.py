@@ -160,11 +160,11 @@ def test_a_misaligned_pointer_is_refused(vadd: Path) -> None:
         k.pack(e, k.bind((x, torch.randn(4096), torch.empty(4096), 4096), {}))
 
 
-def test_load_imports_no_triton_and_compiles_nothing(vadd: Path) -> None:
+def test_load_imports_no_triton_torch_pydantic_or_cuda_python_and_compiles_nothing(vadd: Path) -> None:
     code = ("import sys, kernelpilot.bundle as b\n"
             f"k = b.load({str(vadd)!r}, device_arch='sm_90', driver_cuda='13.4')\n"
             "assert len(k.entries) == 2\n"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('triton', 'torch')]\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('triton', 'torch', 'pydantic', 'cuda')]\n"
             "print('IMPORTED', bad)\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")})
@@ -203,44 +203,31 @@ def test_an_optimize_run_exports_its_best_version(tmp_path: Path) -> None:
 
 
 class _FakeDriver:
-    """Records the driver calls of the GPU path (module load, function, launch) without a GPU."""
-
-    class CUresult:
-        CUDA_SUCCESS = 0
-
-    class CUfunction_attribute:
-        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+    """Stands in for :class:`kernelpilot.bundle.driver.CudaDriver` and records the GPU path's calls (module load,
+    function, launch) with the parameter values the launch would read, without a GPU."""
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 
-    def cuCtxGetCurrent(self):
-        return 0, 1  # a current context (torch's)
+    def ensure_context(self) -> None:
+        self.calls.append(("context",))
 
-    def cuModuleLoadData(self, image):
-        self.calls.append(("load", bytes(image[:4])))
-        return 0, "module"
+    def load_function(self, image: bytes, name: str, what: str, shared_mem_bytes: int = 0) -> tuple[int, int]:
+        self.calls.append(("load", bytes(image[:4]), name, shared_mem_bytes))
+        return 1, 2
 
-    def cuModuleGetFunction(self, module, name):
-        self.calls.append(("function", name))
-        return 0, "fn"
-
-    def cuFuncSetAttribute(self, fn, attr, value):
-        self.calls.append(("attr", attr, value))
-        return (0,)
-
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    def launch(self, function, grid, threads, shared, stream, params, cluster_x=None) -> None:
         import ctypes
 
-        ptrs = (ctypes.c_void_p * 7).from_address(params)
-        self.calls.append(("launch", (gx, gy, gz), (bx, by, bz), shared, stream,
+        ptrs = (ctypes.c_void_p * 6).from_address(params)
+        self.calls.append(("launch", function, tuple(grid), threads, shared, stream, cluster_x,
                            [ctypes.c_uint64.from_address(ptrs[i]).value for i in range(3)],
                            ctypes.c_int32.from_address(ptrs[3]).value,
                            [ctypes.c_uint64.from_address(ptrs[i]).value for i in (4, 5)]))
-        return (0,)
 
 
 def test_the_driver_path_loads_the_cubin_once_and_launches_as_triton_does(vadd: Path, monkeypatch) -> None:
+    import dataclasses
     import importlib
 
     load_mod = importlib.import_module("kernelpilot.bundle.load")  # the module (the package's `load` is the function)
@@ -252,15 +239,68 @@ def test_the_driver_path_loads_the_cubin_once_and_launches_as_triton_does(vadd: 
     e = k.select(inputs)
     for _ in range(2):
         load_mod._launch(k.function(e), e, k.pack(e, inputs), stream=7)
-    assert [c[0] for c in fake.calls] == ["load", "function", "launch", "launch"]
-    assert fake.calls[0][1] == b"\x7fELF" and fake.calls[1][1] == b"_add_kernel"
-    _, grid, block, shared, stream, ptrs, n, scratch = fake.calls[2]
-    assert grid == (512, 1, 1) and block == (128, 1, 1) and shared == e.shared_mem_bytes and stream == 7
+    assert [c[0] for c in fake.calls] == ["context", "load", "launch", "launch"]
+    assert fake.calls[1][1:3] == (b"\x7fELF", "_add_kernel")
+    _, fn, grid, threads, shared, stream, cluster, ptrs, n, scratch = fake.calls[2]
+    assert fn == 2 and grid == (512, 1, 1) and threads == 128 and shared == e.shared_mem_bytes and stream == 7
     assert ptrs == [x.data_ptr(), y.data_ptr(), o.data_ptr()] and n == 1 << 16 and scratch == [0, 0]
-    big = e.model_copy(update={"shared_mem_bytes": 100_000, "cubin": e.cubin})
+    assert cluster == 1
+    big = dataclasses.replace(e, shared_mem_bytes=100_000)
     k._functions.clear()
     k.function(big)
-    assert fake.calls[-1] == ("attr", 8, 100_000)
+    assert fake.calls[-1][3] == 100_000
+
+
+def test_the_launch_structs_match_cuda_h(tmp_path: Path) -> None:
+    """CUlaunchConfig and CUlaunchAttribute as ctypes lays them out equal what a C compiler makes of cuda.h."""
+    import ctypes
+    import shutil
+
+    from kernelpilot.bundle.driver import LaunchAttribute, LaunchConfig
+
+    header = Path("/usr/local/cuda/include/cuda.h")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not header.is_file() or cc is None:
+        pytest.skip("needs cuda.h and a C compiler")
+    fields = [f for f, _ in LaunchConfig._fields_]
+    src = tmp_path / "s.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <cuda.h>\nint main(void){\n"
+                   'printf("%zu %zu %zu\\n", sizeof(CUlaunchConfig), sizeof(CUlaunchAttribute), '
+                   "offsetof(CUlaunchAttribute, value));\n"
+                   + "".join(f'printf("%zu\\n", offsetof(CUlaunchConfig, {f}));\n' for f in fields) + "return 0;}\n")
+    subprocess.run([cc, "-I", str(header.parent), str(src), "-o", str(tmp_path / "s")], check=True)
+    out = subprocess.run([str(tmp_path / "s")], capture_output=True, text=True, check=True).stdout.split()
+    assert [int(v) for v in out[:3]] == [ctypes.sizeof(LaunchConfig), ctypes.sizeof(LaunchAttribute),
+                                         LaunchAttribute.value.offset]
+    assert [int(v) for v in out[3:]] == [getattr(LaunchConfig, f).offset for f in fields]
+
+
+def test_no_driver_library_is_a_missing_tool() -> None:
+    from kernelpilot.bundle.driver import CudaDriver
+
+    with pytest.raises(ToolMissingError, match="no CUDA driver"):
+        CudaDriver("libcuda-that-does-not-exist.so.1")
+
+
+def test_the_launch_view_agrees_with_the_schema_and_refuses_a_broken_manifest(softmax: Path, tmp_path: Path) -> None:
+    from kernelpilot.bundle.manifest import read_manifest
+
+    m, k = read_manifest(softmax), load(softmax, **SM90)
+    for full, light in zip(m.entries, k.entries, strict=True):
+        for f in ("kernel_name", "cubin", "config", "shape", "grid", "num_warps", "num_ctas", "shared_mem_bytes",
+                  "ptx_version", "constexprs"):
+            want = getattr(full, f)
+            assert (list(getattr(light, f)) if f == "grid" else getattr(light, f)) == want, f
+        assert [vars(a) for a in light.args] == [a.model_dump() for a in full.args]
+        assert light.inputs == {n: (v.model_dump() if hasattr(v, "model_dump") else v) for n, v in full.inputs.items()}
+    assert k.manifest == m and k.kernel == m.kernel and k.run_kernel_params == m.run_kernel_params
+    b = _copy(softmax, tmp_path / "b")
+    data = json.loads((b / "manifest.json").read_text())
+    del data["entries"][1]["grid"]
+    (b / "manifest.json").write_text(json.dumps(data))
+    with pytest.raises(BundleError, match="entry 1: breaks the manifest schema"):
+        load(b, **SM90)
+
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("example", ["vector_add", "softmax", "layer_norm", "matmul"])

@@ -65,7 +65,7 @@ def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
     (bit-identical), both timed (ns), and the bundle's load time (s) (:func:`kernelpilot.bundle.bench.bench_bundle`).
 
     Raises:
-        ToolMissingError: no GPU or no cuda-python. BundleError: the bundle cannot load here. ContractError: the
+        ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here. ContractError: the
             kernel file is not the bundle's.
     """
     from kernelpilot.bundle.bench import bench_bundle

@@ -5,11 +5,25 @@
 - :func:`verify_bundle` (``kernelpilot bundle verify``, no GPU): schema, hashes, arch list;
 - :func:`load`: the kernel as a callable with ``run_kernel``'s signature, launched through the CUDA driver.
 
-Importing this package imports neither Triton nor torch.
+Importing this package imports the standard library only: :func:`load` and its module are light (no Triton, torch
+or pydantic), and the names of export and verify load their modules on first use.
 """
 
-from kernelpilot.bundle.export import export_bundle
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from kernelpilot.bundle.load import BundleKernel, load
-from kernelpilot.bundle.manifest import BundleError, BundleManifest, BundleVerify, verify_bundle
+from kernelpilot.bundle.reader import BundleError
 
 __all__ = ["BundleError", "BundleKernel", "BundleManifest", "BundleVerify", "export_bundle", "load", "verify_bundle"]
+
+_WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "manifest"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module holding ``name`` on first use (PEP 562)."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kernelpilot.bundle' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"kernelpilot.bundle.{_WHERE[name]}"), name)

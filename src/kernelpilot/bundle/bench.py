@@ -47,7 +47,7 @@ def bench_bundle(bundle: str | Path, kernel: str | Path) -> BundleBench:
     """Compare a bundle with its kernel file's JIT kernel on this GPU (see the module docstring).
 
     Raises:
-        ToolMissingError: no GPU (or no cuda-python). BundleError: the bundle cannot load here.
+        ToolMissingError: no GPU (or no CUDA driver). BundleError: the bundle cannot load here.
         ContractError: the kernel file is not the one the bundle was built from (its name differs).
     """
     import torch

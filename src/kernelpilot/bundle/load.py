@@ -1,23 +1,26 @@
 """``kernelpilot.bundle.load``: a bundle's kernel as a callable that launches the cubin through the CUDA driver.
 
-No Triton and no compiler run in the process: the manifest says which binary serves a call (the inputs must equal
-one entry's declared inputs: the grid rule ``exact-shape``), how to build its parameters (pointers from the inputs'
-data, scalars from the manifest) and how to launch it (grid, 32 * num_warps threads, shared memory, cluster).
-Everything up to ``cuModuleLoadData`` runs without a GPU: :meth:`BundleKernel.select` and :meth:`BundleKernel.pack`
-are plain Python; only :func:`_launch` and the module load talk to the driver (``cuda-python``, imported there).
+No Triton, no compiler and no pydantic run in the process (loading a bundle imports the standard library and
+:mod:`kernelpilot.bundle.driver`, ctypes on ``libcuda``; that module says why, with the measured costs). The
+manifest says which binary serves a call (the inputs must equal one entry's declared inputs: the grid rule
+``exact-shape``), how to build its parameters (pointers from the inputs' data, scalars from the manifest) and how
+to launch it (grid, 32 * num_warps threads, shared memory, cluster). Everything up to ``cuModuleLoadData`` runs
+without a GPU: :meth:`BundleKernel.select` and :meth:`BundleKernel.pack` are plain Python; only the module load
+and :func:`_launch` talk to the driver. ``kernelpilot bundle verify`` checks the manifest against its schema; a
+manifest that lacks a field the launch needs is refused here too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelpilot.bundle.manifest import BundleEntry, BundleError, BundleManifest, read_manifest, read_verified
-from kernelpilot.errors import ToolMissingError
+from kernelpilot.bundle.reader import MANIFEST, BundleError, read_files, read_manifest_data
 
-__all__ = ["BundleKernel", "load"]
+__all__ = ["BundleKernel", "LaunchArg", "LaunchEntry", "load"]
 
 _CTYPES = {"i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
            "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
@@ -36,55 +39,72 @@ def _cc(arch: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+_DRIVER: list[Any] = []
+
+
 def _driver() -> Any:
-    """The ``cuda-python`` driver module.
+    """The process's :class:`~kernelpilot.bundle.driver.CudaDriver` (made on first use).
 
     Raises:
-        ToolMissingError: cuda-python is not installed.
+        ToolMissingError: no CUDA driver library here.
     """
-    try:
-        from cuda.bindings import driver as cu  # cuda-bindings >= 12.6
-    except ImportError:
+    if not _DRIVER:
+        from kernelpilot.bundle.driver import CudaDriver
+
+        _DRIVER.append(CudaDriver())
+    return _DRIVER[0]
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """One runtime parameter as the manifest's ``args`` rule gives it (see ``ArgRule`` in the manifest schema)."""
+
+    param: str
+    type: str
+    kind: str
+    input: Optional[str] = None
+    offset_bytes: int = 0
+    value: Any = None
+    divisibility: int = 1
+
+
+@dataclass(frozen=True)
+class LaunchEntry:
+    """What launching one entry needs, read from the manifest without pydantic (``BundleEntry`` is the schema).
+
+    Attributes: as ``BundleEntry``: ``inputs`` maps a tensor input to ``{"shape", "stride", "dtype"}`` and a scalar
+    input to its value; ``grid`` is (x, y, z) programs; shared memory in bytes.
+    """
+
+    kernel_name: str
+    cubin: str
+    config: dict[str, Any]
+    shape: dict[str, Any]
+    inputs: dict[str, Any]
+    args: tuple[LaunchArg, ...]
+    grid: tuple[int, int, int]
+    num_warps: int
+    shared_mem_bytes: int
+    ptx_version: str
+    num_ctas: int = 1
+    constexprs: dict[str, Any] | None = None
+
+    @classmethod
+    def from_manifest(cls, data: dict[str, Any], where: str) -> "LaunchEntry":
+        """Build from one manifest entry. Raises BundleError naming ``where`` for a missing or ill-typed field."""
         try:
-            from cuda import cuda as cu  # type: ignore[no-redef]  # older cuda-python
-        except ImportError as exc:
-            raise ToolMissingError("loading a bundle needs cuda-python (the CUDA driver bindings)",
-                                   "pip install 'kernelpilot[bundle]' (or: pip install cuda-python)") from exc
-    return cu
-
-
-def _check(result: tuple, what: str) -> Any:
-    """``result`` of a cuda-python call, ``(CUresult, values...)``: the values, or BundleError naming the call."""
-    cu = _driver()
-    err, rest = result[0], result[1:]
-    if err != cu.CUresult.CUDA_SUCCESS:
-        _, name = cu.cuGetErrorName(err)
-        raise BundleError(f"{what} failed: {name.decode() if isinstance(name, bytes) else name}",
-                          "check the GPU and driver (nvidia-smi)")
-    return rest[0] if len(rest) == 1 else rest
-
-
-def _device_facts(device: int = 0) -> tuple[str, str]:
-    """(arch of CUDA device ``device``, the driver's CUDA version) through the driver API.
-
-    Raises:
-        ToolMissingError: no cuda-python. BundleError: no driver or device.
-    """
-    cu = _driver()
-    try:
-        _check(cu.cuInit(0), "cuInit")
-    except BundleError:
-        raise
-    except Exception as exc:  # cuda-bindings raises its own error when libcuda is absent
-        raise ToolMissingError(f"no CUDA driver here ({type(exc).__name__}: {exc})",
-                               "load a bundle on a GPU machine, or pass device_arch= and driver_cuda= to check it "
-                               "without one") from exc
-    dev = _check(cu.cuDeviceGet(device), "cuDeviceGet")
-    a = cu.CUdevice_attribute
-    major = _check(cu.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute")
-    minor = _check(cu.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute")
-    version = _check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
-    return f"sm_{major}{minor}", f"{version // 1000}.{(version % 1000) // 10}"
+            grid = tuple(int(g) for g in data["grid"])
+            if len(grid) != 3:
+                raise ValueError(f"grid has {len(grid)} dimensions, not 3")
+            return cls(kernel_name=str(data["kernel_name"]), cubin=str(data["cubin"]), config=dict(data["config"]),
+                       shape=dict(data["shape"]), inputs=dict(data["inputs"]),
+                       args=tuple(LaunchArg(**a) for a in data["args"]), grid=grid,  # type: ignore[arg-type]
+                       num_warps=int(data["num_warps"]), shared_mem_bytes=int(data["shared_mem_bytes"]),
+                       ptx_version=str(data["ptx_version"]), num_ctas=int(data.get("num_ctas", 1)),
+                       constexprs=dict(data.get("constexprs") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleError(f"{where}: breaks the manifest schema ({type(exc).__name__}: {exc})",
+                              "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
 
 
 class BundleKernel:
@@ -92,29 +112,45 @@ class BundleKernel:
     config: the entry serving the inputs' shape carries it). Writes the outputs in place on the inputs' stream.
 
     Attributes:
-        manifest: the :class:`BundleManifest`. bundle: the folder. load_s: not set here (see the bench).
+        bundle: the folder. kernel: the kernel file's name. run_kernel_params: its inputs, in order.
+        entries: the :class:`LaunchEntry` s kept (all, or those with the ``config`` asked for).
+        manifest: the validated ``BundleManifest`` (pydantic; built on first access only).
 
     Raises (when called):
         BundleError: inputs outside the declared shapes (both sides named), a misaligned pointer, a CPU tensor, a
-            driver failure. ToolMissingError: no cuda-python.
+            driver failure. ToolMissingError: no CUDA driver.
     """
 
-    def __init__(self, bundle: Path, manifest: BundleManifest, cubins: dict[str, bytes],
+    def __init__(self, bundle: Path, data: dict[str, Any], cubins: dict[str, bytes],
                  config: Optional[dict[str, Any]] = None) -> None:
-        self.bundle, self.manifest, self._cubins = bundle, manifest, cubins
-        self.entries = [e for e in manifest.entries if not config or all(e.config.get(k) == v for k, v in config.items())]
+        where = str(bundle / MANIFEST)
+        try:
+            self.kernel, self.run_kernel_params = str(data["kernel"]), [str(p) for p in data["run_kernel_params"]]
+        except (KeyError, TypeError) as exc:
+            raise BundleError(f"{where}: breaks the manifest schema (no {exc})",
+                              "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
+        self.bundle, self._data, self._cubins = bundle, data, cubins
+        every = [LaunchEntry.from_manifest(e, f"{where} entry {i}") for i, e in enumerate(data.get("entries") or [])]
+        self.entries = [e for e in every if not config or all(e.config.get(k) == v for k, v in config.items())]
         if not self.entries:
-            raise BundleError(f"{bundle}: no entry has config {config} (entries: {[e.config for e in manifest.entries]})",
+            raise BundleError(f"{bundle}: no entry has config {config} (entries: {[e.config for e in every]})",
                               "pass a config the bundle holds, or none")
-        self._functions: dict[str, Any] = {}
+        self._functions: dict[str, tuple[int, int]] = {}
+
+    @property
+    def manifest(self) -> Any:
+        """The manifest validated against its schema (imports pydantic; the launch path never needs it)."""
+        from kernelpilot.bundle.manifest import BundleManifest
+
+        return BundleManifest.model_validate(self._data)
 
     def bind(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         """run_kernel's inputs by name from a call's positional and keyword arguments (unknown keywords ignored,
         as run_kernel's ``**_`` does). Raises BundleError for a missing input, or for a run_kernel parameter that
         setup did not return (it took its default at export, which the binary now holds)."""
-        params = self.manifest.run_kernel_params
+        params = self.run_kernel_params
         if len(args) > len(params):
-            raise BundleError(f"{self.manifest.kernel}: run_kernel takes {len(params)} inputs ({', '.join(params)}), "
+            raise BundleError(f"{self.kernel}: run_kernel takes {len(params)} inputs ({', '.join(params)}), "
                               f"got {len(args)} positional arguments")
         inputs = dict(zip(params, args))
         inputs.update({k: v for k, v in kwargs.items() if k in params})
@@ -122,11 +158,11 @@ class BundleKernel:
         missing = [p for p in params if p in needed and p not in inputs]
         fixed = [p for p in params if p not in needed and p in inputs]
         if fixed:
-            raise BundleError(f"{self.manifest.kernel}: {', '.join(fixed)} took run_kernel's default at export and is "
+            raise BundleError(f"{self.kernel}: {', '.join(fixed)} took run_kernel's default at export and is "
                               f"compiled into the bundle; a call cannot pass it",
                               "call without it, or export with setup returning it as an input")
         if missing:
-            raise BundleError(f"{self.manifest.kernel}: missing input(s) {', '.join(missing)}",
+            raise BundleError(f"{self.kernel}: missing input(s) {', '.join(missing)}",
                               f"call it as run_kernel({', '.join(params)})")
         return inputs
 
@@ -137,12 +173,12 @@ class BundleKernel:
             if hasattr(v, "shape") and hasattr(v, "dtype"):
                 parts.append(f"{k}: {str(v.dtype).replace('torch.', '')}{list(v.shape)} stride {list(v.stride())}")
             elif isinstance(v, dict):
-                parts.append(f"{k}: {v['dtype']}{v['shape']} stride {v['stride']}")
+                parts.append(f"{k}: {v.get('dtype')}{v.get('shape')} stride {v.get('stride')}")
             else:
                 parts.append(f"{k}={v!r}")
         return "{" + ", ".join(parts) + "}"
 
-    def select(self, inputs: dict[str, Any]) -> BundleEntry:
+    def select(self, inputs: dict[str, Any]) -> LaunchEntry:
         """The entry whose declared inputs equal ``inputs`` (tensors: shape, strides, dtype; scalars: value).
 
         Raises:
@@ -151,29 +187,28 @@ class BundleKernel:
         for e in self.entries:
             if self._matches(e, inputs):
                 return e
-        declared = "; ".join(f"{e.shape} {self._describe({k: (v.model_dump() if hasattr(v, 'model_dump') else v) for k, v in e.inputs.items()})}"
-                             for e in self.entries)
-        raise BundleError(f"{self.manifest.kernel}: the call's inputs {self._describe(inputs)} are outside the "
+        declared = "; ".join(f"{e.shape} {self._describe(e.inputs)}" for e in self.entries)
+        raise BundleError(f"{self.kernel}: the call's inputs {self._describe(inputs)} are outside the "
                           f"bundle's declared shapes: {declared}",
                           "export the bundle with this shape too (--shapes), or call it with a declared shape")
 
     @staticmethod
-    def _matches(e: BundleEntry, inputs: dict[str, Any]) -> bool:
+    def _matches(e: LaunchEntry, inputs: dict[str, Any]) -> bool:
         for name, spec in e.inputs.items():
             if name not in inputs:
                 return False
             v = inputs[name]
-            if hasattr(spec, "shape"):
+            if isinstance(spec, dict):
                 if not (hasattr(v, "shape") and hasattr(v, "stride")):
                     return False
-                if (list(v.shape) != spec.shape or list(v.stride()) != spec.stride
-                        or str(v.dtype).replace("torch.", "") != spec.dtype):
+                if (list(v.shape) != spec.get("shape") or list(v.stride()) != spec.get("stride")
+                        or str(v.dtype).replace("torch.", "") != spec.get("dtype")):
                     return False
             elif v != spec or type(v) is not type(spec) and not (isinstance(v, (int, float)) and isinstance(spec, (int, float))):
                 return False
         return True
 
-    def pack(self, e: BundleEntry, inputs: dict[str, Any]) -> list[tuple[str, int | float]]:
+    def pack(self, e: LaunchEntry, inputs: dict[str, Any]) -> list[tuple[str, int | float]]:
         """The kernel's runtime parameters in launch order as ``(Triton type, value)``: a pointer is the input's
         ``data_ptr()`` plus the recorded byte offset; scalars come from the manifest.
 
@@ -185,25 +220,21 @@ class BundleKernel:
             if a.kind == "tensor":
                 ptr = int(inputs[a.input].data_ptr()) + a.offset_bytes
                 if a.divisibility > 1 and ptr % a.divisibility:
-                    raise BundleError(f"{self.manifest.kernel}: {a.param} (input {a.input}) is at address {ptr:#x}, not "
+                    raise BundleError(f"{self.kernel}: {a.param} (input {a.input}) is at address {ptr:#x}, not "
                                       f"{a.divisibility}-byte aligned as the binary was specialized for",
                                       "pass tensors allocated by torch (16-byte aligned), not offset views")
                 out.append((a.type, ptr))
             else:
-                out.append((a.type, a.value))  # type: ignore[arg-type]
+                out.append((a.type, a.value))
         return out
 
-    def function(self, e: BundleEntry) -> Any:
-        """The entry's ``CUfunction`` (``cuModuleLoadData`` + ``cuModuleGetFunction`` on first use; GPU only)."""
+    def function(self, e: LaunchEntry) -> int:
+        """The entry's ``CUfunction`` handle (module load + function lookup on first use; GPU only)."""
         if e.cubin not in self._functions:
-            cu = _driver()
-            _ensure_context(cu)
-            module = _check(cu.cuModuleLoadData(self._cubins[e.cubin]), f"cuModuleLoadData({e.cubin})")
-            fn = _check(cu.cuModuleGetFunction(module, e.kernel_name.encode()), f"cuModuleGetFunction({e.kernel_name})")
-            if e.shared_mem_bytes > 49152:
-                attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                _check(cu.cuFuncSetAttribute(fn, attr, e.shared_mem_bytes), "cuFuncSetAttribute(shared)")
-            self._functions[e.cubin] = (module, fn)
+            drv = _driver()
+            drv.ensure_context()
+            self._functions[e.cubin] = drv.load_function(self._cubins[e.cubin], e.kernel_name, e.cubin,
+                                                         e.shared_mem_bytes)
         return self._functions[e.cubin][1]
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
@@ -212,7 +243,7 @@ class BundleKernel:
         params = self.pack(e, inputs)
         tensors = [v for v in inputs.values() if hasattr(v, "data_ptr")]
         if any(not getattr(t, "is_cuda", False) for t in tensors):
-            raise BundleError(f"{self.manifest.kernel}: inputs must be CUDA tensors (got a tensor on "
+            raise BundleError(f"{self.kernel}: inputs must be CUDA tensors (got a tensor on "
                               f"{next(t.device for t in tensors if not getattr(t, 'is_cuda', False))})",
                               "move the inputs to the GPU")
         import torch
@@ -221,46 +252,23 @@ class BundleKernel:
         _launch(self.function(e), e, params, stream)
 
 
-def _ensure_context(cu: Any) -> None:
-    """Make the device's primary context current when no context is (torch's own is reused when it is)."""
-    ctx = _check(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if ctx is None or int(ctx) == 0:
-        _check(cu.cuInit(0), "cuInit")
-        dev = _check(cu.cuDeviceGet(0), "cuDeviceGet")
-        primary = _check(cu.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-        _check(cu.cuCtxSetCurrent(primary), "cuCtxSetCurrent")
-
-
-def _launch(function: Any, e: BundleEntry, params: list[tuple[str, int | float]], stream: int) -> None:  # GPU only
+def _launch(function: int, e: LaunchEntry, params: list[tuple[str, int | float]], stream: int) -> None:  # GPU only
     """Launch ``function`` as Triton's launcher does: grid x num_ctas blocks of 32 * num_warps threads, dynamic
     shared memory, the parameters then two null scratch pointers (global and profile scratch, Triton >= 3.5)."""
-    cu = _driver()
     values = [ctypes.c_void_p(v) if t.startswith("*") else _CTYPES[t](v) for t, v in params]
     values += [ctypes.c_void_p(0), ctypes.c_void_p(0)]
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    gx, gy, gz = e.grid
-    if gx * gy * gz == 0:
+    if e.grid[0] * e.grid[1] * e.grid[2] == 0:
         return
-    if e.num_ctas == 1:
-        _check(cu.cuLaunchKernel(function, gx, gy, gz, 32 * e.num_warps, 1, 1, e.shared_mem_bytes, stream,
-                                 ctypes.addressof(ptrs), 0), "cuLaunchKernel")
-        return
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = gx * e.num_ctas, gy, gz
-    config.blockDimX, config.blockDimY, config.blockDimZ = 32 * e.num_warps, 1, 1
-    config.sharedMemBytes, config.hStream = e.shared_mem_bytes, stream
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = e.num_ctas, 1, 1
-    config.attrs, config.numAttrs = [attr], 1
-    _check(cu.cuLaunchKernelEx(config, function, ctypes.addressof(ptrs), 0), "cuLaunchKernelEx")
+    _driver().launch(function, e.grid, 32 * e.num_warps, e.shared_mem_bytes, stream, ctypes.addressof(ptrs),
+                     e.num_ctas)
 
 
 def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_arch: Optional[str] = None,
          driver_cuda: Optional[str] = None) -> BundleKernel:
-    """Load a bundle for this GPU: check the manifest, every file's sha256, the arch and the driver's PTX ISA,
-    and return a :class:`BundleKernel` (cubins are loaded into the driver on first call). Imports no Triton and
-    compiles nothing.
+    """Load a bundle for this GPU: check every file's sha256, the fields the launch needs, the arch and the
+    driver's PTX ISA, and return a :class:`BundleKernel` (cubins are loaded into the driver on first call).
+    Imports no Triton and no pydantic, and compiles nothing.
 
     Args:
         bundle: the bundle folder. config: keep only the entries with this config (subset match).
@@ -268,26 +276,33 @@ def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_
         driver_cuda: the driver's CUDA version (``12.8``); None reads it through the driver.
 
     Raises:
-        BundleError: schema, a missing or tampered file (named, with both hashes), a cubin without the entry's
-            kernel symbol, another arch (both named), a PTX ISA newer than the driver reads (both versions named),
-            a config the bundle lacks.
-        ToolMissingError: device facts are needed and cuda-python is not installed.
+        BundleError: a missing field, a missing or tampered file (named, with both hashes), a cubin without the
+            entry's kernel symbol, another arch (both named), a PTX ISA newer than the driver reads (both versions
+            named), a config the bundle lacks.
+        ToolMissingError: device facts are needed and there is no CUDA driver.
     """
     root = Path(bundle)
-    m = read_manifest(root)
-    cubins = read_verified(root, m)
-    for e in m.entries:
+    data = read_manifest_data(root)
+    k = BundleKernel(root, data, {}, None)  # every entry parsed (schema errors first), before any file is read
+    try:
+        files = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
+        arch, cc, min_cuda = str(data["arch"]), tuple(data["compute_capability"]), str(data["min_driver_cuda"])
+    except (KeyError, TypeError) as exc:
+        raise BundleError(f"{root / MANIFEST}: breaks the manifest schema ({type(exc).__name__}: {exc})",
+                          "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
+    cubins = read_files(root, files, [(e.cubin, e.kernel_name) for e in k.entries])
+    for e in k.entries:
         if e.kernel_name.encode() not in cubins[e.cubin]:
             raise BundleError(f"{root / e.cubin}: has no kernel {e.kernel_name} (the manifest's entry names it)",
                               "export the bundle again")
     if device_arch is None or driver_cuda is None:
-        dev_arch, drv = _device_facts()
+        dev_arch, drv = _driver().device_facts()
         device_arch, driver_cuda = device_arch or dev_arch, driver_cuda or drv
-    if _cc(device_arch) != tuple(m.compute_capability) or _cc(m.arch) != _cc(device_arch):
-        raise BundleError(f"{root}: the bundle is for {m.arch}, this device is {device_arch}",
+    if _cc(device_arch) != cc or _cc(arch) != _cc(device_arch):
+        raise BundleError(f"{root}: the bundle is for {arch}, this device is {device_arch}",
                           f"export a bundle for {device_arch} (kernelpilot export ... --arch {device_arch})")
-    if _ver(driver_cuda) < _ver(m.min_driver_cuda):
-        isa = max((e.ptx_version for e in m.entries), key=_ver)
-        raise BundleError(f"{root}: the bundle's PTX ISA {isa} needs a CUDA {m.min_driver_cuda} driver; this driver "
+    if _ver(driver_cuda) < _ver(min_cuda):
+        isa = max((e.ptx_version for e in k.entries), key=_ver)
+        raise BundleError(f"{root}: the bundle's PTX ISA {isa} needs a CUDA {min_cuda} driver; this driver "
                           f"supports CUDA {driver_cuda}", "update the driver, or export with an older Triton/ptxas")
-    return BundleKernel(root, m, cubins, config)
+    return BundleKernel(root, data, cubins, config)

@@ -8,27 +8,15 @@ every file (:class:`BundleFile`); :func:`verify_bundle` checks the schema, the h
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelpilot.errors import KernelpilotError
+from kernelpilot.bundle.reader import FORMAT, MANIFEST, BundleError, file_sha256, read_files, read_manifest_data
 
 __all__ = ["ArgRule", "BundleEntry", "BundleError", "BundleFile", "BundleManifest", "BundleVerify", "FORMAT",
            "TensorSpec", "file_sha256", "read_manifest", "read_verified", "verify_bundle", "verify_files"]
-
-#: The manifest format this code writes and reads.
-FORMAT = "kernelpilot-bundle/1"
-MANIFEST = "manifest.json"
-
-
-class BundleError(KernelpilotError):
-    """A bundle is unusable here: a file whose sha256 does not match, another arch, a PTX ISA newer than the driver,
-    a shape outside the declared ones, a missing kernel or file, a manifest that breaks the schema. The message
-    names both sides (expected vs found)."""
 
 
 class BundleFile(BaseModel):
@@ -146,11 +134,6 @@ class BundleVerify(BaseModel):
     entries: list[dict[str, Any]]
 
 
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def read_manifest(bundle: str | Path) -> BundleManifest:
     """Read and validate ``BUNDLE/manifest.json`` (no hashes checked).
 
@@ -158,17 +141,7 @@ def read_manifest(bundle: str | Path) -> BundleManifest:
         BundleError: the folder or manifest is missing, not JSON, or breaks the schema (the field is named).
     """
     path = Path(bundle) / MANIFEST
-    if not Path(bundle).is_dir():
-        raise BundleError(f"{bundle}: not a bundle folder", "make one with `kernelpilot export RUN|KERNEL --out DIR`")
-    if not path.is_file():
-        raise BundleError(f"{path}: missing (every bundle has a manifest.json)", "export the bundle again")
-    try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{path}: not JSON ({exc})", "export the bundle again") from exc
-    if isinstance(data, dict) and data.get("format") != FORMAT:
-        raise BundleError(f"{path}: format {data.get('format')!r}, this kernelpilot reads {FORMAT!r}",
-                          "export the bundle with this kernelpilot")
+    data = read_manifest_data(bundle)
     try:
         return BundleManifest.model_validate(data)
     except ValidationError as exc:
@@ -193,23 +166,8 @@ def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, byt
         BundleError: a file is missing, or its sha256 differs (tampered or corrupt): the message names the file
             and both hashes; a cubin not listed in ``files``.
     """
-    root = Path(bundle)
-    listed = {f.path for f in manifest.files}
-    data: dict[str, bytes] = {}
-    for f in manifest.files:
-        p = root / f.path
-        if not p.is_file():
-            raise BundleError(f"{p}: listed in the manifest but missing", "export the bundle again")
-        data[f.path] = p.read_bytes()
-        got = hashlib.sha256(data[f.path]).hexdigest()
-        if got != f.sha256:
-            raise BundleError(f"{p}: sha256 {got} does not match the manifest's {f.sha256} (tampered or corrupt)",
-                              "do not edit bundle files; export the bundle again")
-    for e in manifest.entries:
-        if e.cubin not in listed:
-            raise BundleError(f"{root / e.cubin}: entry {e.kernel_name} names a cubin the manifest's files do not "
-                              f"list (no hash to check it against)", "export the bundle again")
-    return data
+    return read_files(bundle, [(f.path, f.sha256) for f in manifest.files],
+                      [(e.cubin, e.kernel_name) for e in manifest.entries])
 
 
 def verify_bundle(bundle: str | Path) -> BundleVerify:
