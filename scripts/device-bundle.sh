@@ -21,6 +21,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv
 python3 -c "import sys, torch, triton; print('python', sys.version.split()[0], 'torch', torch.__version__, 'triton', triton.__version__)"
 python3 -c "import cuda.bindings, cuda.bindings.driver as d; print('cuda-bindings', cuda.bindings.__version__, 'driver CUDA', d.cuDriverGetVersion()[1])" \
   || echo "NO cuda-bindings: bundle load cannot run (carry a wheel: bash ../shared/device/wheels.sh cuda-bindings cuda-pathfinder)"
+# Bytecode as an installed package has it (pip compiles at install): without it every fresh process compiles
+# kernelpilot's modules again, about 5 ms for the bundle path alone, which is no part of loading a bundle.
+python3 -m compileall -q src/kernelpilot && echo "compiled src/kernelpilot to bytecode (dont_write_bytecode=$(python3 -c 'import sys; print(sys.dont_write_bytecode)'))"
 python3 - "$W" "$OUT" "${kernels[@]}" <<'PY'
 import json, os, statistics, subprocess, sys, time
 from pathlib import Path

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -55,39 +54,53 @@ def _driver() -> Any:
     return _DRIVER[0]
 
 
-@dataclass(frozen=True)
-class LaunchArg:
+class _Plain:
+    """Attributes named in ``__slots__``, compared and shown by value. Plain classes, not dataclasses: making a
+    dataclass runs generated code at import, 1-3 ms each on the H100 machine, and this module is on the path whose
+    whole budget is about 15 ms (see :mod:`kernelpilot.bundle.driver`)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The attributes as a dict."""
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self.as_dict() == other.as_dict()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+
+class LaunchArg(_Plain):
     """One runtime parameter as the manifest's ``args`` rule gives it (see ``ArgRule`` in the manifest schema)."""
 
-    param: str
-    type: str
-    kind: str
-    input: Optional[str] = None
-    offset_bytes: int = 0
-    value: Any = None
-    divisibility: int = 1
+    __slots__ = ("param", "type", "kind", "input", "offset_bytes", "value", "divisibility")
+
+    def __init__(self, param: str, type: str, kind: str, input: Optional[str] = None, offset_bytes: int = 0,
+                 value: Any = None, divisibility: int = 1) -> None:
+        self.param, self.type, self.kind, self.input = param, type, kind, input
+        self.offset_bytes, self.value, self.divisibility = int(offset_bytes), value, int(divisibility)
 
 
-@dataclass(frozen=True)
-class LaunchEntry:
+class LaunchEntry(_Plain):
     """What launching one entry needs, read from the manifest without pydantic (``BundleEntry`` is the schema).
 
     Attributes: as ``BundleEntry``: ``inputs`` maps a tensor input to ``{"shape", "stride", "dtype"}`` and a scalar
     input to its value; ``grid`` is (x, y, z) programs; shared memory in bytes.
     """
 
-    kernel_name: str
-    cubin: str
-    config: dict[str, Any]
-    shape: dict[str, Any]
-    inputs: dict[str, Any]
-    args: tuple[LaunchArg, ...]
-    grid: tuple[int, int, int]
-    num_warps: int
-    shared_mem_bytes: int
-    ptx_version: str
-    num_ctas: int = 1
-    constexprs: dict[str, Any] | None = None
+    __slots__ = ("kernel_name", "cubin", "config", "shape", "inputs", "args", "grid", "num_warps",
+                 "shared_mem_bytes", "ptx_version", "num_ctas", "constexprs")
+
+    def __init__(self, kernel_name: str, cubin: str, config: dict[str, Any], shape: dict[str, Any],
+                 inputs: dict[str, Any], args: tuple[LaunchArg, ...], grid: tuple[int, int, int], num_warps: int,
+                 shared_mem_bytes: int, ptx_version: str, num_ctas: int = 1,
+                 constexprs: Optional[dict[str, Any]] = None) -> None:
+        self.kernel_name, self.cubin, self.config, self.shape = kernel_name, cubin, config, shape
+        self.inputs, self.args, self.grid, self.num_warps = inputs, args, grid, num_warps
+        self.shared_mem_bytes, self.ptx_version, self.num_ctas = shared_mem_bytes, ptx_version, num_ctas
+        self.constexprs = constexprs or {}
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any], where: str) -> "LaunchEntry":
