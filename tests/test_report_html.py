@@ -75,7 +75,7 @@ def tune_run(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("tune")
     kernel = base / "k.py"
-    source = textwrap.dedent(TORCH_KERNEL).replace("BODY", FAILING_BODY.replace("\n", "\n"))
+    source = textwrap.dedent(TORCH_KERNEL).replace("BODY", FAILING_BODY)
     kernel.write_text(source.replace('"num_warps": [2, 4, 8]}', f'"num_warps": [2, 4, 8], "TAG": [{HOSTILE_TAG!r}]}}'))
     out = base / "run"
     result = tune(kernel, strategy="exhaustive", budget_evals=4, out=out, prune=False, use_cache=False, ab_samples=3,
