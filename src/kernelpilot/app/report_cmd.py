@@ -1,5 +1,6 @@
 """``kernelpilot report FOLDER``: validate a run folder (``optimize``) or a search folder (``tune --out``) and
-rebuild its report (``final_report.md`` / ``tune.md``) from the records.
+rebuild its reports (``final_report.md`` / ``tune.md``, and ``report.html``) from the records; a session folder
+(``kernelpilot session``) gets its ``report.html`` rebuilt.
 
 Validation (:mod:`kernelpilot.app.validate`) comes first: any problem — a record that does not match its schema,
 records that contradict each other, a committed file changed since its commit — is a
@@ -32,21 +33,24 @@ class ReportResult(BaseModel):
     """What ``kernelpilot report`` found and rebuilt.
 
     Attributes:
-        kind: ``optimize`` (a run folder) or ``tune`` (a ``tune --out`` folder).
+        kind: ``optimize`` (a run folder), ``tune`` (a ``tune --out`` folder) or ``session`` (a session folder:
+            only report.html is rebuilt; ``kernelpilot session status`` lists its versions).
         run: run.json (optimize). tune: tune-run.json (tune; None for a folder written before it existed).
         versions: the valid outcomes (optimize: one per version; tune: one per evaluation), in order.
         final_report: the report file rebuilt (``final_report.md`` or ``tune.md``; empty when there was nothing to
             rebuild it from).
+        report_html: the page rebuilt (``report.html``: charts and one card per version).
         finished: the run finished; False for a killed or interrupted one (``note`` says how to resume).
         in_flight: version folders of the unfinished run without an outcome (redone by ``--resume``).
         note: one line on the state of an unfinished run.
     """
 
-    kind: Literal["optimize", "tune"] = "optimize"
+    kind: Literal["optimize", "tune", "session"] = "optimize"
     run: RunInfo | None = None
     tune: TuneRun | None = None
     versions: list[Evaluation] = []
     final_report: str = ""
+    report_html: str = ""
     finished: bool = True
     in_flight: list[int] = []
     note: str = ""
@@ -65,6 +69,7 @@ def _raise(folder: Path, problems: list[Problem]) -> None:
 
 def _report_tune(folder: Path) -> ReportResult:
     from kernelpilot.app.tune import TuneResult
+    from kernelpilot.report.html import write_report_html
     from kernelpilot.report.tune_md import render_tune_md
 
     problems, run, evaluations = validate_tune(folder)
@@ -78,20 +83,26 @@ def _report_tune(folder: Path) -> ReportResult:
     finished = run is None or bool(run.finished_utc)
     note = "" if finished else (f"the search has not finished ({run.interrupted or 'killed'}): {len(evaluations)} "
                                 f"evaluations recorded; resume with `kernelpilot tune --resume {folder}`")
-    return ReportResult(kind="tune", tune=run, versions=evaluations, final_report=path, finished=finished, note=note)
+    return ReportResult(kind="tune", tune=run, versions=evaluations, final_report=path, finished=finished, note=note,
+                        report_html=str(write_report_html(folder)))
 
 
 def report(folder: str | Path) -> ReportResult:
     """Validate the records in ``folder`` and rebuild its report (see the module docstring).
 
     Raises:
-        RunFolderError: ``folder`` is neither a run folder (run.json) nor a tune folder (tune-run.json/tune.json).
+        RunFolderError: ``folder`` is neither a run folder (run.json), a tune folder (tune-run.json/tune.json) nor a
+            session folder (session.json); a session record is corrupt.
         RecordError: a record is invalid or contradicts another or git (every problem named, with its fix).
     """
     from kernelpilot.hardware.roofline import Roofline
     from kernelpilot.report.final import render_final_report
+    from kernelpilot.report.html import write_report_html
 
     root = Path(folder)
+    if (root / "session.json").is_file() and not (root / "run.json").is_file():
+        return ReportResult(kind="session", report_html=str(write_report_html(root)),
+                            note="a session folder: report.html rebuilt from its records")
     if not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
         return _report_tune(root)
     if not root.is_dir():
@@ -109,4 +120,4 @@ def report(folder: str | Path) -> ReportResult:
         note = (f"the run has not finished ({info.interrupted or 'killed'}{where}): {len(found.versions)} versions "
                 f"recorded; resume with `kernelpilot optimize --resume {root}`")
     return ReportResult(run=info, versions=found.versions, final_report=str(path), finished=found.finished,
-                        in_flight=found.in_flight, note=note)
+                        in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)))

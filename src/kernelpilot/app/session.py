@@ -41,11 +41,13 @@ Log = Callable[[str], None]
 
 
 class OptimizeResult(BaseModel):
-    """What :func:`kernelpilot.app.optimize.optimize` returns: the run folder, its records, and the best version."""
+    """What :func:`kernelpilot.app.optimize.optimize` returns: the run folder, its records, and the best version;
+    ``report_html``: the page written (``RUN/report.html``; empty when it could not be drawn)."""
 
     out: Path
     run: RunInfo
     versions: list[Evaluation] = []
+    report_html: str = ""
 
     @property
     def best(self) -> Evaluation | None:
@@ -235,6 +237,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     from kernelpilot.engine.evidence import NcuEvidence
     from kernelpilot.report.benchmark import render_benchmark_md
     from kernelpilot.report.final import best_version, render_final_report
+    from kernelpilot.report.html import try_write_report_html
 
     ws, info, ev = s.ws, s.info, s.evaluator
     assert ev is not None
@@ -267,10 +270,12 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
         info.wall_s = time.monotonic() - s.t0
         write_text(ws.root / "final_report.md", render_final_report(info, versions, s.ctx.roofline))
         write_json(ws.root / "run.json", info)
+        html = try_write_report_html(ws.root, s.log)
         s.recorder.finish(versions)
     _record_experience(s, versions)
     # the worker's full records live in the version folders; the result carries what outcome.json holds
-    return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions])
+    return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions],
+                          report_html=html)
 
 
 def _record_experience(s: Session, versions: list[Evaluation]) -> None:

@@ -179,6 +179,10 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
         prune=prune, constraints=constraints, max_spills=max_spills, min_occupancy_pct=min_occupancy_pct,
         timeout_s=timeout_s, devices=devices, ab_samples=ab_samples, race=race, cache_root=cache_root,
         replay=replay, use_cache=use_cache, start=start, ray_address=ray_address))
+    if folder is not None and roof is not None:  # report.html draws the search on this roofline
+        from kernelpilot.records.workspace import write_json
+
+        write_json(folder.root / "roofline.json", roof)
     guard = GracefulStop()
     recorder = TuneRecorder(folder.root, guard) if folder is not None else None
     report: PruneReport | None = None
@@ -235,7 +239,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         f"measurements, the search waited {report.waited_s:.1f} s for them; "
                         f"{len(report.unchecked)} measured before their compile ended")
             hold_point("final", log)
-            return _result(kf, ctx, ev, strategy, seed, report, stopped, t0, cache, replayer, restarts, folder)
+            return _result(kf, ctx, ev, strategy, seed, report, stopped, t0, cache, replayer, restarts, folder, log)
         except RunInterrupted as exc:
             raise _interrupted(folder, ev, exc.signum, log) from None
 
@@ -246,7 +250,8 @@ def _interrupting() -> bool:
 
 
 def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: PruneReport | None, stopped: str,
-            t0: float, cache: Any, replayer: Any, restarts: int, folder: Any) -> TuneResult:
+            t0: float, cache: Any, replayer: Any, restarts: int, folder: Any,
+            log: Callable[[str], None] = lambda _m: None) -> TuneResult:
     """The :class:`TuneResult`, written into ``folder`` (``tune.json``, ``tune.md``; ``finished_utc``) when given; its
     outcome added to the experience log (:func:`kernelpilot.experience.from_runs.record_entries`)."""
     from kernelpilot.records.models import now_utc
@@ -265,7 +270,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
         triton_config=kf.backend.export_config(best.config) if best else None,
         top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
     if folder is not None:
-        write_tune_records(result, folder.root, existing=True)
+        write_tune_records(result, folder.root, existing=True, log=log)
     if replayer is None:  # a replay's outcomes were recorded where they were measured
         from kernelpilot.experience.from_runs import entry_from_tune, guess_kernel_type, record_entries
 
@@ -276,9 +281,11 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
     return result
 
 
-def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False) -> None:
-    """Write ``tune.json`` (the whole result) and ``tune.md`` (tables) into ``out``; in a folder of ``tune --out``
-    (``existing``) also mark ``tune-run.json`` finished.
+def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False,
+                       log: Callable[[str], None] = lambda _m: None) -> None:
+    """Write ``tune.json`` (the whole result), ``tune.md`` (tables) and ``report.html`` (charts) into ``out``; in a
+    folder of ``tune --out`` (``existing``) also mark ``tune-run.json`` finished. ``log`` gets a line when
+    report.html cannot be drawn.
 
     Raises:
         RunFolderError: ``out`` exists and is not empty (nothing in it is touched), unless ``existing``.
@@ -294,6 +301,9 @@ def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False)
     if existing and (ws.root / RUN_FILE).is_file():
         run = read_json(ws.root / RUN_FILE, TuneRun)
         write_json(ws.root / RUN_FILE, run.model_copy(update={"finished_utc": now_utc(), "interrupted": None}))
+    from kernelpilot.report.html import try_write_report_html
+
+    try_write_report_html(ws.root, log)
 
 
 def _check_options(budget_evals: int | None, budget_s: float | None, timeout_s: float | None, ab_samples: int,

@@ -11,8 +11,8 @@ Checks, each a :class:`Problem` naming the file (relative to the run) and what t
   ``duration_ns`` (the median the decision used); run.json's ``best_version`` names an accepted version;
 * **git**: a committed record changed since its last commit, deleted, or a record never committed in a finished
   run. The one change allowed is the version's own commit id in ``outcome.json`` (written right after that commit,
-  committed with the next; :mod:`kernelpilot.app.recorder`). ``final_report.md`` is rebuilt by ``report`` and is not
-  checked.
+  committed with the next; :mod:`kernelpilot.app.recorder`). ``final_report.md`` and ``report.html`` are rebuilt by
+  ``report`` and are not checked.
 
 A version folder without ``outcome.json`` in a run that has not finished is the version in flight when the run was
 killed or interrupted: it is listed as such (``--resume`` redoes it), not as a problem.
@@ -33,7 +33,7 @@ from kernelpilot.app.schemas import model_for
 __all__ = ["Problem", "Validation", "validate_run", "validate_tune"]
 
 #: Rebuilt by ``kernelpilot report`` itself: never compared with git.
-DERIVED = ("final_report.md",)
+DERIVED = ("final_report.md", "report.html")
 #: Relative tolerance when comparing medians written as JSON floats.
 REL_TOL = 1e-9
 
@@ -241,7 +241,8 @@ def validate_run(run: Path) -> Validation:
 
 def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     """Validate a ``tune --out`` folder: ``tune-run.json``, every line of ``evaluations.jsonl`` (a torn last line
-    is a problem only once the search finished), and ``tune.json`` against its schema and the lines.
+    is a problem only once the search finished), ``tune.json`` against its schema and the lines, and
+    ``roofline.json`` against its schema.
 
     Returns:
         (problems, the TuneRun or None, the evaluations read from the lines).
@@ -256,6 +257,7 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
         problems.append(Problem(file=LINES_FILE, problem=why, fix="the file was changed by hand or damaged; the "
                                 "evaluation cache still holds every evaluation: resume, or run the search again"))
     result = _read(folder, "tune.json", problems, set())
+    _read(folder, "roofline.json", problems, set())  # written by tune for report.html (absent without a GPU spec)
     if finished and result is None and not (folder / "tune.json").is_file():
         problems.append(Problem(file="tune.json", problem="missing in a finished search",
                                 fix=f"kernelpilot tune --resume {folder} writes it again"))

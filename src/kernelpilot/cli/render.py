@@ -142,13 +142,14 @@ def report(r: Any) -> None:
     folder: its evaluation count and tune.md); for an unfinished run, how to resume it."""
     if r.kind == "tune":
         out.print(f"records valid: {len(r.versions)} evaluations", markup=False)
-    else:
+    elif r.kind != "session":
         versions(r.run, r.versions, Path(r.final_report).parent)
         out.print(f"records valid: {len(r.versions)} versions", markup=False)
     if r.note:
         out.print(f"note: {r.note}", markup=False)
-    if r.final_report:
-        out.print(f"wrote {r.final_report}", markup=False)
+    for path in (r.final_report, r.report_html):
+        if path:
+            out.print(f"wrote {path}", markup=False)
 
 
 def tune(r: Any) -> None:

@@ -136,14 +136,16 @@ def restart(run: str | Path, *, from_version: str | int) -> SessionStatus:
 
 def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
            log: Log = lambda _m: None) -> SessionStatus:
-    """``final_report.md`` and (GPU, ``benchmark``) ``benchmark.md``/``benchmark.json``: the incumbent vs PyTorch
-    eager and torch.compile on the same inputs, in the incumbent's worker; ``finished_utc`` set; a commit.
+    """``final_report.md``, ``report.html`` (charts and cards) and (``benchmark``) ``benchmark.md``/
+    ``benchmark.json``: the incumbent vs PyTorch eager and torch.compile on the same inputs, in the incumbent's
+    worker; ``finished_utc`` set; a commit. The status returned names the page (``report_html``).
 
     Raises:
         RunFolderError: not a session.
     """
     from kernelpilot.errors import KernelpilotError
     from kernelpilot.report.benchmark import BenchmarkResult, render_benchmark_md
+    from kernelpilot.report.html import try_write_report_html
     from kernelpilot.versions.measure import open_worker
 
     root = Path(run)
@@ -172,5 +174,6 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     mems = load_memories(root, state)
     write_text(root / "final_report.md", render_session_report(state, mems, bench_md))
     save_state(root, state)
+    html = try_write_report_html(root, log)
     _commit(root, state, [root], f"finish: final report, benchmark; incumbent v{state.incumbent}")
-    return status(root, recommend=False)
+    return status(root, recommend=False).model_copy(update={"report_html": html})

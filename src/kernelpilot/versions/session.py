@@ -44,7 +44,8 @@ class TryResult(BaseModel):
 
 
 class SessionStatus(BaseModel):
-    """``session status``: every version (masked ones flagged), the incumbent, the target and what to try next."""
+    """``session status``: every version (masked ones flagged), the incumbent, the target and what to try next;
+    after ``finish``, ``report_html`` names the page it wrote (``RUN/report.html``; empty if it could not be drawn)."""
 
     run: Path
     state: SessionState
@@ -56,6 +57,7 @@ class SessionStatus(BaseModel):
     card_suggests: list[str] = []
     experience_recommends: list[dict[str, Any]] = []
     table_md: str = ""
+    report_html: str | None = None
 
 
 def _history(root: Path, state: SessionState) -> Any:
