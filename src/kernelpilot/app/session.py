@@ -52,6 +52,19 @@ class OptimizeResult(BaseModel):
         """The fastest accepted version (the incumbent at the end), None when nothing was correct."""
         return next((v for v in self.versions if v.index == self.run.best_version), None)
 
+    def to_dataframe(self) -> Any:
+        """The run as a pandas DataFrame: one row per version, failures included (their ``status``, NaN times);
+        columns in :data:`kernelpilot.records.frames.EVALUATION_COLUMNS` (``duration_ns``, ``iqr_ns``,
+        ``pct_of_roofline``, ``speedup_vs_eager`` from the baselines timed before the search ...) and one
+        ``config.NAME`` per tunable.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import evaluation_frame
+
+        return evaluation_frame(self.versions, self.run.baselines_ns)
+
 
 #: A failed first version's status -> the file that says why (as written into the stop line).
 _FAILURE_FILE = {"wrong_result": "correctness.json", "nan": "correctness.json"}

@@ -81,6 +81,18 @@ class TuneResult(BaseModel):
     triton_config: str | None
     top_configs: list[str] = Field(default_factory=list)
 
+    def to_dataframe(self) -> Any:
+        """The search as a pandas DataFrame: one row per evaluation, in order, failures included (their ``status``,
+        NaN times); columns in :data:`kernelpilot.records.frames.EVALUATION_COLUMNS` (``duration_ns``, ``iqr_ns``,
+        ``pct_of_roofline`` ...) and one ``config.NAME`` per tunable.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import evaluation_frame
+
+        return evaluation_frame(self.evaluations)
+
 
 def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: list[str] | None = None,
                 ray_address: str | None = None) -> Any:

@@ -31,6 +31,23 @@ class BenchmarkResult(BaseModel):
     device: str
     rows: list[BenchmarkRow]
 
+    @property
+    def baselines_ns(self) -> dict[str, float]:
+        """The baselines timed (every row after the kernel's): name -> median, ns."""
+        return {r.name: r.timing.median_ns for r in self.rows[1:] if r.timing is not None}
+
+    def to_dataframe(self) -> Any:
+        """The contenders as a pandas DataFrame, the kernel first: columns in
+        :data:`kernelpilot.records.frames.BENCHMARK_COLUMNS` (``duration_ns``, ``iqr_ns``, ``time_vs_kernel`` ...);
+        a contender not timed is a row with its reason in ``skipped`` and NaN times.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import benchmark_frame
+
+        return benchmark_frame([(r.name, r.timing, r.cached_at, r.skipped) for r in self.rows])
+
 
 def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> BenchmarkRow:
     try:

@@ -28,7 +28,7 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
     an experience log) what the log recommends for the incumbent's bottleneck.
 
     Raises:
-        RunFolderError: not a session folder, or a corrupt record (named).
+        RunFolderError: not a session folder, or a corrupt record (named; ``benchmark.json`` included).
     """
     import json
 
@@ -55,7 +55,14 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
             recs = [{"error": f"experience log unreadable: {exc}"}]
     first = by.get(0)
     live = [m for m in mems if not m.masked]
-    return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent,
+    bench_file = root / "benchmark.json"
+    baselines = {}
+    if bench_file.is_file():
+        from kernelpilot.records.workspace import read_json
+        from kernelpilot.report.benchmark import BenchmarkResult
+
+        baselines = read_json(bench_file, BenchmarkResult).baselines_ns
+    return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent, baselines_ns=baselines,
                          incumbent_ns=best.duration_ns if best else None, target_ns=state.target_ns,
                          target_met=_target_met(state, by), card_suggests=suggests, experience_recommends=recs,
                          table_md=versions_table(live, state.incumbent, first.duration_ns if first else None))

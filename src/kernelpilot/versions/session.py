@@ -56,6 +56,20 @@ class SessionStatus(BaseModel):
     card_suggests: list[str] = []
     experience_recommends: list[dict[str, Any]] = []
     table_md: str = ""
+    #: baseline name -> median (ns) from the session's benchmark.json (``session finish``); empty before it
+    baselines_ns: dict[str, float] = {}
+
+    def to_dataframe(self) -> Any:
+        """The session as a pandas DataFrame: one row per version (masked ones flagged, invalid ones with their
+        ``status`` and NaN times); columns in :data:`kernelpilot.records.frames.MEMORY_COLUMNS` (``duration_ns``,
+        ``iqr_ns``, ``pct_of_roofline``, ``speedup_vs_v0``, ``speedup_vs_eager`` ...).
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import memory_frame
+
+        return memory_frame(self.versions, self.incumbent, self.baselines_ns)
 
 
 def _history(root: Path, state: SessionState) -> Any:
