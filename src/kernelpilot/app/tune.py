@@ -26,6 +26,7 @@ from kernelpilot.app.tune_run import TuneRecorder
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import SearchError
+from kernelpilot.progress import counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.model import Budget, BudgetExhausted
 
@@ -207,7 +208,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
                         ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
                                              arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
-                                             min_occupancy_pct=min_occupancy_pct)
+                                             min_occupancy_pct=min_occupancy_pct,
+                                             progress=counter(log, "compile-ahead", "configs compiled"))
                     runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
                     if use_cache:
                         from kernelpilot.measure.env import collect_env

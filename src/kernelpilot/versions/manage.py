@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.progress import Phase
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
@@ -157,7 +158,7 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     state = load_state(root)
     bench_md = None
     if benchmark and state.incumbent is not None:
-        log(f"benchmark: v{state.incumbent} vs PyTorch eager and torch.compile")
+        timing = Phase(log, "baselines", f"v{state.incumbent} vs PyTorch eager and torch.compile")
         try:
             roof = _roofline(root)  # the session's own tolerance: 0 under a datasheet floor, 5 % under a measured one
             worker = open_worker(version_kernel(root, state.incumbent), root / state.reference, state.shape,
@@ -175,6 +176,7 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
         except KernelpilotError as exc:
             bench_md = f"## Benchmark\n\nnot measured: {exc.message.splitlines()[0][:300]}\n"
             log(f"benchmark not measured: {exc.message.splitlines()[0][:200]}")
+        timing.end()
     state.finished_utc = now_utc()
     mems = load_memories(root, state)
     write_text(root / "final_report.md", render_session_report(state, mems, bench_md))

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from kernelpilot.fmt import format_duration_ns, format_ratio
+from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.versions.outcome import parse_expect
@@ -190,6 +192,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
     run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
                      log=log)
+    steps = run.steps = Steps(log, f"v{index}", run.planned_steps(parent, incumbent))
     mem = run_version(run, index, parent=parent, incumbent=incumbent, hypothesis=hypothesis, expects=expects,
                       change=change)
     if mem.outcome != "invalid" and (incumbent is None or bool((mem.vs_incumbent or {}).get("replace"))):
@@ -201,12 +204,14 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     save_state(root, state)
     recorded = _record_experience(state, root, mem)
     mems[index] = mem
-    speed = f", {1 / mem.vs_parent['ratio']:.3f}× vs v{mem.parent}" if mem.vs_parent and mem.measured else ""
+    speed = (f", {format_ratio(1 / mem.vs_parent['ratio'], decimals=3)} vs v{mem.parent}"
+             if mem.vs_parent and mem.vs_parent.get("ratio") and mem.measured else "")
     commit = _commit(root, state, [root], f"v{index}: {mem.outcome}"
                      + (f" ({mem.status})" if mem.outcome == "invalid" else "") + f" — {hypothesis[:80]}{speed}")
-    log(f"v{index}: {mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
-                                      if mem.outcome == "invalid" and mem.message else "")
-        + (f", {mem.duration_ns / 1e3:.2f} µs" if mem.duration_ns else "") + f"; incumbent v{state.incumbent}")
+    steps.finish(f"{mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
+                                     if mem.outcome == "invalid" and mem.message else "")
+                 + (f", {format_duration_ns(mem.duration_ns)}" if mem.duration_ns else "")
+                 + f"; incumbent v{state.incumbent}")
     return TryResult(run=root, memory=mem, incumbent=state.incumbent, target_ns=state.target_ns,
                      target_met=_target_met(state, mems), experience_recorded=recorded, commit=commit)
 
