@@ -181,7 +181,7 @@ def test_tune_killed_mid_compile_mid_search_and_at_the_end_then_resumed(tmp_path
     _no_traceback(first.output)
 
     second = Run(["tune", "--resume", str(out)], tmp_path)  # 2: mid-search
-    second.wait_for(lambda out_: "[3] " in out_)
+    second.wait_for(lambda out_: "] eval 3 " in out_)  # the progress line of the third evaluation: [3/N] eval 3 ...
     second.kill()
     _no_traceback(second.output)
     lines = (out / "evaluations.jsonl").read_text().splitlines()

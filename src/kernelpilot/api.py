@@ -130,6 +130,20 @@ class BenchResult(BaseModel):
     impossible: bool
     baselines: BenchmarkResult | None = None
 
+    def to_dataframe(self) -> Any:
+        """The timing as a pandas DataFrame: the baselines' frame
+        (:meth:`kernelpilot.report.benchmark.BenchmarkResult.to_dataframe`) when they were timed, else one row for
+        the kernel (``duration_ns``, ``iqr_ns``, ``n_samples`` ...).
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import benchmark_frame
+
+        if self.baselines is not None:
+            return self.baselines.to_dataframe()
+        return benchmark_frame([(f"{Path(self.kernel).stem} {self.config}", self.timing, None, None)])
+
 
 def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
           ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None,

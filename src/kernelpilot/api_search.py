@@ -43,7 +43,8 @@ def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, 
         ab_samples: interleaved samples per side per decision. race: stop clearly slower candidates early.
         replay: answer from this cache file or prefix (no GPU). use_cache: read and append the cache.
         ray_address: evaluate on this Ray cluster. out: folder for ``tune.json`` and ``tune.md``.
-        log: progress callback, one line per call. options: the other keywords of the implementation
+        log: progress callback, one line per call; an evaluation's line is a
+            :class:`kernelpilot.progress.ProgressLine` (``.step``: done, total, best_ns, eta_s). options: the other keywords of the implementation
             (``devices``, ``cache_root``, ``start``).
         resume: a folder of an earlier ``tune --out`` search to continue (then ``kernel`` is None; only
             ``timeout_s``, ``budget_evals`` and ``budget_s`` given here change it; :func:`kernelpilot.app.tune.resume_tune`).

@@ -54,6 +54,11 @@ class ToolMissingError(KernelpilotError):
     """An external tool (ncu, a GPU, git) that the command needs is not available."""
 
 
+class MissingDependencyError(KernelpilotError, ImportError):
+    """An optional Python package a feature needs is not installed (pandas for ``to_dataframe()``). It is also an
+    :class:`ImportError`, so ``except ImportError`` catches it; the hint names the extra that installs it."""
+
+
 class ProfileError(KernelpilotError):
     """Nsight Compute ran but produced no usable report (permission, crash, no kernel matched)."""
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import VersionConfig
@@ -131,10 +132,13 @@ class RunFolderRecorder:
                 [vdir, *self.pending, *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
             write_json(vdir / "outcome.json", ev)  # with its commit id: committed with the next commit
             self.pending = [vdir / "outcome.json"]
-        self.log(f"v{ev.index}: {ev.version_status} ({ev.status})"
-                 + (f" {ev.duration_ns / 1e3:.2f} µs" if ev.duration_ns else "")
-                 + f" — {(ev.decision or ev.message)[:200]}")
         return ev
+
+    def describe(self, ev: Evaluation) -> str:
+        """How the evaluator's progress line names a decided version: ``v3: rejected (ok) 81.40 µs`` (the
+        evaluator adds the progress counts, the best time, the ETA and the decision)."""
+        return (f"v{ev.index}: {ev.version_status} ({ev.status})"
+                + (f" {format_duration_ns(ev.duration_ns)}" if ev.duration_ns else ""))
 
     def finish(self, versions: list[Evaluation]) -> None:
         """Commit everything left: the reports, the run's final state, the last version's commit id."""

@@ -11,7 +11,7 @@ not finished (killed or interrupted) is reported as far as it got, with the comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -54,6 +54,17 @@ class ReportResult(BaseModel):
     finished: bool = True
     in_flight: list[int] = []
     note: str = ""
+
+    def to_dataframe(self) -> Any:
+        """The records as a pandas DataFrame: one row per version (optimize) or evaluation (tune), as
+        :meth:`kernelpilot.app.session.OptimizeResult.to_dataframe` builds it.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import evaluation_frame
+
+        return evaluation_frame(self.versions, self.run.baselines_ns if self.run is not None else None)
 
 
 def _raise(folder: Path, problems: list[Problem]) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
+from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import Interruption, RunInfo, now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
@@ -53,6 +54,19 @@ class OptimizeResult(BaseModel):
     def best(self) -> Evaluation | None:
         """The fastest accepted version (the incumbent at the end), None when nothing was correct."""
         return next((v for v in self.versions if v.index == self.run.best_version), None)
+
+    def to_dataframe(self) -> Any:
+        """The run as a pandas DataFrame: one row per version, failures included (their ``status``, NaN times);
+        columns in :data:`kernelpilot.records.frames.EVALUATION_COLUMNS` (``duration_ns``, ``iqr_ns``,
+        ``pct_of_roofline``, ``speedup_vs_eager`` from the baselines timed before the search ...) and one
+        ``config.NAME`` per tunable.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import evaluation_frame
+
+        return evaluation_frame(self.versions, self.run.baselines_ns)
 
 
 #: A failed first version's status -> the file that says why (as written into the stop line).
@@ -185,14 +199,16 @@ def _search(s: Session, guard: GracefulStop) -> Any:
         if s.replayer is None:
             if cuda and not kf.extras.get("autotuner"):
                 ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
-                                     arch=None, measure_while_cold=True)
+                                     arch=None, measure_while_cold=True,
+                                     progress=counter(s.log, "compile-ahead", "configs compiled"))
             runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
                                  timeout_s=s.timeout_s)
             if cuda and s.benchmark and s.bench is None:
-                s.log("baselines: PyTorch eager and torch.compile of the reference, timed once before the search")
-                s.bench = _baselines(runner, ctx.shape, ctx.start, s.log)
+                with Phase(s.log, "baselines", "PyTorch eager and torch.compile of the reference, timed once "
+                           "before the search"):
+                    s.bench = _baselines(runner, ctx.shape, ctx.start, s.log)
                 if s.bench is not None:
-                    info.baselines_ns = {r.name: r.timing.median_ns for r in s.bench.rows[1:] if r.timing is not None}
+                    info.baselines_ns = s.bench.baselines_ns
                     with guard.held():
                         write_json(ws.root / "baselines.json", s.bench)
                         write_json(ws.root / "run.json", info)
@@ -205,7 +221,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
             ctx.space, runner, budget=Budget(max_s=info.budget_s, charged=s.replayer is not None,
                                              spent_before_s=info.search_spent_s),
             pruner=ahead, evidence=evidence, recorder=recorder, stop=stop, roofline=roof,
-            ab_samples=0 if s.replayer else (30 if cuda else 8), race=cuda, strategy=info.strategy)
+            ab_samples=0 if s.replayer else (30 if cuda else 8), race=cuda, strategy=info.strategy, log=s.log)
         ev.preload(s.prior)
         recorder.elapsed_s = ev.budget.elapsed_s
 
@@ -304,9 +320,10 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
         from kernelpilot.search.isolated import run_isolated
 
         try:
-            return BenchmarkResult.model_validate_json(run_isolated(
-                kf.path, "kernelpilot.app.session:_baselines_in_worker", ctx.shape, best.config,
-                ref=kf.reference_path if kf.reference_path != kf.path else None, interpreted=True))
+            with Phase(s.log, "baselines", f"v{best.index} vs PyTorch eager, timed now under the interpreter"):
+                return BenchmarkResult.model_validate_json(run_isolated(
+                    kf.path, "kernelpilot.app.session:_baselines_in_worker", ctx.shape, best.config,
+                    ref=kf.reference_path if kf.reference_path != kf.path else None, interpreted=True))
         except KernelpilotError as exc:
             s.log(f"benchmark not measured: {exc.message.splitlines()[0][:200]}")
             return None

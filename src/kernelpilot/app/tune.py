@@ -26,6 +26,7 @@ from kernelpilot.app.tune_run import TuneRecorder
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
 from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import SearchError
+from kernelpilot.progress import counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.model import Budget, BudgetExhausted
 
@@ -80,6 +81,18 @@ class TuneResult(BaseModel):
     measured: bool
     triton_config: str | None
     top_configs: list[str] = Field(default_factory=list)
+
+    def to_dataframe(self) -> Any:
+        """The search as a pandas DataFrame: one row per evaluation, in order, failures included (their ``status``,
+        NaN times); columns in :data:`kernelpilot.records.frames.EVALUATION_COLUMNS` (``duration_ns``, ``iqr_ns``,
+        ``pct_of_roofline`` ...) and one ``config.NAME`` per tunable.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import evaluation_frame
+
+        return evaluation_frame(self.evaluations)
 
 
 def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: list[str] | None = None,
@@ -199,7 +212,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
                         ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
                                              arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
-                                             min_occupancy_pct=min_occupancy_pct)
+                                             min_occupancy_pct=min_occupancy_pct,
+                                             progress=counter(log, "compile-ahead", "configs compiled"))
                     runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
                     if use_cache:
                         from kernelpilot.measure.env import collect_env

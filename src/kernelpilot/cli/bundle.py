@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.table import Table
 
-from kernelpilot.cli.common import ConfigOpt, JsonOpt, kv, out, run_command
+from kernelpilot.cli.common import ConfigOpt, JsonOpt, kv, out, run_command, table
 
 __all__ = ["bundle_app", "register"]
 
@@ -21,7 +20,7 @@ def _manifest(m: Any) -> None:
     out.print(f"[bold]{m.kernel}[/] ({m.kernel_function}) for {m.arch}: {len(m.entries)} entr"
               f"{'y' if len(m.entries) == 1 else 'ies'}; Triton {m.triton_version}, {m.ptxas_version or 'ptxas ?'}; "
               f"needs a CUDA {m.min_driver_cuda} driver")
-    t = Table("#", "shape", "config", "grid", "smem B", "regs", "spills")
+    t = table("#", "shape", "config", "grid", "smem B", "regs", "spills")
     for i, e in enumerate(m.entries):
         t.add_row(str(i), _kv(e.shape), _kv(e.config), "x".join(map(str, e.grid)), str(e.shared_mem_bytes),
                   str(e.n_regs), f"[red]{e.n_spills}[/]" if e.spills else "0")
@@ -41,7 +40,7 @@ def _verify(v: Any) -> None:
 
 def _bench(b: Any) -> None:
     out.print(f"{b.kernel}: load {b.load_s * 1e3:.2f} ms, first call (module load + launch) {b.first_call_s * 1e3:.2f} ms")
-    t = Table("shape", "config", "identical", "JIT ns", "bundle ns", "bundle/JIT")
+    t = table("shape", "config", "identical", "JIT ns", "bundle ns", "bundle/JIT")
     for e in b.entries:
         t.add_row(_kv(e.shape), _kv(e.config), "yes" if e.identical else f"[red]no: {', '.join(e.differing_outputs)}[/]",
                   f"{e.jit_median_ns:.0f}", f"{e.bundle_median_ns:.0f}", f"{e.ratio:.3f}")

@@ -9,23 +9,56 @@ syntax) exits 2; an interrupted run exits 128 + the signal's number.
 
 from __future__ import annotations
 
-import datetime as _dt
+import contextlib
 import json
+import os
 from typing import Any, Callable, Optional
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
+from rich.table import Table
 
 from kernelpilot.errors import Interrupted, KernelpilotError, OptionError
 
+#: Columns of output that is not a terminal (a pipe, a file, CI) when ``$COLUMNS`` does not say: wide enough for
+#: the tables, which wrap their cells rather than cut them.
+PIPE_WIDTH = 120
+
+
+class FitConsole(Console):
+    """A Rich console as wide as the terminal it writes to; not writing to a terminal: ``$COLUMNS`` wide, else
+    :data:`PIPE_WIDTH` (Rich alone would use 80 columns there, and tables would fold every cell). A width given to
+    the console (``Console(width=...)``, ``console.width = ...``) wins; ``$COLUMNS`` is read when printing, not
+    when the console is made."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            self._width = None  # Rich read $COLUMNS here, at import time; :attr:`size` reads it when printing
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        """The console's (width, height) in characters (see the class docstring)."""
+        dims = Console.size.fget(self)  # type: ignore[attr-defined]
+        if self._width is not None or (self.is_terminal and not self.is_dumb_terminal):
+            return dims
+        columns = os.environ.get("COLUMNS", "")
+        return ConsoleDimensions(int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH, dims.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+
 #: Progress, errors and hints (stderr, so ``--json`` keeps stdout to one object).
-err = Console(stderr=True, soft_wrap=True)
+err = FitConsole(stderr=True, soft_wrap=True)
 #: Human output (stdout).
-out = Console(soft_wrap=True)
+out = FitConsole(soft_wrap=True)
 
 JsonOpt = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="No progress on stderr (errors still print; stdout unchanged).")
 ShapeOpt = typer.Option(None, "--shape", help="Override a shape value, e.g. --shape M=8192 (repeatable).")
 ConfigOpt = typer.Option(None, "--config", help="Override a tunable, e.g. --config BLOCK_SIZE=1024 (repeatable).")
 PtrSizeOpt = typer.Option(None, "--ptr-size", help="CUDA .cu files with synthesized inputs: elements of every "
@@ -44,8 +77,11 @@ def dump(obj: Any) -> str:
 
 
 def run_command(as_json: bool, fn: Callable[[], Any], human: Callable[[Any], None],
-                ok: Callable[[Any], bool] = lambda r: True) -> None:
+                ok: Callable[[Any], bool] = lambda r: True, progress: Any = None) -> None:
     """Call ``fn`` (one :mod:`kernelpilot.api` call); print its result as JSON (``as_json``) or through ``human``.
+
+    ``progress``: the command's :class:`~kernelpilot.cli.progress.Reporter` (``fn`` hands it to the API as ``log``):
+    its display lives while ``fn`` runs and is gone before the result prints.
 
     Raises:
         typer.Exit: the error's ``exit_code`` (1; 2 for a bad option; 128 + the signal for an interrupted run)
@@ -53,7 +89,8 @@ def run_command(as_json: bool, fn: Callable[[], Any], human: Callable[[Any], Non
             ``ok(result)`` is False (the result is printed first).
     """
     try:
-        result = fn()
+        with progress if progress is not None else contextlib.nullcontext():
+            result = fn()
     except KernelpilotError as exc:
         fail(as_json, exc)
     except KeyboardInterrupt:  # Ctrl-C outside a run that handles it itself (set-up, a check, a bench)
@@ -111,9 +148,17 @@ def numbers(values: dict[str, Any], what: str, as_json: bool = False) -> dict[st
     return {}
 
 
-def log(line: str) -> None:
-    """One progress line on stderr, prefixed with the wall-clock time (HH:MM:SS)."""
-    err.print(f"[dim]{_dt.datetime.now().strftime('%H:%M:%S')}[/] {line}")
+def table(*headers: str, **options: Any) -> Table:
+    """A Rich table for the CLI whose cells wrap to the console's width: words wrap, and a word longer than its
+    column (a config key, a number) folds onto the next line — nothing is cut or ellipsized (``…``).
+
+    Args:
+        headers: the column headers. options: :class:`rich.table.Table`'s keywords (``title``, ``box`` ...).
+    """
+    t = Table(**options)
+    for header in headers:
+        t.add_column(header, overflow="fold")
+    return t
 
 
 def with_ptr_size(shape: dict[str, Any], ptr_size: Optional[int]) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from kernelpilot.cli.common import JsonOpt, kv, numbers, out, run_command
+from kernelpilot.cli.common import JsonOpt, kv, numbers, out, run_command, table
+from kernelpilot.fmt import format_ratio
 
 EXIT_CODES = ("Exit codes: 0 done; 1 the log or a file cannot be used (error: and hint: on stderr, or "
               "{\"error\", \"message\", \"hint\"} with --json); 2 a bad option value.")
@@ -32,14 +32,14 @@ MaskedOpt = typer.Option(False, "--include-masked", help="Count masked entries t
 
 
 def _x(v: Optional[float]) -> str:
-    return "—" if v is None else f"{v:.3f}×"
+    return format_ratio(v, decimals=3)
 
 
 def _entries_table(entries: list[dict[str, Any]]) -> None:
     if not entries:
         out.print("no entries")
         return
-    t = Table("recorded (UTC)", "kernel", "change", "outcome", "speedup", "source")
+    t = table("recorded (UTC)", "kernel", "change", "outcome", "speedup", "source")
     for e in entries:
         where = ", ".join(x for x in (e["kernel_type"], e["backend"], e["arch"], e["bottleneck"]) if x)
         flags = ("" if e["measured"] else " (interpreted)") + (" [masked]" if e["masked"] else "")

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 
-from kernelpilot.cli.common import out
+from kernelpilot.cli.common import out, table
+from kernelpilot.fmt import format_duration_ns as dur
 
 #: Most versions rows ``optimize``/``report`` print to the terminal (final_report.md keeps every row).
 MAX_VERSION_ROWS = 25
@@ -18,15 +18,10 @@ MAX_VERSION_ROWS = 25
 MIN_LAST_ROWS = 5
 
 
-def us(ns: float | None) -> str:
-    """Nanoseconds as microseconds with two decimals; ``—`` for None."""
-    return "—" if ns is None else f"{ns / 1e3:.2f}"
-
-
 def check(r: Any) -> None:
     """``check``: PASS/FAIL and one row per seed and output (relative L2 error, max |Δ|, mismatches, NaN/Inf)."""
     out.print(("[green]" if r.passed else "[red]") + r.summary.replace("[", "\\[") + "[/]")  # summary: PASS/FAIL ...
-    t = Table("seed", "output", "rel L2", "max |Δ|", "mismatched", "NaN/Inf", "result")
+    t = table("seed", "output", "rel L2", "max |Δ|", "mismatched", "NaN/Inf", "result")
     for s in r.seeds:
         if s.error:
             t.add_row(str(s.seed), "—", "—", "—", "—", "—", s.error)
@@ -42,21 +37,22 @@ def verify(r: Any) -> None:
     head = "[green]ACCEPTED[/]" if r.accepted else f"[red]REFUSED[/] at [bold]{r.stage}[/] ({r.status})"
     out.print(f"{head} {Path(r.kernel).name}: {r.message}")
     if r.evaluation is not None and r.evaluation.duration_ns:
-        out.print(f"median {r.evaluation.duration_ns / 1e3:.2f} µs" + ("" if r.evaluation.measured else
+        out.print(f"median {dur(r.evaluation.duration_ns)}" + ("" if r.evaluation.measured else
                                                                      " (interpreted — not a measurement)"))
     for flag in r.screen_flags[:10]:
         out.print(f"  screen flag: {flag}")
 
 
 def bench(r: Any) -> None:
-    """``bench``: median and IQR (µs), % of the roofline, the impossible flag, the baselines table."""
+    """``bench``: median and IQR (each in the unit that fits it), % of the roofline, the impossible flag, the
+    baselines table."""
     from kernelpilot.report.benchmark import render_benchmark_md
 
     t = r.timing
-    out.print(f"{Path(r.kernel).name} {r.config} at {r.shape}: median {t.median_ns / 1e3:.2f} µs, "
-              f"IQR {t.iqr_ns / 1e3:.2f} µs, {t.n_samples} samples — {t.timer}")
+    out.print(f"{Path(r.kernel).name} {r.config} at {r.shape}: median {dur(t.median_ns)}, "
+              f"IQR {dur(t.iqr_ns)}, {t.n_samples} samples — {t.timer}", markup=False)
     if r.pct_of_roofline is not None:
-        out.print(f"{r.pct_of_roofline:.1f} % of the roofline (floor {r.floor_ns / 1e3:.2f} µs)")
+        out.print(f"{r.pct_of_roofline:.1f} % of the roofline (floor {dur(r.floor_ns)})")
     if r.impossible:
         out.print("[red]impossible: faster than the speed-of-light floor[/]")
     if r.baselines:
@@ -76,8 +72,9 @@ def profile(r: Any) -> None:
     if m is None:
         out.print(r.card.to_markdown(), markup=False)
         return
-    out.print(f"[bold]{m.kernel_name}[/] on {m.device_name}: {m.duration_ns / 1e3 if m.duration_ns else 0:.2f} µs")
-    t = Table("metric", "value")
+    out.print(f"[bold]{m.kernel_name}[/] on {m.device_name}: "
+              + (dur(m.duration_ns) if m.duration_ns else "no duration in the report"))
+    t = table("metric", "value")
     for name in PROFILE_METRICS:
         val = getattr(m, name, None)
         t.add_row(name, "—" if val is None else (f"{val:.4g}" if isinstance(val, float) else str(val)))
@@ -153,11 +150,11 @@ def report(r: Any) -> None:
 
 
 def tune(r: Any) -> None:
-    """``tune``: the best config and its median (µs), why it stopped, counts, pruning and the cache file."""
+    """``tune``: the best config and its median, why it stopped, counts, pruning and the cache file."""
     if r.best is None:
         out.print(f"[red]no config ran correctly[/] ({r.failures})")
     else:
-        out.print(f"[bold]best[/] {r.best.config}: {us(r.best.duration_ns)} µs"
+        out.print(f"[bold]best[/] {r.best.config}: {dur(r.best.duration_ns)}"
                   + ("" if r.measured else " (interpreted: not a measurement)"))
         out.print(r.triton_config, markup=False)
     out.print(f"stopped: {r.stopped}; {len(r.evaluations)} evaluations ({r.n_new} new, {r.n_cached} cached); "
@@ -177,21 +174,21 @@ def cache_list(rows: dict[str, Any]) -> None:
 
     for warning in rows.get("skipped", []):
         err.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False)
-    t = Table("file", "kernel", "gpu", "shape", "configs", "ok", "best µs")
+    t = table("file", "kernel", "gpu", "shape", "configs", "ok", "best")
     for s in rows["caches"]:
         t.add_row(Path(s.file).name, s.kernel, s.context.gpu, str(s.context.shape), str(s.configs), str(s.ok),
-                  us(s.best_duration_ns))
+                  dur(s.best_duration_ns))
     out.print(t)
 
 
 def cache_show(r: dict[str, Any]) -> None:
-    """``cache show``: the file's summary, then its records fastest first."""
+    """``cache show``: the file's summary, then its records fastest first (a message's first line)."""
     s = r["summary"]
     out.print(f"[bold]{Path(s.file).name}[/]: {s.kernel} on {s.context.gpu}, shape {s.context.shape}; "
               f"{s.configs} configs, {s.ok} ok, statuses {s.statuses}")
-    t = Table("config", "status", "median µs", "IQR µs", "message")
+    t = table("config", "status", "median", "IQR", "message")
     for ev in sorted(r["evaluations"], key=lambda e: e.objective):
-        t.add_row(ev.key, ev.status, us(ev.duration_ns), us(ev.iqr_ns), ev.message[:80])
+        t.add_row(ev.key, ev.status, dur(ev.duration_ns), dur(ev.iqr_ns), (ev.message or "").split("\n")[0])
     out.print(t)
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
 
-from kernelpilot.cli.common import out
+from kernelpilot.cli.common import out, table
 
 
 def no_worker_failure(results: list[Any]) -> bool:
@@ -39,7 +38,7 @@ def static(r: Any) -> None:
     out.print(f"[bold]{r.kernel_name}[/] ({Path(r.kernel_file).name}) for {r.arch} — Triton {r.triton_version}, "
               f"compiled in {r.compile_s:.2f} s")
     out.print(f"config {_config_text(r.config)}; shape {r.shape}; grid {r.grid}")
-    t = Table("quantity", "value")
+    t = table("quantity", "value")
     rows = [
         ("threads per block", f"{r.threads_per_block} ({r.num_warps} warps)"),
         ("max threads per block", (f"{r.max_threads_per_block} (what {r.registers_per_thread} registers/thread "
@@ -60,7 +59,7 @@ def static(r: Any) -> None:
     for k, v in rows:
         t.add_row(k, v)
     out.print(t)
-    mix = Table("SASS group", "count (static)")
+    mix = table("SASS group", "count (static)")
     for k, v in r.instruction_mix.items():
         if v:
             mix.add_row(k, str(v))
@@ -87,17 +86,18 @@ def _failure_code(r: Any) -> str:
 
 
 def space(space: Any) -> None:
-    """The ``--all-configs`` table: one row per config, narrow enough for 100 columns; failures listed below it."""
+    """The ``--all-configs`` table: one row per config, narrow enough for 100 columns (cells wrap on a narrower
+    console, never cut); failures listed below it, each in full."""
     from rich import box
 
     names = list(space.results[0].config) if space.results else []
     rows_values = [",".join(str(r.config.get(n)) for n in names) for r in space.results]
-    t = Table(title=f"{Path(space.kernel_file).name} for {space.arch}", box=box.SIMPLE_HEAD, pad_edge=False,
+    t = table(title=f"{Path(space.kernel_file).name} for {space.arch}", box=box.SIMPLE_HEAD, pad_edge=False,
               collapse_padding=True)
-    # The config column never folds (the rest may): values joined by commas, named in the legend below.
-    t.add_column("config", no_wrap=True, min_width=max([len("config"), *map(len, rows_values)]))
+    # The config column folds last (values joined by commas, named in the legend below); the rest wrap first.
+    t.add_column("config", overflow="fold", min_width=max([len("config"), *map(len, rows_values)]))
     for header in ("regs", "spill", "smem B", "max thr", "occ %", "limit", "hg/hm/ff", "LDG widths", "status"):
-        t.add_column(header)
+        t.add_column(header, overflow="fold")
     failures = []
     for values, r in zip(rows_values, space.results):
         if r.status == "ok":
@@ -122,8 +122,7 @@ def space(space: Any) -> None:
         out.print(f"[bold]failed configs[/] ({','.join(names)}):")
         for values, r in failures:
             first = r.message.splitlines()[0] if r.message else ""
-            out.print(f"  {values}: {r.stage} {r.error_type}: {first}", overflow="ellipsis", no_wrap=True,
-                      crop=True)
+            out.print(f"  {values}: {r.stage} {r.error_type}: {first}", soft_wrap=False, markup=False)  # wrapped
     what = (f"a sample of {space.n_inspected} of {space.n_configs_total} configs (seed {space.sample_seed}; "
             f"--limit)" if space.sampled else f"all {space.n_inspected} configs")
     counts: dict[str, int] = {}
@@ -145,7 +144,7 @@ def pipelines(result: dict[str, Any]) -> None:
                       f"{r.message.splitlines()[0] if r.message else ''}")
             continue
         out.print(f"[bold]{_config_text(r.config)}[/]  ({r.operand_dtype}, {r.bytes_per_element} B/element, {r.arch})")
-        t = Table("quantity", "value")
+        t = table("quantity", "value")
         t.add_row("compute/load ratio", f"{r.compute_load_ratio:.4g} FLOP/B "
                   f"(2·{r.block_m}·{r.block_n}·{r.block_k} / {r.bytes_per_tile} B)")
         t.add_row("shared / stage", f"{r.stage_bytes} B")

@@ -7,14 +7,14 @@ Each parses its options, calls one :mod:`kernelpilot.api` function through
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from kernelpilot.cli import render
-from kernelpilot.cli.common import (ConfigOpt, JsonOpt, PtrSizeOpt, RefOpt, ShapeOpt, TimeoutOpt, kv, log, numbers,
-                                    with_ptr_size, out,
-                                     run_command)
+from kernelpilot.cli.common import (ConfigOpt, JsonOpt, PtrSizeOpt, QuietOpt, RefOpt, ShapeOpt, TimeoutOpt, kv,
+                                    numbers, out, run_command, with_ptr_size)
+from kernelpilot.cli.progress import Reporter
 
 
 def env(as_json: bool = JsonOpt,
@@ -60,17 +60,26 @@ def bench(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional[
           gpu: Optional[str] = typer.Option(None, help="GPU spec for the roofline (default: this GPU)."),
           fresh_baselines: bool = typer.Option(False, "--fresh-baselines", help="Compile and time torch.compile "
                                                "now; never reuse a cached timing of the last day."),
-          timeout_s: float = TimeoutOpt, ptr_size: Optional[int] = PtrSizeOpt, as_json: bool = JsonOpt) -> None:
+          timeout_s: float = TimeoutOpt, ptr_size: Optional[int] = PtrSizeOpt, as_json: bool = JsonOpt,
+          quiet: bool = QuietOpt) -> None:
     """Time one config: CUDA events, L2 flushed, median + IQR, % of the roofline.
 
     The kernel (and the baselines) run in an isolated worker process: an exit, crash, hang or exception is a typed
-    failure."""
+    failure. Progress on stderr (--quiet: none)."""
     from kernelpilot import api
+    from kernelpilot.progress import Phase
 
     shp, cfg = with_ptr_size(kv(shape, "--shape", as_json), ptr_size), kv(config, "--config", as_json)
-    run_command(as_json, lambda: api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
-                                           timeout_s=timeout_s, fresh_baselines=fresh_baselines),
-                render.bench, ok=lambda r: not r.impossible)
+    log = Reporter(quiet=quiet)
+
+    def call() -> Any:
+        with Phase(log, "baselines" if baselines else "bench", "timing the kernel" + (
+                ", PyTorch eager and torch.compile (compiled unless reused from the baseline cache)"
+                if baselines else "")):
+            return api.bench(kernel, shape=shp, config=cfg, ref=ref, baselines=baselines, gpu=gpu,
+                             timeout_s=timeout_s, fresh_baselines=fresh_baselines)
+
+    run_command(as_json, call, render.bench, ok=lambda r: not r.impossible, progress=log)
 
 
 def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path] = typer.Option(
@@ -78,14 +87,25 @@ def profile(kernel: Optional[Path] = typer.Argument(None), report: Optional[Path
         output: Optional[Path] = typer.Option(None, "--out", help="Where to write the new .ncu-rep."),
         shape: Optional[list[str]] = ShapeOpt, config: Optional[list[str]] = ConfigOpt, ref: Optional[Path] = RefOpt,
         light: bool = typer.Option(False, "--light", help="No ncu: timing + roofline + compile metadata card."),
-        timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
-    """Nsight Compute profile (or a saved report): normalized metrics and the verdict."""
+        timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt, quiet: bool = QuietOpt) -> None:
+    """Nsight Compute profile (or a saved report): normalized metrics and the verdict. Progress on stderr while ncu
+    runs (--quiet: none)."""
     from kernelpilot import api
+    from kernelpilot.progress import Phase
 
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
-    run_command(as_json, lambda: api.profile(kernel, report=report, out=output, shape=shp, config=cfg, ref=ref,
-                                             light=light, timeout_s=timeout_s),
-                render.profile)
+    log = Reporter(quiet=quiet)
+
+    def call() -> Any:
+        if report is not None:  # reading a saved report takes a moment: no progress
+            return api.profile(kernel, report=report, out=output, shape=shp, config=cfg, ref=ref, light=light,
+                               timeout_s=timeout_s)
+        with Phase(log, "light card" if light else "ncu", "timing, roofline and compile metadata" if light else
+                   "profiling the kernel (one ncu run: 15–17 s on an H100)"):
+            return api.profile(kernel, report=report, out=output, shape=shp, config=cfg, ref=ref, light=light,
+                               timeout_s=timeout_s)
+
+    run_command(as_json, call, render.profile, progress=log)
 
 
 def roofline(kernel: Path, gpu: Optional[str] = typer.Option(None, help="GPU spec name, e.g. H100-SXM (default: this GPU)."),
@@ -129,7 +149,7 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                                           "median measured on the cache's GPU, e.g. torch.compile=184000 "
                                                           "(repeatable); the target does not stop the run while one is "
                                                           "faster."),
-             as_json: bool = JsonOpt) -> None:
+             as_json: bool = JsonOpt, quiet: bool = QuietOpt) -> None:
     """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
 
     Every config tried is a version folder with its hypothesis written first. Versions run in isolated worker
@@ -139,10 +159,13 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     is more than 3 % faster. The best version is the fastest accepted one.
 
     Every version is committed to the run folder's git history when it is decided. Ctrl-C (or SIGTERM) stops the run
-    cleanly and says how to continue it: `kernelpilot optimize --resume RUN` (also after a kill -9)."""
+    cleanly and says how to continue it: `kernelpilot optimize --resume RUN` (also after a kill -9). Progress on
+    stderr (a bar with versions done, the best time and an ETA on a terminal; plain lines elsewhere), also with
+    --json; --quiet silences it."""
     from kernelpilot import api
 
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
+    log = Reporter(quiet=quiet)
     baselines_ns = numbers(kv(baseline, "--baseline-ns", as_json), "--baseline-ns", as_json)
     run_command(as_json, lambda: api.optimize(kernel, out=output, resume=resume, iterations=iterations,
                                               budget_s=budget_s, shape=shp or None, config=cfg or None, ref=ref,
@@ -150,7 +173,7 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                               benchmark=False if no_benchmark else None, strategy=strategy, seed=seed,
                                               timeout_s=timeout_s, replay=replay, constraints=constraint,
                                               baselines_ns=baselines_ns or None, log=log),
-                render.optimize, ok=lambda r: r.run.best_version is not None)
+                render.optimize, ok=lambda r: r.run.best_version is not None, progress=log)
 
 
 def report(run: Path, as_json: bool = JsonOpt) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 
 from kernelpilot.cli import render
-from kernelpilot.cli.common import JsonOpt, RefOpt, ShapeOpt, kv, out, run_command
+from kernelpilot.cli.common import JsonOpt, QuietOpt, RefOpt, ShapeOpt, kv, run_command
+from kernelpilot.cli.progress import Reporter
 
 #: ``kernelpilot cache``: the group of the cache commands.
 cache_app = typer.Typer(no_args_is_help=True, help="The evaluation cache: list, show, clear.")
@@ -43,21 +44,23 @@ def tune_cmd(
                                        "decided, tune.json and tune.md at the end; --resume continues from it."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search kept in this --out folder "
                                        "(killed or interrupted): its options, the budget counting what was spent."),
-    as_json: bool = JsonOpt,
+    as_json: bool = JsonOpt, quiet: bool = QuietOpt,
 ) -> None:
     """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions.
 
-    Ctrl-C (or SIGTERM) stops it cleanly; with --out, `kernelpilot tune --resume DIR` continues it."""
+    Progress goes to stderr (a bar with the evaluations done of the budget, the best time and an ETA on a terminal;
+    plain lines elsewhere), also with --json; --quiet silences it. Ctrl-C (or SIGTERM) stops it cleanly; with --out,
+    `kernelpilot tune --resume DIR` continues it."""
     from kernelpilot import api
 
-    log = (lambda msg: None) if as_json else (lambda msg: out.print(msg, markup=False))
+    log = Reporter(quiet=quiet)
     shp = kv(shape, "--shape", as_json)
     run_command(as_json, lambda: api.tune(kernel, resume=resume, strategy=strategy, budget_evals=budget_evals,
                                           budget_s=budget_s, shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
                                           max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
                                           ab_samples=ab_samples, race=not no_race, replay=replay,
                                           use_cache=not no_cache, ray_address=ray, out=output, log=log),
-                render.tune, ok=lambda r: r.best is not None)
+                render.tune, ok=lambda r: r.best is not None, progress=log)
 
 
 @cache_app.command("list")

@@ -16,7 +16,10 @@ from pathlib import Path
 
 import typer
 
-from kernelpilot.cli.common import JsonOpt, RefOpt, ShapeOpt, kv, out, run_command
+from kernelpilot.cli.common import JsonOpt, QuietOpt, RefOpt, ShapeOpt, kv, out, run_command
+from kernelpilot.cli.progress import Reporter
+from kernelpilot.fmt import format_duration_ns as dur
+from kernelpilot.fmt import format_ratio
 
 __all__ = ["INVALID_EXIT", "register"]
 
@@ -31,36 +34,30 @@ NoProfile = typer.Option(False, "--no-profile", help="No Nsight Compute: light c
 TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one step of a version may take in its worker.")
 
 
-def _log(as_json: bool):
-    from kernelpilot.cli.common import err
-
-    return (lambda msg: err.print(msg, markup=False, highlight=False)) if as_json else \
-        (lambda msg: out.print(msg, markup=False, highlight=False))
-
-
 def _tried(result) -> None:
     m = result.memory
+    ratio = (m.vs_parent or {}).get("ratio")
     out.print(f"v{m.version}: [bold]{m.outcome}[/]" + (f" ({m.status})" if m.outcome == "invalid" else "")
-              + (f" — {m.duration_ns / 1e3:.2f} µs" if m.duration_ns else "")
+              + (f" — {dur(m.duration_ns)}" if m.duration_ns else "")
               + (" (interpreted: not a measurement)" if m.duration_ns and not m.measured else "")
-              + (f", {1 / m.vs_parent['ratio']:.3f}× vs v{m.parent}" if m.vs_parent and m.measured else ""))
+              + (f", {format_ratio(1 / ratio, decimals=3)} vs v{m.parent}" if ratio and m.measured else ""))
     for e in m.expectations:
         out.print(f"  expected {e.metric} {e.direction}: {e.verdict}"
                   + (f" ({e.change_rel:+.1%})" if e.change_rel is not None else ""), markup=False)
     for p in m.pitfalls:
         out.print(f"  pitfall: {p}", markup=False)
-    out.print(f"incumbent: v{result.incumbent}" + (f"; target {result.target_ns / 1e3:.2f} µs "
+    out.print(f"incumbent: v{result.incumbent}" + (f"; target {dur(result.target_ns)} "
                                                    + ("met" if result.target_met else "not met")
                                                    if result.target_ns else ""), markup=False)
 
 
-def _exit_invalid(as_json: bool, fn):
+def _exit_invalid(as_json: bool, fn, progress: Reporter):
     holder = {}
 
     def call():
         holder["r"] = fn()
         return holder["r"]
-    run_command(as_json, call, _tried, ok=lambda r: True)
+    run_command(as_json, call, _tried, ok=lambda r: True, progress=progress)
     if holder.get("r") is not None and holder["r"].memory.outcome == "invalid":
         raise typer.Exit(INVALID_EXIT)
 
@@ -76,15 +73,17 @@ def start_cmd(kernel: Path = typer.Argument(..., help="v0: the starting kernel f
                                                      "$KERNELPILOT_EXPERIENCE or ~/.kernelpilot/experience.db)."),
               no_experience: bool = typer.Option(False, "--no-experience", help="Record nothing in a log."),
               no_git: bool = typer.Option(False, "--no-git", help="No git history in the session folder."),
-              no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+              no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt,
+              quiet: bool = QuietOpt) -> None:
     """Freeze the check, write README.md (specs, roofline, stop conditions) and evaluate v0."""
     from kernelpilot import api
 
     shp = kv(shape, "--shape", as_json)
+    log = Reporter(quiet=quiet)
     _exit_invalid(as_json, lambda: api.session_start(kernel, out=output, ref=ref, shape=shp, gpu=gpu, kernel_type=kernel_type,
                                          profile=not no_profile, git=not no_git, timeout_s=timeout_s,
                                          experience_db=experience, no_experience=no_experience,
-                                         log=_log(as_json)))
+                                         log=log), log)
 
 
 @session_app.command("try")
@@ -93,18 +92,20 @@ def try_cmd(run: Path = RunArg, kernel: Path = typer.Argument(..., help="The new
             expect: list[str] | None = typer.Option(None, "--expect", help="METRIC:up|down, e.g. "
                                                     "dram_throughput_pct:up or duration:down (repeatable)."),
             parent: str | None = typer.Option(None, "--parent", help="vN (default: the incumbent)."),
-            no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+            no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt,
+            quiet: bool = QuietOpt) -> None:
     """Commit the hypothesis, then check, A/B-time, profile and classify the new version."""
     from kernelpilot import api
 
+    log = Reporter(quiet=quiet)
     _exit_invalid(as_json, lambda: api.session_try(run, kernel, hypothesis=hypothesis, expect=expect, parent=parent,
-                                               profile=not no_profile, timeout_s=timeout_s, log=_log(as_json)))
+                                               profile=not no_profile, timeout_s=timeout_s, log=log), log)
 
 
 def _status(s) -> None:
     out.print(s.table_md, markup=False)
-    out.print(f"incumbent: v{s.incumbent}" + (f", {s.incumbent_ns / 1e3:.2f} µs" if s.incumbent_ns else "")
-              + (f"; target {s.target_ns / 1e3:.2f} µs " + ("met" if s.target_met else "not met")
+    out.print(f"incumbent: v{s.incumbent}" + (f", {dur(s.incumbent_ns)}" if s.incumbent_ns else "")
+              + (f"; target {dur(s.target_ns)} " + ("met" if s.target_met else "not met")
                  if s.target_ns else ""), markup=False)
     for c in s.card_suggests:
         out.print(f"card suggests: {c}", markup=False)
@@ -149,11 +150,12 @@ def restart_cmd(run: Path = RunArg, from_version: str = typer.Option(..., "--fro
 @session_app.command("finish")
 def finish_cmd(run: Path = RunArg, no_benchmark: bool = typer.Option(False, "--no-benchmark",
                                                                      help="Skip eager / torch.compile."),
-               as_json: bool = JsonOpt) -> None:
+               as_json: bool = JsonOpt, quiet: bool = QuietOpt) -> None:
     """Write final_report.md and benchmark.md (the incumbent vs PyTorch eager and torch.compile)."""
     from kernelpilot import api
 
-    run_command(as_json, lambda: api.session_finish(run, benchmark=not no_benchmark, log=_log(as_json)), _status)
+    log = Reporter(quiet=quiet)
+    run_command(as_json, lambda: api.session_finish(run, benchmark=not no_benchmark, log=log), _status, progress=log)
 
 
 def register(app: typer.Typer) -> None:

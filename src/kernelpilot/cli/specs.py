@@ -11,16 +11,15 @@ from typing import Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from kernelpilot.cli.common import JsonOpt, out, run_command
+from kernelpilot.cli.common import JsonOpt, out, run_command, table
 
 #: ``kernelpilot specs``: the group of the specs commands.
 specs_app = typer.Typer(no_args_is_help=True, help="GPU specs: cited datasheet values and measured ceilings.")
 
 
 def _human_list(r: dict[str, Any]) -> None:
-    t = Table("name", "aliases", "values", "measured", "one device")
+    t = table("name", "aliases", "values", "measured", "one device")
     for s in r["specs"]:
         device = f"{s['per_device']} (1/{s['devices_per_package']})" if s["per_device"] else "—"
         t.add_row(escape(s["name"]), escape(", ".join(s["aliases"])), str(len(s["values"])),
@@ -50,7 +49,7 @@ def _human_show(r: dict[str, Any], sources: bool) -> None:
     if s.package_of:
         out.print(f"one {escape(s.device_unit)} of {escape(s.package_of)}: package ceilings divided per device "
                   "(notes say 'derived: package value ... / N'); power and external links left out")
-    t = Table("metric", "value", "unit", "citation", "other sources")
+    t = table("metric", "value", "unit", "citation", "other sources")
     for v in s.values.values():
         others = ", ".join(f"{format_number(a.value)} [{a.source_key}]" for a in v.alternatives)
         flag = " [red]CONFLICT[/]" if v.conflict else ""
@@ -63,7 +62,7 @@ def _human_show(r: dict[str, Any], sources: bool) -> None:
     if r["conflicts"]:
         out.print(f"[red]sources disagree on:[/] {', '.join(r['conflicts'])} (first line used, never averaged)")
     if r["measured_vs_datasheet"]:
-        t = Table("measured ceiling", "vs datasheet metric", "datasheet", "measured", "ratio", "provenance")
+        t = table("measured ceiling", "vs datasheet metric", "datasheet", "measured", "ratio", "provenance")
         for c in r["measured_vs_datasheet"]:
             t.add_row(c.measured.metric, escape(f"{c.datasheet.metric} [{c.datasheet.source_key}]"),
                       f"{format_number(c.datasheet.value)} {c.datasheet.unit}",
@@ -71,7 +70,7 @@ def _human_show(r: dict[str, Any], sources: bool) -> None:
                       escape(c.measured.source.split(";")[0]))
         out.print(t)
     if r["derived"]:
-        t = Table("unit", "peak", "BW GB/s", "ridge FLOP/B", "90% peak", "90% BW GB/s", "from")
+        t = table("unit", "peak", "BW GB/s", "ridge FLOP/B", "90% peak", "90% BW GB/s", "from")
         for d in r["derived"]:
             t.add_row(d.compute_unit, f"{format_number(d.peak.value)} {d.peak.unit}", format_number(d.bandwidth.value),
                       f"{d.ridge_point_flop_per_byte:.1f}", format_number(round(d.target_peak, 1)),

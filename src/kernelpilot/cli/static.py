@@ -8,14 +8,14 @@ results.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from kernelpilot.cli import render_static
-from kernelpilot.cli.common import ConfigOpt, JsonOpt, ShapeOpt, err, fail, kv, run_command
+from kernelpilot.cli.common import ConfigOpt, JsonOpt, QuietOpt, ShapeOpt, fail, kv, run_command
+from kernelpilot.cli.progress import Reporter
 
 ArchOpt = typer.Option(None, "--arch", help="Target GPU arch, e.g. sm_90 (default: this GPU, else sm_90).")
 TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one config (the kernel file's setup and run_kernel, "
@@ -31,11 +31,12 @@ def inspect_cmd(kernel: Path, config: Optional[list[str]] = ConfigOpt, shape: Op
                                                          "plus a seeded sample)."),
                 workers: Optional[int] = typer.Option(None, "--workers", help="Processes (default: CPU cores)."),
                 save: Optional[Path] = typer.Option(None, "--save", help="Also write the cubin, PTX and SASS here."),
-                timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
+                timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt, quiet: bool = QuietOpt) -> None:
     """Compile for a target GPU without one: registers, spills, shared memory, occupancy, SASS mix.
 
     The kernel file runs only in isolated worker processes: a config whose run_kernel exits, crashes or hangs
-    is a typed failure (one row of the --all-configs table; exit 1)."""
+    is a typed failure (one row of the --all-configs table; exit 1). --all-configs shows its progress on stderr
+    (--quiet: none)."""
     from kernelpilot import api
 
     cfg, shp = kv(config, "--config", as_json), kv(shape, "--shape", as_json)
@@ -43,16 +44,11 @@ def inspect_cmd(kernel: Path, config: Optional[list[str]] = ConfigOpt, shape: Op
         run_command(as_json, lambda: api.inspect(kernel, config=cfg, shape=shp, arch=arch, save=save,
                                                  timeout_s=timeout_s), render_static.static)
         return
-    start = time.monotonic()
-
-    def progress(done: int, total: int) -> None:
-        # stderr, so --json keeps one object on stdout; about 20 lines for a large space.
-        if done == total or done % max(1, total // 20) == 0:
-            err.print(f"[dim]inspected {done}/{total} configs, {time.monotonic() - start:.0f} s[/]")
-
+    log = Reporter(quiet=quiet)
     run_command(as_json, lambda: api.inspect_space(kernel, shape=shp, arch=arch, workers=workers, limit=limit,
-                                                   progress=progress, timeout_s=timeout_s),
-                render_static.space, ok=lambda r: render_static.no_worker_failure(r.results))
+                                                   progress=log.counter("inspect", "configs inspected"),
+                                                   timeout_s=timeout_s),
+                render_static.space, ok=lambda r: render_static.no_worker_failure(r.results), progress=log)
 
 
 def pipeline_cmd(kernel: Path, config: Optional[list[str]] = typer.Option(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import CountersNotPermitted, KernelpilotError, ToolMissingError
+from kernelpilot.progress import Phase
 from kernelpilot.records.evaluation import Evaluation
 
 __all__ = ["LightEvidence", "NcuEvidence"]
@@ -118,8 +119,10 @@ class NcuEvidence:
         from kernelpilot.profile.ncu_run import profile_kernel
         from kernelpilot.profile.verdict import judge
 
+        what = f"v{ev.index}" if ev.index is not None else ev.key
         try:
-            report = profile_kernel(self.kernel, self.shape, ev.config, self.report_path(ev), ref=self.ref)
+            with Phase(self.log, "ncu", f"profiling {what} (one ncu run: 15–17 s on an H100)"):
+                report = profile_kernel(self.kernel, self.shape, ev.config, self.report_path(ev), ref=self.ref)
             kernels = read_report(report)
             metrics = require_verdict_metrics(main_kernel(kernels), report)
             verdict = judge(metrics)

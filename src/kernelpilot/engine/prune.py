@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,8 @@ class CompileAhead:
         max_workers: compile processes (default: CPU cores).
         measure_while_cold: do not wait for a verdict before the first compile finished (see :meth:`reason`).
         wait_s: longest wait in :meth:`reason` for one config, seconds.
+        progress: called as ``progress(compiled, configs)`` after each compile, from the background thread
+            (:func:`kernelpilot.progress.counter` makes one from a ``log``); it must not raise.
 
     Raises:
         ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
@@ -104,14 +107,15 @@ class CompileAhead:
 
     def __init__(self, kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], arch: str | None, *,
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
-                 max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False) -> None:
+                 max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         import threading
 
         from kernelpilot.profile.static import config_tasks, default_arch
 
         arch = arch or default_arch()
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
-        self.measure_while_cold = measure_while_cold
+        self.measure_while_cold, self.progress = measure_while_cold, progress
         self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
         self._keys = [config_key(c) for c in configs]
         self._key_set = set(self._keys)
@@ -163,6 +167,12 @@ class CompileAhead:
             self.report.n_compiled += 1
             self.verdicts[key] = self.report.pruned.get(key)
             self._cv.notify_all()
+            compiled = self.report.n_compiled
+        if self.progress is not None:
+            try:
+                self.progress(compiled, self.report.n_configs)
+            except Exception:  # noqa: BLE001 - a progress display that fails must not stop the pruning
+                self.progress = None
 
     def facts(self, config: dict[str, Any]) -> dict[str, Any] | None:
         """The compiled binary's facts of ``config`` (``registers_per_thread``, ``spills`` in 4-byte units,

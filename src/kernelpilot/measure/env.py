@@ -119,7 +119,12 @@ def collect_env(*, probe_ncu: bool = True) -> EnvInfo:
 
     gpu = gpu_info()
     ncu_path = find_ncu()
-    readable, detail = (probe_counters(ncu_path) if probe_ncu and gpu is not None else (None, "not probed"))
+    if gpu is None:
+        readable, detail = None, "no GPU to profile"
+    elif not probe_ncu:
+        readable, detail = None, "not asked for (--no-probe, or the command does not profile)"
+    else:
+        readable, detail = probe_counters(ncu_path)
     return EnvInfo(
         date_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), hostname=socket.gethostname(),
         python=sys.version.split()[0], platform=platform.platform(), kernelpilot=__version__, torch=torch.__version__,
@@ -127,6 +132,14 @@ def collect_env(*, probe_ncu: bool = True) -> EnvInfo:
         mode="cuda" if gpu is not None else "interpreter", gpu=gpu,
         ncu=NcuInfo(path=ncu_path, version=ncu_version(ncu_path), counters_readable=readable, counters_detail=detail),
     )
+
+
+def _counters(n: NcuInfo) -> str:
+    """``readable``, ``NOT readable — why`` or ``not probed — why``: the state, then the detail when it says more
+    (a record written before the detail said why holds ``not probed`` there too: printed once)."""
+    state = {True: "readable", False: "NOT readable", None: "not probed"}[n.counters_readable]
+    detail = (n.counters_detail or "").strip()
+    return state + (f" — {detail}" if detail and detail.lower() != state.lower() else "")
 
 
 def render_env_md(env: EnvInfo) -> str:
@@ -144,7 +157,6 @@ def render_env_md(env: EnvInfo) -> str:
         rows.append(("GPU", "none — kernels run under the Triton interpreter; timing is not a measurement"))
     n = env.ncu
     rows += [("ncu", f"{n.path or 'not found'} ({n.version or '—'})"),
-             ("ncu counters", {True: "readable", False: "NOT readable", None: "not probed"}[n.counters_readable]
-              + (f" — {n.counters_detail}" if n.counters_detail else ""))]
+             ("ncu counters", _counters(n))]
     body = "\n".join(f"| {k} | {v} |" for k, v in rows)
     return f"# Environment\n\n| what | value |\n|---|---|\n{body}\n"

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.measure.gpu_state import gpu_state
 from kernelpilot.measure.guard import bound
 
@@ -278,10 +279,5 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     return a, b
 
 
-def format_ns(ns: float) -> str:
-    """A duration for people: ns under 1 µs, µs under 1 ms, else ms (3 significant digits)."""
-    if ns < 1e3:
-        return f"{ns:.3g} ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns / 1e6:.3g} ms"
+#: A duration for people in the unit that fits it (:func:`kernelpilot.fmt.format_duration_ns`).
+format_ns = format_duration_ns

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.kernels.contract import KernelFile, make_case, run_kernel
 from kernelpilot.measure.timing import TimingResult, time_callable
 
@@ -29,6 +30,23 @@ class BenchmarkResult(BaseModel):
     config: dict[str, Any]
     device: str
     rows: list[BenchmarkRow]
+
+    @property
+    def baselines_ns(self) -> dict[str, float]:
+        """The baselines timed (every row after the kernel's): name -> median, ns."""
+        return {r.name: r.timing.median_ns for r in self.rows[1:] if r.timing is not None}
+
+    def to_dataframe(self) -> Any:
+        """The contenders as a pandas DataFrame, the kernel first: columns in
+        :data:`kernelpilot.records.frames.BENCHMARK_COLUMNS` (``duration_ns``, ``iqr_ns``, ``time_vs_kernel`` ...);
+        a contender not timed is a row with its reason in ``skipped`` and NaN times.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import benchmark_frame
+
+        return benchmark_frame([(r.name, r.timing, r.cached_at, r.skipped) for r in self.rows])
 
 
 def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> BenchmarkRow:
@@ -97,21 +115,31 @@ def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], re
 
 
 def render_benchmark_md(bench: BenchmarkResult, info: Any = None) -> str:
-    """The benchmark table: median and IQR (µs) and speed relative to the kernel."""
+    """The benchmark table: median and IQR (each in the unit that fits it) and each time relative to the kernel's.
+
+    The relative time is ``—`` where there is nothing to compare, and a line under the table says why: the kernel ran
+    under the Triton interpreter (its time is not a measurement: an interpreted kernel against compiled PyTorch
+    compares nothing), or it has no time."""
     kernel = bench.rows[0].timing
+    interpreted = kernel is not None and not kernel.is_measurement
     lines = ["# Benchmark", "", f"Shape `{bench.shape}`, config `{bench.config}`, device {bench.device}.", ""]
-    if kernel is not None and not kernel.is_measurement:
+    if interpreted:
         lines += ["**Interpreted — not a measurement**: the Triton kernel ran under the interpreter on the CPU.", ""]
     else:
         lines += ["CUDA events, L2 flushed before every sample, same inputs for every row.", ""]
-    lines += ["| implementation | median µs | IQR µs | samples | time vs kernel |", "|---|---|---|---|---|"]
+    lines += ["| implementation | median | IQR | samples | time vs kernel |", "|---|---|---|---|---|"]
     for row in bench.rows:
         if row.timing is None:
             lines.append(f"| {row.name} | — | — | — | {row.skipped} |")
             continue
         t = row.timing
-        rel = f"{t.median_ns / kernel.median_ns:.2f}x" if kernel else "—"
+        rel = (format_ratio(t.median_ns / kernel.median_ns, suffix="x")
+               if kernel is not None and not interpreted and kernel.median_ns > 0 else "—")
         name = f"{row.name} [cached]" if row.cached_at else row.name
-        lines.append(f"| {name} | {t.median_ns / 1e3:.2f} | {t.iqr_ns / 1e3:.2f} | {t.n_samples} | {rel} |")
-    notes = [f"- {row.name}: {row.note}" for row in bench.rows if row.note]
+        lines.append(f"| {name} | {format_duration_ns(t.median_ns)} | {format_duration_ns(t.iqr_ns)} | "
+                     f"{t.n_samples} | {rel} |")
+    why = ("time vs kernel: — because the kernel ran under the Triton interpreter: its time is not a measurement, so "
+           "no ratio to PyTorch is claimed" if interpreted else
+           "time vs kernel: — because the kernel has no time" if kernel is None else "")
+    notes = ([f"- {why}"] if why else []) + [f"- {row.name}: {row.note}" for row in bench.rows if row.note]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"

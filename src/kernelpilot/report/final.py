@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
+from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import RunInfo
 from kernelpilot.report.hypothesis import DECISION_RULE
-
-
-def _us(ns: float | None) -> str:
-    return "—" if ns is None else f"{ns / 1e3:.2f}"
 
 
 def _change(v: Evaluation) -> str:
@@ -21,16 +18,17 @@ def _why(v: Evaluation) -> str:
 
 
 def versions_table(info: RunInfo, versions: list[Evaluation]) -> str:
-    """The Markdown versions table: status, median and IQR (µs; the median the decision used), % of roofline, the
-    card's class, speedup vs the first correct version."""
-    rows = ["| version | change | status | median µs | IQR µs | % of roofline | verdict | speedup vs first |",
+    """The Markdown versions table: status, median and IQR (each in the unit that fits it; the median the decision
+    used), % of roofline, the card's class, speedup vs the first correct version (``—`` for a failed version and
+    the first itself)."""
+    rows = ["| version | change | status | median | IQR | % of roofline | verdict | speedup vs first |",
             "|---|---|---|---|---|---|---|---|"]
     for v in versions:
         pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
-        sp = "—" if v.speedup_vs_first is None else f"{v.speedup_vs_first:.3f}x"
         status = v.version_status + ("" if v.ok or v.status == "ok" else f" ({v.status})")
-        rows.append(f"| v{v.index} | {_change(v)} | {status} | {_us(v.duration_ns)} | {_us(v.iqr_ns)} | {pct} | "
-                    f"{v.bound or '—'} | {sp} |")
+        rows.append(f"| v{v.index} | {_change(v)} | {status} | {format_duration_ns(v.duration_ns)} | "
+                    f"{format_duration_ns(v.iqr_ns)} | {pct} | {v.bound or '—'} | "
+                    f"{format_ratio(v.speedup_vs_first, decimals=3, suffix='x')} |")
     return "\n".join(rows)
 
 
@@ -53,9 +51,9 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
            f"{info.device_name}. Started {info.started_utc}, finished {info.finished_utc or '—'}.", "",
            timing_note, "", f"Decision rule for every version after the first: {DECISION_RULE}.", ""]
     if roofline is not None:
-        out += [f"Roofline ({roofline.gpu}): floor {_us(roofline.floor_ns)} µs ({roofline.bound}-bound), target "
-                f"{_us(roofline.target_ns)} µs = {roofline.target_fraction * 100:.0f} % of the roofline; see "
-                "roofline.md for the cited specs.", ""]
+        out += [f"Roofline ({roofline.gpu}): floor {format_duration_ns(roofline.floor_ns)} ({roofline.bound}-bound), "
+                f"target {format_duration_ns(roofline.target_ns)} = {roofline.target_fraction * 100:.0f} % of the "
+                "roofline; see roofline.md for the cited specs.", ""]
     out += ["## Versions", "", versions_table(info, versions), "", f"Stopped: {info.stop_reason}.", ""]
     worked = [v for v in versions if v.version_status == "accepted"]
     failed = [v for v in versions if v.version_status in ("rejected", "failed")]
@@ -69,9 +67,10 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
     if best is None:
         out.append("No correct version.")
     else:
-        sp = f"{best.speedup_vs_first:.3f}x vs the first correct version" if best.speedup_vs_first else ""
+        sp = (f"{format_ratio(best.speedup_vs_first, decimals=3, suffix='x')} vs the first correct version"
+              if best.speedup_vs_first else "the first correct version")
         pct = f", {best.pct_of_roofline:.1f} % of the roofline" if best.pct_of_roofline is not None else ""
-        out += [f"v{best.index}: `{best.config}` — median {_us(best.duration_ns)} µs ({sp}{pct}).", "",
+        out += [f"v{best.index}: `{best.config}` — median {format_duration_ns(best.duration_ns)} ({sp}{pct}).", "",
                 "As `triton.Config`-style keyword arguments: " + ", ".join(f"{k}={v!r}" for k, v in best.config.items())]
     notes = [v for v in versions if v.profile_error]
     if notes:

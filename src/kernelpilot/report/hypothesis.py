@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation, Move
 
@@ -14,10 +15,6 @@ DECISION_RULE = ("correct on 3 fresh seeds (NaN-poisoned outputs, dtype-aware to
                  "incumbent's, and faster beyond noise on interleaved A/B samples of both on the same inputs: a "
                  "one-sided Mann–Whitney U test at α = 0.05 and a 95 % bootstrap CI of the ratio of medians entirely "
                  "below 1; never faster than the speed-of-light floor")
-
-
-def _fmt_ns(ns: float | None) -> str:
-    return "—" if ns is None else f"{ns / 1e3:.2f} µs"
 
 
 def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, parent: Evaluation | None,
@@ -32,7 +29,7 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
     """
     incumbent = incumbent or parent
     lines = [f"# v{index} — hypothesis", "", f"Config: `{config}`", ""]
-    target = (f"Speed-of-light floor {_fmt_ns(roofline.floor_ns)}, target {_fmt_ns(roofline.target_ns)} "
+    target = (f"Speed-of-light floor {format_duration_ns(roofline.floor_ns)}, target {format_duration_ns(roofline.target_ns)} "
               f"({roofline.target_fraction * 100:.0f} % of the roofline, {roofline.bound}-bound)."
               if roofline else "No roofline for this device (no spec or no GPU).")
     if move is None or parent is None:
@@ -52,7 +49,7 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
     lines += ["", f"Expected: `{move.expected_metric}` — {move.expected}.", ""]
     if incumbent is not None and incumbent.ok:
         lines += [f"Accept if: {DECISION_RULE}. The incumbent is v{incumbent.index} at "
-                  f"{_fmt_ns(incumbent.duration_ns)} (IQR {_fmt_ns(incumbent.iqr_ns)}).", ""]
+                  f"{format_duration_ns(incumbent.duration_ns)} (IQR {format_duration_ns(incumbent.iqr_ns)}).", ""]
     else:
         lines += ["Accept if: correct on 3 fresh seeds — no correct version yet, so the first correct one becomes the "
                   "incumbent.", ""]

@@ -5,28 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernelpilot.fmt import format_duration_ns
+
 if TYPE_CHECKING:
     from kernelpilot.app.tune import TuneResult
 
 
 def render_tune_md(r: "TuneResult") -> str:
     """A Markdown report of a search: best config, incumbent changes, failures, pruning, every evaluation."""
-    unit = "µs" if r.measured else "µs (interpreted, not a measurement)"
+    note = "" if r.measured else " (interpreted, not a measurement)"
     lines = [f"# tune: {Path(r.kernel).name} ({r.strategy}, seed {r.seed})", "",
              f"Shape `{r.shape}` on {r.gpu or r.device}; space {r.space_size} valid configs of {r.space_total}; "
              f"constraints: {'; '.join(r.constraints) or 'none'}.", "",
              f"Stopped: {r.stopped}. {len(r.evaluations)} evaluations ({r.n_new} new, {r.n_cached} cached), "
              f"{r.device_s:.1f} s of worker time, {r.wall_s:.1f} s wall; worker restarts {r.worker_restarts}.", ""]
     if r.best is not None:
-        lines += [f"**Best:** `{r.best.config}` — median {r.best.duration_ns / 1e3:.2f} {unit}"
-                  + (f", speed-of-light floor {r.floor_ns / 1e3:.2f} µs ({r.floor_ns / r.best.duration_ns:.1%} of it)"
+        lines += [f"**Best:** `{r.best.config}` — median {format_duration_ns(r.best.duration_ns)}{note}"
+                  + (f", speed-of-light floor {format_duration_ns(r.floor_ns)} ({r.floor_ns / r.best.duration_ns:.1%} "
+                     "of the best's time)"
                      if r.floor_ns and r.best.duration_ns else ""), "", f"    {r.triton_config}", ""]
     if r.top_configs:
         lines += ["## Fastest configs as triton.Config lines", "", "```python",
                   *[f"    {c}," for c in r.top_configs], "```", ""]
     if r.history:
-        lines += ["## Incumbent changes", "", "| after eval | config | median µs | why |", "|---|---|---|---|"]
-        lines += [f"| {h.evaluations} | `{h.config}` | {h.duration_ns / 1e3:.2f} | {h.decision} |" for h in r.history]
+        lines += ["## Incumbent changes", "", "| after eval | config | median | why |", "|---|---|---|---|"]
+        lines += [f"| {h.evaluations} | `{h.config}` | {format_duration_ns(h.duration_ns)} | {h.decision} |"
+                  for h in r.history]
         lines.append("")
     if r.prune is not None:
         pr = r.prune
@@ -39,11 +43,10 @@ def render_tune_md(r: "TuneResult") -> str:
         lines += ["## Failures (kept as data)", "", "| status | count |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in sorted(r.failures.items())]
         lines.append("")
-    lines += ["## Evaluations", "", "| # | config | status | median µs | IQR µs | cached | decision / message |",
+    lines += ["## Evaluations", "", "| # | config | status | median | IQR | cached | decision / message |",
               "|---|---|---|---|---|---|---|"]
     for i, ev in enumerate(r.evaluations, 1):
-        med = f"{ev.duration_ns / 1e3:.2f}" if ev.duration_ns else "—"
-        iqr = f"{ev.iqr_ns / 1e3:.2f}" if ev.iqr_ns is not None else "—"
+        med, iqr = format_duration_ns(ev.duration_ns), format_duration_ns(ev.iqr_ns)
         note = (ev.decision or ev.message).replace("|", "/").replace("\n", " ")[:160]
         lines.append(f"| {i} | `{ev.key}` | {ev.status} | {med} | {iqr} | {'yes' if ev.cached else ''} | {note} |")
     return "\n".join(lines) + "\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.progress import Phase
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
@@ -28,7 +29,7 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
     an experience log) what the log recommends for the incumbent's bottleneck.
 
     Raises:
-        RunFolderError: not a session folder, or a corrupt record (named).
+        RunFolderError: not a session folder, or a corrupt record (named; ``benchmark.json`` included).
     """
     import json
 
@@ -55,7 +56,14 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
             recs = [{"error": f"experience log unreadable: {exc}"}]
     first = by.get(0)
     live = [m for m in mems if not m.masked]
-    return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent,
+    bench_file = root / "benchmark.json"
+    baselines = {}
+    if bench_file.is_file():
+        from kernelpilot.records.workspace import read_json
+        from kernelpilot.report.benchmark import BenchmarkResult
+
+        baselines = read_json(bench_file, BenchmarkResult).baselines_ns
+    return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent, baselines_ns=baselines,
                          incumbent_ns=best.duration_ns if best else None, target_ns=state.target_ns,
                          target_met=_target_met(state, by), card_suggests=suggests, experience_recommends=recs,
                          table_md=versions_table(live, state.incumbent, first.duration_ns if first else None))
@@ -152,7 +160,7 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     state = load_state(root)
     bench_md = None
     if benchmark and state.incumbent is not None:
-        log(f"benchmark: v{state.incumbent} vs PyTorch eager and torch.compile")
+        timing = Phase(log, "baselines", f"v{state.incumbent} vs PyTorch eager and torch.compile")
         try:
             roof = _roofline(root)  # the session's own tolerance: 0 under a datasheet floor, 5 % under a measured one
             worker = open_worker(version_kernel(root, state.incumbent), root / state.reference, state.shape,
@@ -170,6 +178,7 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
         except KernelpilotError as exc:
             bench_md = f"## Benchmark\n\nnot measured: {exc.message.splitlines()[0][:300]}\n"
             log(f"benchmark not measured: {exc.message.splitlines()[0][:200]}")
+        timing.end()
     state.finished_utc = now_utc()
     mems = load_memories(root, state)
     write_text(root / "final_report.md", render_session_report(state, mems, bench_md))

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.fmt import format_duration_ns
+from kernelpilot.fmt import format_ratio
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
 __all__ = ["render_hypothesis_md", "render_readme", "render_session_report", "versions_table"]
-
-
-def _us(ns: float | None) -> str:
-    return f"{ns / 1e3:.2f} µs" if ns else "—"
 
 
 def render_readme(state: SessionState, kernel: str, reference: str, roofline: Any, work: Any, note: str,
@@ -36,7 +34,8 @@ def render_readme(state: SessionState, kernel: str, reference: str, roofline: An
              f"- bytes: {work.bytes_moved:.6g} ({work.bytes_source})", ""]
     if roofline is not None:
         lines += [render_roofline_md(roofline), "", "## Stop conditions", "",
-                  f"- time ≤ **{_us(roofline.target_ns)}** (the floor {_us(roofline.floor_ns)} / 0.9: 90 % of the "
+                  f"- time ≤ **{format_duration_ns(roofline.target_ns)}** (the floor "
+                  f"{format_duration_ns(roofline.floor_ns)} / 0.9: 90 % of the "
                   f"binding peak, {roofline.bound}-bound, "
                   + ("measured ceiling" if roofline.floor_is_measured else "datasheet peak") + ")",
                   "- or: no hypothesis left that the card or the experience log supports (the author's call)."]
@@ -67,11 +66,11 @@ def versions_table(memories: list[MemoryRecord], incumbent: int | None, first_ns
             "hypothesis |", "|---|---|---|---|---|---|---|---|---|"]
     for m in memories:
         mark = " (incumbent)" if m.version == incumbent else (" (masked)" if m.masked else "")
-        vs0 = f"{first_ns / m.duration_ns:.2f}×" if first_ns and m.duration_ns else "—"
-        ratio = f"{m.vs_parent['ratio']:.3f}" if m.vs_parent else "—"
+        vs0 = format_ratio(first_ns / m.duration_ns) if first_ns and m.duration_ns else "—"
+        ratio = format_ratio((m.vs_parent or {}).get("ratio"), decimals=3, suffix="")
         exp = ", ".join(f"{e.metric} {e.direction}: {e.verdict}" for e in m.expectations) or "—"
         what = (m.hypothesis or "").replace("|", "/")[:90] + ("" if m.outcome != "invalid" else f" [{m.status}]")
-        when = _us(m.duration_ns) + ("" if m.measured or not m.duration_ns else " (interpreted)")
+        when = format_duration_ns(m.duration_ns) + ("" if m.measured or not m.duration_ns else " (interpreted)")
         if not m.measured:
             vs0 = ratio = "—"
         rows.append(f"| v{m.version}{mark} | {'v' + str(m.parent) if m.parent is not None else '—'} | {m.outcome} | "
@@ -93,10 +92,11 @@ def render_session_report(state: SessionState, memories: list[MemoryRecord], ben
         lines.append(f"**Incumbent: v{best.version}** (Triton interpreter: times are not measurements, no speed is "
                      "claimed).")
     elif best is not None and first is not None and best.duration_ns and first.duration_ns:
-        lines.append(f"**Incumbent: v{best.version}**, {_us(best.duration_ns)}: {first.duration_ns / best.duration_ns:.2f}× "
-                     f"v0 ({_us(first.duration_ns)})"
+        lines.append(f"**Incumbent: v{best.version}**, {format_duration_ns(best.duration_ns)}: "
+                     f"{format_ratio(first.duration_ns / best.duration_ns)} v0 "
+                     f"({format_duration_ns(first.duration_ns)})"
                      + (f", {best.pct_of_roofline:.1f} % of the roofline" if best.pct_of_roofline else "")
-                     + (f"; target {_us(state.target_ns)} "
+                     + (f"; target {format_duration_ns(state.target_ns)} "
                         + ("**met**" if best.duration_ns <= state.target_ns else "not met") if state.target_ns else "")
                      + ".")
     else:

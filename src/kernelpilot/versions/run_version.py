@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU, ab_files, open_worker, same_check_problem
@@ -84,6 +85,24 @@ class VersionRun:
                  log: Any = lambda _m: None) -> None:
         self.root, self.state, self.roofline = Path(root), state, roofline
         self.profile, self.timeout_s, self.log = profile, timeout_s, log
+        #: the version's numbered steps (:class:`kernelpilot.progress.Steps`), set by the session before it runs
+        self.steps: Steps | None = None
+
+    def step(self, what: str) -> None:
+        """Log that the version's next step starts (numbered when :attr:`steps` is set)."""
+        if self.steps is not None:
+            self.steps.start(what)
+        else:
+            self.log(what)
+
+    def planned_steps(self, parent: MemoryRecord | None, incumbent: MemoryRecord | None) -> int:
+        """The steps :func:`run_version` takes for a version with this parent and incumbent, and the record after
+        it: check and time, one A/B per valid parent or distinct incumbent, the card (measured runs only), the
+        record."""
+        ab = int(parent is not None and parent.outcome != "invalid") + int(
+            incumbent is not None and incumbent.outcome != "invalid"
+            and (parent is None or incumbent.version != parent.version))
+        return 1 + ab + (0 if self.interpreted else 1) + 1
 
     @property
     def interpreted(self) -> bool:
@@ -191,7 +210,7 @@ def _measure(run: VersionRun, index: int, worker: Any, parent: MemoryRecord | No
         return _invalid(index, parent, hypothesis, "check_changed",
                         f"this version measures another problem than v0: {problem} (the check is frozen at v0: "
                         "same reference, shape, inputs, seeds and tolerances)", expects, before)
-    run.log(f"v{index}: checking and timing at {run.state.shape}")
+    run.step(f"checking and timing at {run.state.shape}")
     ev, correctness, timing = worker.version(config)
     for name, record in (("correctness", correctness), ("timing", timing)):
         if record is not None:
@@ -206,12 +225,12 @@ def _measure(run: VersionRun, index: int, worker: Any, parent: MemoryRecord | No
     slower_than_incumbent = False
     try:
         if parent is not None and parent.outcome != "invalid":
-            run.log(f"v{index}: A/B against v{parent.version} ({n} interleaved samples per side)")
+            run.step(f"A/B against v{parent.version} ({n} interleaved samples per side)")
             mine, theirs = ab_files(worker, run.kernel(parent.version), config, n)
             ab["vs_parent"], faster, slower = _decide(mine, theirs)
         if incumbent is not None and incumbent.outcome != "invalid" and (parent is None
                                                                           or incumbent.version != parent.version):
-            run.log(f"v{index}: A/B against the incumbent v{incumbent.version}")
+            run.step(f"A/B against the incumbent v{incumbent.version}")
             mine, theirs = ab_files(worker, run.kernel(incumbent.version), config, n)
             ab["vs_incumbent"], _, slower_than_incumbent = _decide(mine, theirs)
         elif "vs_parent" in ab and incumbent is not None:
@@ -220,6 +239,8 @@ def _measure(run: VersionRun, index: int, worker: Any, parent: MemoryRecord | No
         return _invalid(index, parent, hypothesis, getattr(exc, "failure", None) or "runtime_error",
                         f"A/B timing failed: {exc.message}", expects, before)
     write_json(vdir / "ab.json", ab)
+    if ev.measured:
+        run.step("bottleneck card (Nsight Compute)" if run.profile else "light bottleneck card")
     ev, metrics = _evidence(run, index, ev, worker)
     if ev.card:
         write_json(vdir / "verdict.json", ev.card)

@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from kernelpilot.fmt import format_duration_ns, format_ratio
+from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.versions.outcome import parse_expect
@@ -58,6 +60,20 @@ class SessionStatus(BaseModel):
     experience_recommends: list[dict[str, Any]] = []
     table_md: str = ""
     report_html: str | None = None
+    #: baseline name -> median (ns) from the session's benchmark.json (``session finish``); empty before it
+    baselines_ns: dict[str, float] = {}
+
+    def to_dataframe(self) -> Any:
+        """The session as a pandas DataFrame: one row per version (masked ones flagged, invalid ones with their
+        ``status`` and NaN times); columns in :data:`kernelpilot.records.frames.MEMORY_COLUMNS` (``duration_ns``,
+        ``iqr_ns``, ``pct_of_roofline``, ``speedup_vs_v0``, ``speedup_vs_eager`` ...).
+
+        Raises:
+            MissingDependencyError: pandas is not installed (``pip install 'kernelpilot[dataframe]'``).
+        """
+        from kernelpilot.records.frames import memory_frame
+
+        return memory_frame(self.versions, self.incumbent, self.baselines_ns)
 
 
 def _history(root: Path, state: SessionState) -> Any:
@@ -178,6 +194,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
     run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
                      log=log)
+    steps = run.steps = Steps(log, f"v{index}", run.planned_steps(parent, incumbent))
     mem = run_version(run, index, parent=parent, incumbent=incumbent, hypothesis=hypothesis, expects=expects,
                       change=change)
     if mem.outcome != "invalid" and (incumbent is None or bool((mem.vs_incumbent or {}).get("replace"))):
@@ -189,12 +206,14 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     save_state(root, state)
     recorded = _record_experience(state, root, mem)
     mems[index] = mem
-    speed = f", {1 / mem.vs_parent['ratio']:.3f}× vs v{mem.parent}" if mem.vs_parent and mem.measured else ""
+    speed = (f", {format_ratio(1 / mem.vs_parent['ratio'], decimals=3)} vs v{mem.parent}"
+             if mem.vs_parent and mem.vs_parent.get("ratio") and mem.measured else "")
     commit = _commit(root, state, [root], f"v{index}: {mem.outcome}"
                      + (f" ({mem.status})" if mem.outcome == "invalid" else "") + f" — {hypothesis[:80]}{speed}")
-    log(f"v{index}: {mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
-                                      if mem.outcome == "invalid" and mem.message else "")
-        + (f", {mem.duration_ns / 1e3:.2f} µs" if mem.duration_ns else "") + f"; incumbent v{state.incumbent}")
+    steps.finish(f"{mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
+                                     if mem.outcome == "invalid" and mem.message else "")
+                 + (f", {format_duration_ns(mem.duration_ns)}" if mem.duration_ns else "")
+                 + f"; incumbent v{state.incumbent}")
     return TryResult(run=root, memory=mem, incumbent=state.incumbent, target_ns=state.target_ns,
                      target_met=_target_met(state, mems), experience_recorded=recorded, commit=commit)
 
