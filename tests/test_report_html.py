@@ -316,3 +316,10 @@ def test_a_folder_without_records_is_refused_by_name(tmp_path):
 
     with pytest.raises(RunFolderError, match="no kernelpilot records"):
         write_report_html(tmp_path)
+
+
+def test_an_expectation_shows_its_change_in_the_metric_unit() -> None:
+    from kernelpilot.report.html_data import _change
+
+    assert _change("duration_ns", 292_800.0, 182_600.0) == "292.80 µs → 182.60 µs, -37.6 %"
+    assert _change("dram_pct", 82.83, 88.71) == "82.83 → 88.71, +7.1 %"

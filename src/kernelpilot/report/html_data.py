@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelpilot.errors import RunFolderError
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.workspace import read_json, read_record
@@ -279,13 +280,20 @@ def _read_tune(root: Path) -> PageData:
                     stop_reason=stopped, best=best_label, entries=entries)
 
 
+def _change(metric: str, before: float, after: float) -> str:
+    """``before → after`` in the metric's unit (durations for ``*_ns``), with the relative change."""
+    show = format_duration_ns if metric.endswith("_ns") else (lambda v: f"{v:.4g}")
+    rel = f", {100 * (after - before) / before:+.1f} %" if before else ""
+    return f"{show(before)} → {show(after)}{rel}"
+
+
 def _session_entry(root: Path, mem: Any, order: int) -> Entry:
     """An entry from one version's ``memory.json`` (and its timing.json and verdict.json)."""
     vdir = root / f"v{mem.version}"
     timed = mem.measured and mem.duration_ns is not None and mem.status == "ok"
     timing = _timing(vdir / "timing.json") if timed else {}
     card = _json(vdir / "verdict.json")
-    expect = [f"{e.metric} {e.direction}: {e.verdict}" + (f" ({e.before:.4g} → {e.after:.4g})"
+    expect = [f"{e.metric} {e.direction}: {e.verdict}" + (f" ({_change(e.metric, e.before, e.after)})"
                                                           if e.before is not None and e.after is not None else "")
               for e in mem.expectations]
     expect += [f"pitfall: {p}" for p in mem.pitfalls]
