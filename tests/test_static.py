@@ -269,7 +269,7 @@ def test_cli_all_configs_table_fits_100_columns(monkeypatch):
     from kernelpilot.cli.common import out
 
     app, runner = _cli()
-    monkeypatch.setattr(out, "width", 100)
+    monkeypatch.setattr(out, "_width", 100)  # not "width": undoing that would pin the width the property read
     res = runner.invoke(app, ["inspect", str(MATMUL), "--all-configs", "--limit", "3", "--arch", "sm_90"])
     assert res.exit_code == 0, res.stdout
     lines = res.stdout.splitlines()

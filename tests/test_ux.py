@@ -136,7 +136,7 @@ def test_cache_show_fits_a_narrow_pipe_without_cutting_configs(tuned):
     res, cache = tuned
     shown = runner.invoke(app, ["cache", "show", "k-", "--root", str(cache)], env={"COLUMNS": "60"})
     assert shown.exit_code == 0, shown.stdout
-    assert max(len(line) for line in shown.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60  # the table lines
+    assert max(len(line) for line in shown.stdout.splitlines() if line[:1] in "┏┃┡│└") <= 60, shown.stdout  # table lines
     keys = [json.dumps(e["config"], sort_keys=True, separators=(",", ":")) for e in json.loads(res.stdout)["evaluations"]]
     _cells_in(shown.stdout, keys + ["RuntimeError: boom: BLOCK 256 with 8 warps"])
     wide = runner.invoke(app, ["cache", "show", "k-", "--root", str(cache)], env={"COLUMNS": None})
