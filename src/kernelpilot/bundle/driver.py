@@ -4,7 +4,7 @@ Why not cuda-python: a bundle's point is a first launch that costs next to nothi
 H100 machine (2026-11-24, torch 2.11, cuda-bindings 13.3.1, three fresh processes) importing
 ``cuda.bindings.driver`` after torch cost 17–31 ms, pydantic 44–68 ms, and loading ``libcuda.so.1`` with ctypes
 0.1 ms (torch has it loaded already). Against a cold Triton compile of about 1.5 s, 100× leaves 15 ms for
-everything, so the launch path uses the driver directly: eleven entry points with the C signatures of CUDA 13's
+everything, so the launch path uses the driver directly: thirteen entry points with the C signatures of CUDA 13's
 ``cuda.h`` (CUDA Driver API reference, "Module Management", "Execution Control", "Context Management").
 
 Nothing here runs at import: :class:`CudaDriver` opens the library when made.
