@@ -4,6 +4,10 @@ is a small cheat that today's kernelpilot must reject, next to the honest form t
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
 import torch
 
 from conftest import TORCH_KERNEL
@@ -256,3 +260,19 @@ def test_a_cuda_template_kernel_is_recognised_by_its_demangled_name():
     assert ok.declared_launched and ok.problem is None
     other = judge_activity([launch("void sgemmWarptilingDecoy<64>(int)")], ["sgemmWarptiling"])
     assert other.declared_launched is False and other.failure == "kernel_not_launched"
+
+
+@pytest.mark.gpu
+def test_the_activity_audit_does_not_import_inductor() -> None:
+    """torch.profiler.profile's first start imports Inductor (6.3-7.2 s in a fresh process on the H100 machine);
+    the audit's Kineto session must not, and must still see the launch's kernel."""
+    code = ("import sys, torch\n"
+            "from kernelpilot.measure.activity import device_activity\n"
+            "x = torch.randn(1 << 20, device='cuda')\n"
+            "r = device_activity(lambda: x.mul_(2.0), n_launches=2)\n"
+            "print('KERNELS', r.n_launches, len(r.kernel_names), 'INDUCTOR', 'torch._inductor' in sys.modules)\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    line = next(x for x in res.stdout.splitlines() if x.startswith("KERNELS"))
+    _, n, k, _, inductor = line.split()
+    assert int(n) == 2 and int(k) >= 1 and inductor == "False", line

@@ -3,7 +3,8 @@
 CUDA events measure one stream. A kernel file that puts part of its work on a stream it never joins, or does its
 work with PyTorch ops while a declared Triton kernel is never launched, fools an event timer (issue 11: a 1.86×
 false speedup from an unjoined side stream). :func:`device_activity` launches the callable a few times, each
-time alone on the device and inside its own ``torch.profiler`` session (CUDA activity only), and reads back the
+time alone on the device and inside its own Kineto session (``torch.autograd.profiler.profile``, CUDA activity
+only), and reads back the
 device's own record of what ran: each kernel, memcpy and memset with its stream and device timestamps.
 
 Each launch is bracketed on the timed stream by two kernels of ours: an opening spin (``torch.cuda._sleep``, about
@@ -20,7 +21,6 @@ kernels (Triton: its ``@triton.jit`` functions), at least one of them must appea
 from __future__ import annotations
 
 import statistics
-import warnings
 from typing import Any, Callable
 
 from pydantic import BaseModel
@@ -63,7 +63,7 @@ def _gpu_events(prof: Any) -> list[tuple[str, int, float, float]]:
     from torch.autograd import DeviceType
 
     out = []
-    for ev in prof.profiler.kineto_results.events():
+    for ev in prof.kineto_results.events():
         if ev.device_type() == DeviceType.CUDA:
             out.append((ev.name(), int(ev.device_resource_id()), float(ev.start_ns()), float(ev.end_ns())))
     return out
@@ -85,9 +85,11 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
     t.synchronize()
     start, end = t.event(enable_timing=True), t.event(enable_timing=True)
     marker = torch.zeros(1, device="cuda")
-    # torch warns on every session that it clears its events per cycle: we read each session's own events
-    warnings.filterwarnings("ignore", message="Profiler clears events at the end of each cycle")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    # torch.autograd.profiler.profile, not torch.profiler.profile: the latter's first start evaluates
+    # hasattr(torch, "_inductor"), which imports Inductor, Dynamo, sympy and FSDP: 6.3-7.2 s in a fresh process on
+    # the H100 machine, of a first session that costs 0.02 s in the profiler itself (scripts/profiler_first_session.py,
+    # 2026-11-24). Same Kineto session, CUDA activity only.
+    with torch.autograd.profiler.profile(use_kineto=True, use_cpu=False, use_device="cuda") as prof:
         torch.cuda._sleep(SPIN_CYCLES)  # opening: the timed stream spins while the host enqueues everything
         t.record(start)
         fn()

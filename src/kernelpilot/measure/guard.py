@@ -36,6 +36,8 @@ WATCHED_ATTRS: tuple[tuple[str, str], ...] = (
     ("torch.cuda", "Event.record"), ("torch.cuda", "Event.elapsed_time"), ("torch.cuda", "Event.synchronize"),
     ("torch.cuda", "Event.query"), ("torch.cuda", "Event.__init__"), ("torch.cuda", "Event.__new__"),
     ("torch.cuda", "Stream.synchronize"), ("torch.profiler", "profile"), ("torch.autograd", "profiler"),
+    ("torch.autograd.profiler", "profile"), ("torch.autograd.profiler", "profile.__enter__"),
+    ("torch.autograd.profiler", "profile.__exit__"),
     ("torch", "Tensor.copy_"), ("torch", "Tensor.fill_"), ("torch", "Tensor.clone"),
 )
 #: kernelpilot modules whose every function, class and method is watched.
