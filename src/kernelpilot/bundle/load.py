@@ -126,7 +126,8 @@ class BundleKernel:
 
     Attributes:
         bundle: the folder. kernel: the kernel file's name. run_kernel_params: its inputs, in order.
-        entries: the :class:`LaunchEntry` s kept (all, or those with the ``config`` asked for).
+        entries: the :class:`LaunchEntry` s kept (all, or those with the ``config`` asked for); all_entries: every
+            entry of the manifest.
         manifest: the validated ``BundleManifest`` (pydantic; built on first access only).
 
     Raises (when called):
@@ -134,16 +135,17 @@ class BundleKernel:
             driver failure. ToolMissingError: no CUDA driver.
     """
 
-    def __init__(self, bundle: Path, data: dict[str, Any], cubins: dict[str, bytes],
-                 config: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, bundle: Path, data: dict[str, Any], config: Optional[dict[str, Any]] = None,
+                 cubins: Optional[dict[str, bytes]] = None) -> None:
         where = str(bundle / MANIFEST)
         try:
             self.kernel, self.run_kernel_params = str(data["kernel"]), [str(p) for p in data["run_kernel_params"]]
         except (KeyError, TypeError) as exc:
             raise BundleError(f"{where}: breaks the manifest schema (no {exc})",
                               "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
-        self.bundle, self._data, self._cubins = bundle, data, cubins
+        self.bundle, self._data, self._cubins = bundle, data, cubins or {}
         every = [LaunchEntry.from_manifest(e, f"{where} entry {i}") for i, e in enumerate(data.get("entries") or [])]
+        self.all_entries = every
         self.entries = [e for e in every if not config or all(e.config.get(k) == v for k, v in config.items())]
         if not self.entries:
             raise BundleError(f"{bundle}: no entry has config {config} (entries: {[e.config for e in every]})",
@@ -296,15 +298,15 @@ def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_
     """
     root = Path(bundle)
     data = read_manifest_data(root)
-    k = BundleKernel(root, data, {}, None)  # every entry parsed (schema errors first), before any file is read
+    k = BundleKernel(root, data, config)  # every entry parsed (schema errors first), before any file is read
     try:
         files = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
         arch, cc, min_cuda = str(data["arch"]), tuple(data["compute_capability"]), str(data["min_driver_cuda"])
     except (KeyError, TypeError) as exc:
         raise BundleError(f"{root / MANIFEST}: breaks the manifest schema ({type(exc).__name__}: {exc})",
                           "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
-    cubins = read_files(root, files, [(e.cubin, e.kernel_name) for e in k.entries])
-    for e in k.entries:
+    cubins = read_files(root, files, [(e.cubin, e.kernel_name) for e in k.all_entries])
+    for e in k.all_entries:
         if e.kernel_name.encode() not in cubins[e.cubin]:
             raise BundleError(f"{root / e.cubin}: has no kernel {e.kernel_name} (the manifest's entry names it)",
                               "export the bundle again")
@@ -315,7 +317,8 @@ def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_
         raise BundleError(f"{root}: the bundle is for {arch}, this device is {device_arch}",
                           f"export a bundle for {device_arch} (kernelpilot export ... --arch {device_arch})")
     if _ver(driver_cuda) < _ver(min_cuda):
-        isa = max((e.ptx_version for e in k.entries), key=_ver)
+        isa = max((e.ptx_version for e in k.all_entries), key=_ver)
         raise BundleError(f"{root}: the bundle's PTX ISA {isa} needs a CUDA {min_cuda} driver; this driver "
                           f"supports CUDA {driver_cuda}", "update the driver, or export with an older Triton/ptxas")
-    return BundleKernel(root, data, cubins, config)
+    k._cubins = cubins
+    return k

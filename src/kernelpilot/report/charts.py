@@ -23,6 +23,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.report.html_data import Entry, PageData
 
 __all__ = ["Chart", "all_charts", "roofline_chart", "speedup_chart", "time_chart", "trace_chart"]
@@ -98,17 +99,13 @@ def _groups(entries: list[Entry]) -> dict[str, list[Entry]]:
     return out
 
 
-def _us(ns: float | None) -> str:
-    return "—" if ns is None else f"{ns / 1e3:.3f} µs"
-
-
 def _hover(e: Entry) -> str:
     """One entry's hover text (escaped)."""
     parts = [f"<b>{esc(e.label)}</b> — {esc(e.outcome)}" + (" (masked)" if e.masked else "")]
     if e.config:
         parts.append(_wrap(json.dumps(e.config, sort_keys=True, default=str), 70))
     if e.median_ns is not None:
-        parts.append(f"median {_us(e.median_ns)}, IQR {_us(e.iqr_ns)}"
+        parts.append(f"median {format_duration_ns(e.median_ns)}, IQR {format_duration_ns(e.iqr_ns)}"
                      + (f", {e.pct_of_roofline:.1f} % of the roofline" if e.pct_of_roofline is not None else ""))
     if e.decision:
         parts.append(_wrap(e.decision[:240], 70))
@@ -192,8 +189,8 @@ def roofline_chart(data: PageData) -> Chart:
     fig.add_trace(go.Scatter(x=[ridge, hi], y=[peak_g, peak_g], mode="lines",
                              name=esc(f"compute roof: {cite(roof.peak)}"), line=dict(color="#888", width=3),
                              meta={"role": "ceiling"}, hovertext=_wrap(roof.peak.source[:300], 70), hoverinfo="text"))
-    sol = (f"speed of light at this intensity (floor {_us(roof.floor_ns)}) and target "
-           f"({roof.target_fraction:.0%}: {_us(roof.target_ns)})")
+    sol = (f"speed of light at this intensity (floor {format_duration_ns(roof.floor_ns)}) and target "
+           f"({roof.target_fraction:.0%}: {format_duration_ns(roof.target_ns)})")
     fig.add_trace(go.Scatter(x=[ai, ai], y=[roof.flops / roof.floor_ns, roof.flops / roof.target_ns],
                              mode="markers", name=esc(sol),
                              marker=dict(color="#444", symbol=["star", "line-ew-open"], size=[14, 18]),
@@ -259,7 +256,7 @@ def speedup_chart(data: PageData) -> Chart:
     fig = go.Figure()
     for n, (name, base_ns) in enumerate(sorted(data.baselines_ns.items())):
         fig.add_trace(go.Scatter(x=[e.label for e in timed], y=[base_ns / e.median_ns for e in timed],
-                                 mode="lines+markers", name=esc(f"vs {name} ({_us(base_ns)})"),
+                                 mode="lines+markers", name=esc(f"vs {name} ({format_duration_ns(base_ns)})"),
                                  meta={"role": "points"},
                                  line=dict(color=BASELINE_COLOURS[n % len(BASELINE_COLOURS)]),
                                  hovertext=[f"{esc(e.label)}: {base_ns / e.median_ns:.3f}× vs {esc(name)}"

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from kernelpilot.fmt import format_duration_ns
 from kernelpilot.report.charts import Chart, all_charts
 from kernelpilot.report.html_data import Entry, PageData, read_folder
 
@@ -67,15 +68,11 @@ def _href(rel: str) -> str:
     return _e(quote(rel, safe="/"))
 
 
-def _us(ns: float | None) -> str:
-    return "—" if ns is None else f"{ns / 1e3:.3f} µs"
-
-
 def _facts(data: PageData) -> str:
     """The header's table: what ran where, why it stopped, the best entry."""
     best = next((e for e in data.entries if e.label == data.best), None)
     best_text = "none (no correct version)" if best is None else (
-        f"{best.label}" + (f": {_us(best.median_ns)}" if best.median_ns is not None else "")
+        f"{best.label}" + (f": {format_duration_ns(best.median_ns)}" if best.median_ns is not None else "")
         + (f" ({best.pct_of_roofline:.1f} % of the roofline)" if best.pct_of_roofline is not None else "")
         + (f", config {json.dumps(best.config, sort_keys=True, default=str)}" if best.config else ""))
     mode = {"cuda": "CUDA events on the GPU", "interpreter": "Triton interpreter on the CPU (not a measurement)",
@@ -86,8 +83,8 @@ def _facts(data: PageData) -> str:
             ("stopped" if data.kind != "session" else "state", data.stop_reason or "—"), ("best", best_text)]
     if data.roofline is not None:
         r = data.roofline
-        rows.append(("speed of light", f"floor {_us(r.floor_ns)} ({r.bound}-bound on {r.gpu}), target "
-                                       f"{_us(r.target_ns)} = {r.target_fraction:.0%} of the roofline"))
+        rows.append(("speed of light", f"floor {format_duration_ns(r.floor_ns)} ({r.bound}-bound on {r.gpu}), target "
+                                       f"{format_duration_ns(r.target_ns)} = {r.target_fraction:.0%} of the roofline"))
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
     return f'<table class="facts">{body}</table>'
 
@@ -138,8 +135,8 @@ def _card(card: dict[str, Any]) -> str:
 def _entry(e: Entry, best: str | None) -> str:
     """One version's or evaluation's card (a ``<details>``, open for the best)."""
     head = (f"<b>{_e(e.label)}</b>{_badge(e)}" + (f"<i>{_e(e.change[:100])}</i> · " if e.change else "")
-            + (f"median {_us(e.median_ns)}, IQR {_us(e.iqr_ns)}" if e.median_ns is not None else
-               "no measured time" if e.status == "ok" else _e(e.status))
+            + (f"median {format_duration_ns(e.median_ns)}, IQR {format_duration_ns(e.iqr_ns)}"
+               if e.median_ns is not None else "no measured time" if e.status == "ok" else _e(e.status))
             + (f" · {e.pct_of_roofline:.1f} % of the roofline" if e.pct_of_roofline is not None else "")
             + (f" · {_e(e.card.get('class', ''))}-bound" if e.card else "") + (" · best" if e.label == best else ""))
     rows: list[tuple[str, str]] = []
