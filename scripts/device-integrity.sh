@@ -5,11 +5,14 @@
 #   bash scripts/device-integrity.sh cprof [EX]         # cProfile of the parent of one tune, before and after
 #   bash scripts/device-integrity.sh probe              # what the first profiler session of a process costs
 #   bash scripts/device-integrity.sh honest             # verify on the examples and the library kernels: all accepted
-# "before" needs the pre-hardening source unpacked in .old/src (git archive 227ca44 src | tar -x -C .old) and carried.
+#   bash scripts/device-integrity.sh eval-steps [EX]    # one evaluation's steps and whole evaluations, per side
+# Sides: before = .old/src (the pre-hardening source: git archive 227ca44 src | tar -x -C .old), after = src, any
+# other NAME = .old/NAME/src (e.g. git archive HEAD src | tar -x -C .old/head); carry .old with the command.
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 stage=${1:-suite}; shift || true
+src_of() { case "$1" in before) echo "$PWD/.old/src" ;; after) echo "$PWD/src" ;; *) echo "$PWD/.old/$1/src" ;; esac; }
 echo "== $stage $*, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 case "$stage" in
@@ -26,7 +29,7 @@ probe)
 cprof)  # where the parent process of one tune spends its wall, per side
   ex=${1:-matmul}
   for side in ${SIDES:-before after}; do
-    src=$PWD/src; [ "$side" = before ] && src=$PWD/.old/src
+    src=$(src_of "$side")
     PYTHONPATH=/tmp/site:$src timeout 200 python3 -m cProfile -o /tmp/cprof-$side.out -m kernelpilot.cli tune examples/$ex.py \
       --strategy exhaustive --budget-evals 12 --no-cache --prune off --json > /dev/null 2>&1
     echo "== $ex $side"
@@ -37,7 +40,7 @@ cost)
   [ $# -eq 0 ] && set -- vector_add softmax layer_norm matmul
   for ex in "$@"; do
     for side in ${SIDES:-before after}; do
-      src=$PWD/src; [ "$side" = before ] && src=$PWD/.old/src
+      src=$(src_of "$side")
       # an empty Triton cache for every run: both sides pay the same compiles
       TRITON_CACHE_DIR=$(mktemp -d) PYTHONPATH=/tmp/site:$src timeout 200 python3 -m kernelpilot.cli tune examples/$ex.py \
         --strategy exhaustive --budget-evals 12 --no-cache --prune off --json > "$OUT/cost-$ex-$side.json" 2> "$OUT/cost-$ex-$side.err"
@@ -59,5 +62,17 @@ print("   medians us:", {json.dumps(e["config"], sort_keys=True): round(e["durat
 PY
     done
   done ;;
+eval-steps)  # where one evaluation's wall goes (scripts/probe_eval_cost.py), per side
+  ex=${1:-vector_add}
+  for side in ${SIDES:-head after}; do
+    echo "== side $side"
+    PYTHONPATH=/tmp/site:$(src_of "$side") timeout 150 python3 scripts/probe_eval_cost.py steps "$ex" 2>&1 | grep -v Warning
+  done
+  for side in before ${SIDES:-head after}; do
+    echo "== side $side"
+    PYTHONPATH=/tmp/site:$(src_of "$side") timeout 150 python3 scripts/probe_eval_cost.py evals "$ex" 2>&1 | tail -n 3
+  done
+  CUDA_LAUNCH_BLOCKING=1 PYTHONPATH=/tmp/site:$PWD/src timeout 150 python3 scripts/probe_eval_cost.py cprofile "$ex" \
+    2>&1 | grep -E "^ +[0-9]|==|ncalls" | head -34 ;;
 esac
 echo "== done"

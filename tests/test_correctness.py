@@ -95,6 +95,54 @@ def test_shape_mismatch_fails():
     assert not c.passed and "shape mismatch" in c.reason
 
 
+@pytest.mark.parametrize("out_value,ref_value,passes", [
+    (float("inf"), float("inf"), True), (float("nan"), float("nan"), True),
+    (float("-inf"), float("inf"), False), (1.0, float("inf"), False), (float("nan"), float("inf"), False),
+    (1.0, float("nan"), False), (float("inf"), 1.0, False), (float("nan"), 1.0, False)])
+def test_non_finite_elements_pass_only_when_the_kernel_holds_the_same(out_value, ref_value, passes):
+    """Where the reference is Inf the output must be the same Inf (a finite 1.0 there passed before the compare was
+    rewritten: |1 - inf| <= rtol*inf), where it is NaN the output must be NaN; the rest is judged as usual."""
+    ref = torch.linspace(1, 2, 3000, dtype=torch.float64).reshape(3, 1000)
+    out = ref.to(torch.float32)
+    ref[1, 7], out[1, 7] = ref_value, out_value
+    c = compare("o", out, ref, 1e-5, 1e-3)
+    assert c.passed is passes
+    assert (c.n_mismatched, c.first_bad_index) == ((0, None) if passes else (1, [1, 7]))
+    assert c.max_abs_error is not None and c.max_abs_error < 1e-6  # the finite elements still agree
+
+
+@pytest.mark.parametrize("shape", [[5000], [4, 333], [1]])
+def test_compare_counts_every_element_outside_tolerance(shape):
+    """Counts, first index, norms and the worst segment agree with a direct float64 computation, padded 1-D
+    segments included (5000 is not a multiple of 1024)."""
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(shape, generator=g, dtype=torch.float64)
+    out = ref.clone().to(torch.float32)
+    flat = out.view(-1)
+    bad = torch.arange(0, flat.numel(), 97)
+    flat[bad] += 0.5
+    c = compare("o", out, ref, 1e-5, 1e-3)
+    err = out.double() - ref
+    assert c.n_mismatched == bad.numel() and c.first_bad_index == [int(i) for i in torch.unravel_index(bad[0], ref.shape)]
+    assert c.rel_l2_error == pytest.approx(float(err.norm() / ref.norm()), rel=1e-9)
+    assert c.max_abs_error == pytest.approx(float(err.abs().max()), rel=1e-9)
+    assert c.scale == pytest.approx(float(ref.pow(2).mean().sqrt()), rel=1e-9)
+
+
+def test_bitwise_equal_sees_nan_payloads_signed_zeros_and_complex():
+    from kernelpilot.measure.correctness import bitwise_equal
+
+    a = torch.tensor([0.0, float("nan"), 1.0])
+    assert bitwise_equal(a, a.clone())
+    assert not bitwise_equal(a, torch.tensor([-0.0, float("nan"), 1.0]))  # equal as numbers, not as bits
+    other_nan = a.clone()
+    other_nan.view(torch.int32)[1] ^= 1  # another NaN payload: a written input, not the same one
+    assert torch.isnan(other_nan[1]) and not bitwise_equal(a, other_nan)
+    z = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex128)
+    assert bitwise_equal(z, z.clone()) and not bitwise_equal(z, z.conj().resolve_conj())
+    assert not bitwise_equal(a, a.double()) and bitwise_equal(torch.tensor([True]), torch.tensor([True]))
+
+
 @pytest.mark.parametrize("name,dim", [("vector_add", "N"), ("softmax", "M")])
 def test_triton_kernel_with_planted_bug_fails(name, dim, tmp_path):
     """A real Triton kernel (interpreted) told the problem is one element/row short leaves NaN behind."""
