@@ -104,6 +104,8 @@ class RunContext:
         gpu: the GPU name the spec was matched from (None without one). spec: the GPU spec (None without one).
         roofline / work / roofline_note: the roofline at the shape (None with the reason in the note).
         space: the search space (TUNABLES × CONSTRAINTS × the spec's limits).
+        spare: a :class:`~kernelpilot.search.worker.SpareWorker` booting since :func:`prepare` (``spare_worker``),
+            for :func:`kernelpilot.app.tune.make_runner` to hand to the first worker; None otherwise.
     """
 
     device: str
@@ -117,11 +119,12 @@ class RunContext:
     work: Workload
     roofline_note: str
     space: Any
+    spare: Any = None
 
 
 def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[str, Any] | None = None,
             config: dict[str, Any] | None = None, gpu: str | None = None, constraints: list[str] | None = None,
-            replay: Any = None, search: bool = True) -> RunContext:
+            replay: Any = None, search: bool = True, spare_worker: bool = False) -> RunContext:
     """Set up a campaign (see the module docstring).
 
     Args:
@@ -132,6 +135,10 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         replay: a :class:`~kernelpilot.engine.runner.ReplayRunner` (its cache's context gives shape and GPU).
         search: build the search space (False for ``session``, whose versions are code changes: a kernel without
             tunables is fine there, and ``space`` is None).
+        spare_worker: start the first worker process now (not for a replay), before the roofline: counting the
+            reference's FLOPs imports Dynamo on its first use (1.9 s on a 2-core CPU machine, 4-5 s on an H100
+            machine whose torch has no bytecode), and the worker's boot takes as long; done one after the other,
+            every tune and optimize paid both (issue 11).
 
     Raises:
         ContractError: the kernel file breaks the contract (or is a folder), or a shape/config override is wrong.
@@ -162,15 +169,30 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     detected = (ctx.gpu if ctx is not None and ctx.gpu != "cpu" else None) if device == "replay" else (
         gpu_name() if device == "cuda" else None)
     spec, note = _spec_for(gpu, device, detected)
-    roof, work, note = roofline_for(kf, shp, spec, note)
-    if not search:
-        return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=resolve_config(kf, config),
-                          gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof,
-                          work=work, roofline_note=note, space=None)
-    space = SearchSpace.from_kernel(kf, limits_from_spec(spec) if spec is not None else None)
-    if space.size == 0:
-        raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
-                          "relax CONSTRAINTS or add candidate values to TUNABLES")
-    return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=resolve_config(kf, config),
+    start = resolve_config(kf, config)
+    space = None
+    if search:
+        space = SearchSpace.from_kernel(kf, limits_from_spec(spec) if spec is not None else None)
+        if space.size == 0:
+            raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
+                              "relax CONSTRAINTS or add candidate values to TUNABLES")
+    spare = _spare(kf, ref, shp, interpreted) if spare_worker and device != "replay" else None
+    try:
+        roof, work, note = roofline_for(kf, shp, spec, note)  # while the spare boots
+    except BaseException:
+        if spare is not None:
+            spare.kill()
+        raise
+    return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=start,
                       gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof, work=work,
-                      roofline_note=note, space=space)
+                      roofline_note=note, space=space, spare=spare)
+
+
+def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], interpreted: bool) -> Any:
+    """A :class:`~kernelpilot.search.worker.SpareWorker` on the first default device, with the options a campaign's
+    workers share (the floor comes later)."""
+    from kernelpilot.search.worker import SpareWorker, WorkerOptions, default_devices
+
+    opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shape, interpreted=interpreted,
+                         activity=False)
+    return SpareWorker(opts, default_devices(interpreted)[0])

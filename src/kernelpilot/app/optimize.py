@@ -104,7 +104,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
     strat = get_strategy(strategy)  # an unknown name fails before the run folder exists
     check_options(iterations, budget_s, timeout_s)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
-    ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer)
+    ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer,
+                  spare_worker=True)
     kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
     if budget_s is None:
         budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S

@@ -107,6 +107,7 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     from kernelpilot.search.worker import WorkerOptions, WorkerPool
 
     roof = ctx.roofline
+    spare, ctx.spare = ctx.spare, None
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
                          interpreted=ctx.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
                          sol_tolerance=roof.sol_tolerance if roof is not None else 0.0,
@@ -114,8 +115,10 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     if ray_address:
         from kernelpilot.search.ray_pool import RayPool
 
+        if spare is not None:
+            spare.kill()
         return RayPool(opts, ray_address, timeout_s=timeout_s)
-    return WorkerPool(opts, devices, timeout_s=timeout_s)
+    return WorkerPool(opts, devices, timeout_s=timeout_s, spare=spare)
 
 
 def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> None:
@@ -185,7 +188,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     log = log or (lambda _m: None)
     strat = get_strategy(strategy)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
-    ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer)
+    ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer,
+                  spare_worker=True)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
     folder, prior, spent_s = _folder(kf, out, resume_from, dict(
         strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed, ref=ref, gpu=gpu,

@@ -27,8 +27,10 @@ import multiprocessing as mp
 import os
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, get_args
 
 
@@ -40,6 +42,7 @@ from kernelpilot.search.worker_entry import guarded_child_main
 
 __all__ = [
     "POISONING_MARKERS",
+    "SpareWorker",
     "Worker",
     "WorkerOptions",
     "WorkerPool",
@@ -59,6 +62,8 @@ class Worker:
         device: ``"cuda:<index>"`` or ``"cpu"``.
         timeout_s: seconds one request may take before the worker is killed and the config is a ``timeout``.
         start_timeout_s: seconds to wait for the worker to load the kernel.
+        spare: a :class:`SpareWorker` already booting; the first start takes it over when it matches ``opts``
+            and ``device`` (else kills it).
 
     Raises:
         kernelpilot.errors.ContractError: the kernel file breaks the contract (the child's message and hint).
@@ -66,25 +71,25 @@ class Worker:
             or raised; the failure is ``worker_crash``, ``timeout`` or the exception's class.
     """
 
-    def __init__(self, opts: WorkerOptions, device: str, *, timeout_s: float = 120.0, start_timeout_s: float = 120.0):
+    def __init__(self, opts: WorkerOptions, device: str, *, timeout_s: float = 120.0, start_timeout_s: float = 120.0,
+                 spare: SpareWorker | None = None):
         self.opts, self.device, self.timeout_s, self.start_timeout_s = opts, device, timeout_s, start_timeout_s
         self.restarts = 0
         self._proc: Any = None
         self._conn: Any = None
+        self._spare = spare
 
     # -- process management
     def _start(self) -> None:
         from kernelpilot.errors import KernelFailed
 
-        quiet_resource_tracker()  # before the first spawn starts multiprocessing's tracker
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe()
-        # guarded: the worker dies with this process and stays quiet if orphaned (kernelpilot.procguard)
-        proc = ctx.Process(target=guarded_child_main, daemon=True,
-                           args=(child, self.opts.model_dump_json(), self.device, os.getpid(),
-                                 threading.current_thread() is threading.main_thread()))
-        proc.start()
-        child.close()
+        spare, self._spare = self._spare, None
+        if spare is not None and spare.matches(self.opts, self.device):
+            proc, parent = spare.take()  # already booting: the wait below is what is left of its start
+        else:
+            if spare is not None:
+                spare.kill()
+            proc, parent = _spawn(self.opts, self.device)
         what = f"the worker on {self.device} loading {self.opts.kernel}"
         kind, payload = "", None
         for stage, limit_s in (("booted", max(self.start_timeout_s, BOOT_TIMEOUT_S)), ("ready", self.start_timeout_s)):
@@ -112,6 +117,7 @@ class Worker:
             proc.kill()
             proc.join(timeout=10)
             raise_described(payload)
+        parent.send(("options", self.opts.model_dump_json()))  # a spare started before the floor was known
         self._proc, self._conn = proc, parent
 
     def _kill(self) -> None:
@@ -244,6 +250,65 @@ def _audit_answer(kind: str, payload: Any) -> dict[str, Any] | None:
             "message": f"the activity audit failed: {message}"[:2000]}
 
 
+def _spawn(opts: WorkerOptions, device: str) -> tuple[Any, Any]:
+    """Start a worker process for ``opts`` on ``device`` without waiting for it: (process, the parent's pipe end)."""
+    quiet_resource_tracker()  # before the first spawn starts multiprocessing's tracker
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    # guarded: the worker dies with this process and stays quiet if orphaned (kernelpilot.procguard)
+    proc = ctx.Process(target=guarded_child_main, daemon=True,
+                       args=(child, opts.model_dump_json(), device, os.getpid(),
+                             threading.current_thread() is threading.main_thread()))
+    proc.start()
+    child.close()
+    return proc, parent
+
+
+class SpareWorker:
+    """A worker process started before its caller knows every option, so that its boot (importing torch, Triton
+    and the kernel file, creating the CUDA context: 4-5 s on an H100 machine) overlaps the caller's own set-up:
+    :func:`kernelpilot.app.context.prepare` starts one, then counts the reference's FLOPs (whose first use
+    imports Dynamo, seconds) while it boots.
+
+    The first :class:`Worker` whose kernel, reference, shape, interpretation and device match takes it over and
+    sends it its final options (the speed-of-light floor) once it is ready; anything else kills it. An unused spare
+    is killed when this object is collected, and in any case dies with this process.
+    """
+
+    def __init__(self, opts: WorkerOptions, device: str):
+        self.opts, self.device = opts, device
+        self._proc, self._conn = _spawn(opts, device)
+        self._finalizer = weakref.finalize(self, _kill_process, self._proc)
+
+    @staticmethod
+    def _key(opts: WorkerOptions, device: str) -> tuple[Any, ...]:
+        ref = str(Path(opts.ref).resolve()) if opts.ref else None
+        return str(Path(opts.kernel).resolve()), ref, sorted(opts.shape.items()), opts.interpreted, device
+
+    def matches(self, opts: WorkerOptions, device: str) -> bool:
+        """True when a worker with ``opts`` on ``device`` may take this process over (all but the floor agree)."""
+        return self._proc is not None and self._key(opts, device) == self._key(self.opts, self.device)
+
+    def take(self) -> tuple[Any, Any]:
+        """Hand the process and its pipe over (once); this object no longer owns them."""
+        proc, conn = self._proc, self._conn
+        self._proc, self._conn = None, None
+        self._finalizer.detach()
+        return proc, conn
+
+    def kill(self) -> None:
+        """Stop the process now (it was not needed)."""
+        if self._proc is not None:
+            self._finalizer()
+            self._proc, self._conn = None, None
+
+
+def _kill_process(proc: Any) -> None:
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=10)
+
+
 class WorkerPool:
     """One :class:`Worker` per device; evaluates many configs in parallel, one per device at a time.
 
@@ -251,12 +316,15 @@ class WorkerPool:
         opts: the search's :class:`WorkerOptions`.
         devices: e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; default: every visible GPU, else ``["cpu"]``.
         timeout_s: per-request limit (see :class:`Worker`).
+        spare: a :class:`SpareWorker` for the first device's worker (see :class:`Worker`).
     """
 
-    def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0):
+    def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0,
+                 spare: SpareWorker | None = None):
         self.devices = devices or default_devices(opts.interpreted)
         self.timeout_s = timeout_s
-        self.workers = [Worker(opts, d, timeout_s=timeout_s) for d in self.devices]
+        self.workers = [Worker(opts, d, timeout_s=timeout_s, spare=spare if i == 0 else None)
+                        for i, d in enumerate(self.devices)]
 
     def __enter__(self) -> WorkerPool:
         return self

@@ -343,6 +343,11 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(("audit", _child_audit(kf, opts, device, msg[1])))
             elif kind == "call":
                 conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
+            elif kind == "options":  # the parent's final options (a spare started before the floor was known)
+                update = WorkerOptions.model_validate_json(msg[1])
+                opts = opts.model_copy(update={k: getattr(update, k) for k in ("floor_ns", "sol_tolerance", "strict",
+                                                                                  "activity", "min_samples", "max_samples",
+                                                                                  "rep_ms", "race_samples", "race_margin")})
         except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
             conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
 

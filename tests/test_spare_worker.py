@@ -1,0 +1,73 @@
+"""The spare worker: started by ``prepare`` before the FLOP count, taken over by the search's first worker."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from kernelpilot.app.context import prepare
+from kernelpilot.app.tune import make_runner
+from kernelpilot.search.worker import Worker
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "vector_add.py"
+
+
+def test_the_search_takes_over_the_spare_prepare_started():
+    ctx = prepare(EXAMPLE, spare_worker=True)
+    pid = ctx.spare._proc.pid
+    pool = make_runner(ctx, ref=None, timeout_s=120)
+    try:
+        assert ctx.spare is None  # handed over: nobody else can take it
+        ev = pool.evaluate(ctx.start)
+        assert ev.status == "ok", ev.message
+        assert pool.workers[0]._proc.pid == pid and pool.restarts == 0
+    finally:
+        pool.close()
+
+
+def test_a_spare_for_other_options_is_killed_and_a_fresh_worker_starts():
+    ctx = prepare(EXAMPLE, spare_worker=True)
+    spare = ctx.spare
+    proc = spare._proc
+    other = spare.opts.model_copy(update={"shape": {**spare.opts.shape, "N": 1000}})
+    worker = Worker(other, spare.device, spare=spare)
+    try:
+        ev = worker.evaluate(ctx.start)
+        assert ev.status == "ok", ev.message
+        assert worker._proc.pid != proc.pid
+        proc.join(timeout=10)
+        assert not proc.is_alive()
+    finally:
+        worker.close()
+
+
+def test_an_unused_spare_dies_with_its_context():
+    ctx = prepare(EXAMPLE, spare_worker=True)
+    proc = ctx.spare._proc
+    del ctx
+    gc.collect()
+    proc.join(timeout=10)
+    assert not proc.is_alive()
+
+
+def test_no_spare_unless_asked():
+    assert prepare(EXAMPLE).spare is None
+
+
+@pytest.mark.gpu
+def test_gpu_the_floor_reaches_a_spare_started_before_it_was_known():
+    """The spare boots with no floor; the floor arrives with the options once it is ready. A floor of one second
+    makes every real time impossible, so ``impossible`` proves the child judged with it."""
+    ctx = prepare(EXAMPLE, spare_worker=True, shape={"N": 1 << 20})
+    assert ctx.roofline is not None and ctx.spare.opts.floor_ns is None
+    ctx.roofline = ctx.roofline.model_copy(update={"floor_ns": 1e9})
+    pid = ctx.spare._proc.pid
+    pool = make_runner(ctx, ref=None, timeout_s=120)
+    try:
+        ev = pool.evaluate(ctx.start)
+        assert pool.workers[0]._proc.pid == pid
+        assert ev.status == "impossible", (ev.status, ev.message)
+    finally:
+        pool.close()
