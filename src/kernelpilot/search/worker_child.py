@@ -39,8 +39,8 @@ class WorkerOptions(BaseModel):
             datasheet peak; see :data:`kernelpilot.hardware.roofline.SOL_TOLERANCE_MEASURED`).
         strict: refuse what is otherwise shown as a finding (a loosened tolerance, an unavailable profiler).
         activity: (GPU) profile the device activity of every evaluation. A search sets False and audits a config
-            before it leads instead (:func:`_child_audit`): the first profiler session of a process costs 4.7-5.5 s
-            on an H100, later ones 3-4 ms (``scripts/profiler_probe.py``, 2026-11-24).
+            before it leads instead (:func:`_child_audit`): two profiled launches of vector_add took 28 ms on an
+            H100 (``scripts/probe_eval_cost.py``, 2026-11-24), 0.04-0.06 s as a search's audit.
         race_samples: samples taken first when racing against an incumbent.
         race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
             which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
