@@ -71,3 +71,32 @@ def test_gpu_the_floor_reaches_a_spare_started_before_it_was_known():
         assert ev.status == "impossible", (ev.status, ev.message)
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("command", ["tune", "optimize"])
+def test_a_run_that_fails_before_its_first_worker_kills_the_spare(command, tmp_path, monkeypatch):
+    """A run folder that is not empty stops tune and optimize after prepare started the spare: it must not outlive
+    the call (an API user's process would keep a booted worker, and on a GPU its CUDA context)."""
+    import kernelpilot.app.context as context
+    from kernelpilot.app.optimize import optimize
+    from kernelpilot.app.tune import tune
+    from kernelpilot.errors import KernelpilotError
+
+    procs = []
+    real = context._spare
+
+    def spy(*args):
+        spare = real(*args)
+        procs.append(spare._proc)
+        return spare
+
+    monkeypatch.setattr(context, "_spare", spy)
+    (tmp_path / "taken").write_text("x")
+    with pytest.raises(KernelpilotError, match="empty|exists|not") as raised:
+        if command == "tune":
+            tune(EXAMPLE, out=tmp_path, budget_evals=1)
+        else:
+            optimize(EXAMPLE, out=tmp_path, iterations=1)
+    assert len(procs) == 1 and raised.tb is not None  # the traceback (and with it the run's frames) still held
+    procs[0].join(timeout=10)
+    assert not procs[0].is_alive()

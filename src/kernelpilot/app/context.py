@@ -121,6 +121,12 @@ class RunContext:
     space: Any
     spare: Any = None
 
+    def discard_spare(self) -> None:
+        """Kill the spare worker if nobody took it (a run that failed before its first worker); idempotent."""
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.kill()
+
 
 def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[str, Any] | None = None,
             config: dict[str, Any] | None = None, gpu: str | None = None, constraints: list[str] | None = None,

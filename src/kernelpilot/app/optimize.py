@@ -106,40 +106,46 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
     ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer,
                   spare_worker=True)
-    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
-    if budget_s is None:
-        budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
-    ws = Workspace.create(Path(out))
-    shutil.copy2(kf.path, ws.root / "kernel.py")
-    if kf.reference_path != kf.path:
-        shutil.copy2(kf.reference_path, ws.root / "ref.py")
-    log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.device}"
-        + (" (Triton interpreter: timings are not measurements)" if ctx.interpreted else "")
-        + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
-    env = collect_env(probe_ncu=profile and cuda)
-    write_json(ws.root / "env.json", env)
-    write_text(ws.root / "env.md", render_env_md(env))
-    head = (f"Shape: {ctx.shape}\n\nFLOPs: {ctx.work.flops:.6g} ({ctx.work.flops_source})\n\n"
-            f"Bytes: {ctx.work.bytes_moved:.6g} ({ctx.work.bytes_source})\n\n")
-    write_text(ws.root / "roofline.md", f"{render_roofline_md(roof)}\n\n## Workload\n\n{head}" if roof is not None
-               else f"# Roofline\n\n{head}{ctx.roofline_note}\n")
-    if roof is not None:
-        write_json(ws.root / "roofline.json", roof)
-    history = RunHistory(ws.root) if git else None
-    info = RunInfo(kernel=str(kf.path), kernel_name=kf.name, reference=str(kf.reference_path),
-                   source_sha256=kf.source_sha256, shape=ctx.shape, tunables=kf.tunables, compute_unit=kf.compute_unit,
-                   mode="cuda" if cuda else ("replay" if replayer else "interpreter"),
-                   device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
-                                                                else f"replay of {ctx.gpu}")),
-                   gpu_spec=roof.gpu if roof else None, iterations=iterations,
-                   profile=profile and cuda, started_utc=now_utc(), strategy=strategy, seed=seed, budget_s=budget_s,
-                   floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None,
-                   timeout_s=timeout_s, constraints=list(constraints or []), config_overrides=dict(config or {}),
-                   gpu_requested=gpu, benchmark=benchmark, git=git, replay=str(replay) if replay is not None else None,
-                   baselines_ns=dict(baselines_ns or {}) if not cuda else {})
-    write_json(ws.root / "run.json", info)
-    if history is not None:
-        history.commit([ws.root / n for n in ("kernel.py", "ref.py", "env.json", "env.md", "roofline.md",
-                                               "roofline.json", "run.json")], "run: kernel, environment, roofline")
-    return drive(Session(ctx=ctx, ws=ws, info=info, history=history, strategy=strat, replayer=replayer,
-                         timeout_s=timeout_s, profile=profile, benchmark=benchmark, log=log, t0=t0, env=env))
+    try:
+        kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+        if budget_s is None:
+            budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
+        ws = Workspace.create(Path(out))
+        shutil.copy2(kf.path, ws.root / "kernel.py")
+        if kf.reference_path != kf.path:
+            shutil.copy2(kf.reference_path, ws.root / "ref.py")
+        log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.device}"
+            + (" (Triton interpreter: timings are not measurements)" if ctx.interpreted else "")
+            + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
+        env = collect_env(probe_ncu=profile and cuda)
+        write_json(ws.root / "env.json", env)
+        write_text(ws.root / "env.md", render_env_md(env))
+        head = (f"Shape: {ctx.shape}\n\nFLOPs: {ctx.work.flops:.6g} ({ctx.work.flops_source})\n\n"
+                f"Bytes: {ctx.work.bytes_moved:.6g} ({ctx.work.bytes_source})\n\n")
+        write_text(ws.root / "roofline.md", f"{render_roofline_md(roof)}\n\n## Workload\n\n{head}" if roof is not None
+                   else f"# Roofline\n\n{head}{ctx.roofline_note}\n")
+        if roof is not None:
+            write_json(ws.root / "roofline.json", roof)
+        history = RunHistory(ws.root) if git else None
+        info = RunInfo(kernel=str(kf.path), kernel_name=kf.name, reference=str(kf.reference_path),
+                       source_sha256=kf.source_sha256, shape=ctx.shape, tunables=kf.tunables,
+                       compute_unit=kf.compute_unit,
+                       mode="cuda" if cuda else ("replay" if replayer else "interpreter"),
+                       device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
+                                                                    else f"replay of {ctx.gpu}")),
+                       gpu_spec=roof.gpu if roof else None, iterations=iterations,
+                       profile=profile and cuda, started_utc=now_utc(), strategy=strategy, seed=seed,
+                       budget_s=budget_s,
+                       floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None,
+                       timeout_s=timeout_s, constraints=list(constraints or []), config_overrides=dict(config or {}),
+                       gpu_requested=gpu, benchmark=benchmark, git=git,
+                       replay=str(replay) if replay is not None else None,
+                       baselines_ns=dict(baselines_ns or {}) if not cuda else {})
+        write_json(ws.root / "run.json", info)
+        if history is not None:
+            history.commit([ws.root / n for n in ("kernel.py", "ref.py", "env.json", "env.md", "roofline.md",
+                                                   "roofline.json", "run.json")], "run: kernel, environment, roofline")
+        return drive(Session(ctx=ctx, ws=ws, info=info, history=history, strategy=strat, replayer=replayer,
+                             timeout_s=timeout_s, profile=profile, benchmark=benchmark, log=log, t0=t0, env=env))
+    finally:
+        ctx.discard_spare()  # a run that failed before its first worker took it

@@ -191,11 +191,16 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer,
                   spare_worker=True)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
-    folder, prior, spent_s = _folder(kf, out, resume_from, dict(
-        strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed, ref=ref, gpu=gpu,
-        prune=prune, constraints=constraints, max_spills=max_spills, min_occupancy_pct=min_occupancy_pct,
-        timeout_s=timeout_s, devices=devices, ab_samples=ab_samples, race=race, cache_root=cache_root,
-        replay=replay, use_cache=use_cache, start=start, ray_address=ray_address))
+    try:
+        folder, prior, spent_s = _folder(kf, out, resume_from, dict(
+            strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed, ref=ref,
+            gpu=gpu, prune=prune, constraints=constraints, max_spills=max_spills,
+            min_occupancy_pct=min_occupancy_pct, timeout_s=timeout_s, devices=devices, ab_samples=ab_samples,
+            race=race, cache_root=cache_root, replay=replay, use_cache=use_cache, start=start,
+            ray_address=ray_address))
+    except BaseException:
+        ctx.discard_spare()
+        raise
     if folder is not None and roof is not None:  # report.html draws the search on this roofline
         from kernelpilot.records.workspace import write_json
 
@@ -244,6 +249,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                 except BudgetExhausted as exc:
                     stopped = str(exc)
             finally:
+                ctx.discard_spare()  # a search that failed before its first worker
                 restarts = 0
                 if runner is not None and replayer is None:
                     try:
