@@ -37,7 +37,7 @@ from typing import Any, get_args
 from kernelpilot.procguard import quiet_resource_tracker
 from kernelpilot.search.failures import POISONING_MARKERS, classify_exception, exit_text, raise_described
 from kernelpilot.search.model import Evaluation, Status
-from kernelpilot.search.worker_child import WorkerOptions
+from kernelpilot.search.worker_child import LOADED_FIELDS, WorkerOptions
 from kernelpilot.search.worker_entry import guarded_child_main
 
 __all__ = [
@@ -282,8 +282,9 @@ class SpareWorker:
 
     @staticmethod
     def _key(opts: WorkerOptions, device: str) -> tuple[Any, ...]:
-        ref = str(Path(opts.ref).resolve()) if opts.ref else None
-        return str(Path(opts.kernel).resolve()), ref, sorted(opts.shape.items()), opts.interpreted, device
+        """The :data:`~kernelpilot.search.worker_child.LOADED_FIELDS` (paths resolved) and the device."""
+        paths = {k: str(Path(getattr(opts, k)).resolve()) for k in ("kernel", "ref") if getattr(opts, k)}
+        return (*(paths.get(k, getattr(opts, k)) for k in LOADED_FIELDS), device)
 
     def matches(self, opts: WorkerOptions, device: str) -> bool:
         """True when a worker with ``opts`` on ``device`` may take this process over (all but the floor agree)."""

@@ -19,7 +19,7 @@ from kernelpilot.measure.timing import MAX_SAMPLES, MIN_SAMPLES, REP_MS
 from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception, describe_exception
 from kernelpilot.search.model import Evaluation, Status
 
-__all__ = ["WorkerOptions", "correctness_status", "integrity_after_timing"]
+__all__ = ["LOADED_FIELDS", "WorkerOptions", "correctness_status", "integrity_after_timing"]
 
 
 class WorkerOptions(BaseModel):
@@ -60,6 +60,10 @@ class WorkerOptions(BaseModel):
     strict: bool = False
     activity: bool = True
 
+
+#: The options a worker process is started on (what it loaded and how): a later ``options`` message changes every
+#: other field, and a :class:`~kernelpilot.search.worker.SpareWorker` is taken over only when these agree.
+LOADED_FIELDS = ("kernel", "ref", "shape", "interpreted")
 
 #: The worker's timer guard, taken before the kernel file is imported (:mod:`kernelpilot.measure.guard`).
 _GUARD: Any = None
@@ -345,9 +349,8 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
             elif kind == "options":  # the parent's final options (a spare started before the floor was known)
                 update = WorkerOptions.model_validate_json(msg[1])
-                opts = opts.model_copy(update={k: getattr(update, k) for k in ("floor_ns", "sol_tolerance", "strict",
-                                                                                  "activity", "min_samples", "max_samples",
-                                                                                  "rep_ms", "race_samples", "race_margin")})
+                opts = opts.model_copy(update={k: getattr(update, k) for k in WorkerOptions.model_fields
+                                               if k not in LOADED_FIELDS})
         except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
             conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
 
