@@ -35,7 +35,7 @@ from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
 from kernelpilot.loop import detect_device, roofline_for
 from kernelpilot.options import at_least, check_kernel_path, check_shape_values, positive
-from kernelpilot.measure.correctness import CorrectnessResult, check_correctness
+from kernelpilot.measure.correctness import CorrectnessResult
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
 from kernelpilot.profile.card import BottleneckCard, card_from_metrics
@@ -113,9 +113,19 @@ def _shape(kf: KernelFile, shape: dict[str, Any] | None) -> dict[str, Any]:
 
 def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, n_seeds: int, strict: bool = False) -> str:
-    """Worker side of :func:`check`: the CorrectnessResult as JSON."""
-    return check_correctness(kf, _shape(kf, shape), resolve_config(kf, config), _here(device),
-                             seeds=tuple(range(n_seeds)), strict=strict).model_dump_json()
+    """Worker side of :func:`check`: the ``check`` subset of the stage table (:mod:`kernelpilot.search.stages`);
+    the CorrectnessResult as JSON (a failed check is an answer, not an error).
+
+    Raises:
+        KernelFailed: a stage before the check refused the kernel (the timer guard: ``timer_tampered``).
+    """
+    from kernelpilot.search.stages import refusal, run_command
+
+    wopts = opts.model_copy(update={"shape": _shape(kf, shape), "strict": strict})
+    failure, ctx = run_command("check", kf, wopts, device, resolve_config(kf, config), seeds=tuple(range(n_seeds)))
+    if "correctness" not in ctx.results:
+        raise refusal(ctx, failure)
+    return ctx.results["correctness"].model_dump_json()
 
 
 class BenchResult(BaseModel):
@@ -168,22 +178,22 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
 def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, baselines: bool, gpu: str | None,
                      fresh_baselines: bool = False) -> str:
-    """Worker side of :func:`bench`: the BenchResult as JSON."""
-    from kernelpilot.errors import KernelFailed
-    from kernelpilot.kernels.contract import make_case, run_kernel
-    from kernelpilot.measure.timing import time_callable
-    from kernelpilot.search.worker_child import integrity_after_timing
+    """Worker side of :func:`bench`: the ``bench`` subset of the stage table (checked, then timed, re-checked and,
+    on a GPU, its device activity judged; :mod:`kernelpilot.search.stages`); the BenchResult as JSON.
+
+    Raises:
+        KernelFailed: a stage refused the kernel (its status; a result that cannot be defended is an error, never a
+            time). SpecError: an unknown ``gpu`` (before any timing).
+    """
+    from kernelpilot.search.stages import refusal, run_command
 
     dev = _here(device)
     shp, cfg = _shape(kf, shape), resolve_config(kf, config)
     roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
-    case = make_case(kf, shp, 0, dev)
-    fn = lambda: run_kernel(kf, case.inputs, cfg)  # noqa: E731
-    timing = time_callable(fn, dev, before_each=case.refresher())
-    failure = integrity_after_timing(kf, opts.model_copy(update={"shape": shp}), dev, case, cfg, fn, {}, None)
-    if failure is not None:  # a result that cannot be defended is an error, never a time
-        raise KernelFailed(f"{kf.path}: {failure[1]}", "this time cannot be trusted; see docs/measuring.md, "
-                           "\"The kernel is an adversary\"", failure[0])
+    failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), device, cfg)
+    if failure is not None:
+        raise refusal(ctx, failure)
+    timing = ctx.results["timing"]
     measured = timing.is_measurement and roof is not None
     return BenchResult(kernel=str(kf.path), shape=shp, config=cfg, timing=timing,
                        floor_ns=roof.floor_ns if roof else None,
@@ -264,17 +274,22 @@ def _light(iso: IsolatedKernel, shape: dict[str, Any], config: dict[str, Any], r
 
 def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any],
                      reason: str) -> str:
-    """Worker side of :func:`_light`: time the config, place it on the roofline, read compile metadata (JSON)."""
+    """Worker side of :func:`_light`: the ``profile`` subset of the stage table (a checked timing;
+    :mod:`kernelpilot.search.stages`), placed on the roofline with the compile metadata (JSON).
+
+    Raises:
+        KernelFailed: a stage refused the kernel (its status).
+    """
     import torch
 
-    from kernelpilot.kernels.contract import make_case, run_kernel
-    from kernelpilot.measure.timing import time_callable
     from kernelpilot.profile.light import light_profile
+    from kernelpilot.search.stages import refusal, run_command
 
-    case = make_case(kf, shape, 0, "cuda")
-    timing = time_callable(lambda: run_kernel(kf, case.inputs, config), "cuda", before_each=case.refresher())
+    failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
+    if failure is not None:
+        raise refusal(ctx, failure)
     roof, _, _ = roofline_for(kf, shape, "cuda", None)
-    card, _ = light_profile(kf.path, config, shape, timing_ns=timing.median_ns, roofline=roof,
+    card, _ = light_profile(kf.path, config, shape, timing_ns=ctx.results["timing"].median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
     return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()
 

@@ -1,9 +1,9 @@
 """``kernelpilot verify``: one config through every defence, and the step that refused it (or none).
 
-The same evaluation a version of ``optimize`` gets (:func:`kernelpilot.search.worker_child._child_evaluate`:
-first launch, check over seeds and derived shapes, timing on refreshed inputs, re-check on unseen values, device
-activity, speed-of-light floor), preceded by the static screen and the declared-work check, in an isolated
-worker whose timer functions were bound before the kernel file was imported. The answer names the **stage**
+Every row of the stage table (:data:`kernelpilot.search.stages.STAGES`: config, first launch, timer guard, check
+over seeds, derived shapes, timing on refreshed inputs, re-check on unseen values, device activity, speed-of-light
+floor), preceded by the static screen and the declared-work check (:data:`kernelpilot.search.stages.LOAD_STAGES`),
+in an isolated worker whose timer functions were bound before the kernel file was imported. The answer names the **stage**
 that caught the kernel (docs/measuring.md, "The kernel is an adversary"), so an adversarial suite can assert
 that each cheat is stopped where it must be.
 """
@@ -17,24 +17,13 @@ from pydantic import BaseModel
 
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
+from kernelpilot.search.stages import LOAD_STAGES, SUBSETS, stage_of
 
 __all__ = ["STAGES", "VerifyResult", "stage_of", "verify"]
 
-#: The steps that can refuse a kernel, in the order they run; ``none``: accepted; ``failure``: it failed in a way
-#: that is not an integrity question (compile error, crash, timeout).
-STAGES = ("screen", "declaration", "timer_guard", "check", "shapes", "recheck", "device_activity", "floor", "none",
-          "failure")
-
-_STAGE_OF_STATUS = {
-    "ok": "none", "timer_tampered": "timer_guard", "nan": "check", "wrong_result": "check", "aliased": "check",
-    "inputs_mutated": "check", "tolerance_refused": "check", "wrong_at_shape": "shapes", "stale_result": "recheck",
-    "off_timer_work": "device_activity", "kernel_not_launched": "device_activity", "impossible": "floor",
-}
-
-
-def stage_of(status: str) -> str:
-    """The stage of :data:`STAGES` an evaluation status (or a failure named by a KernelFailed) belongs to."""
-    return _STAGE_OF_STATUS.get(status, "failure")
+#: The steps that can refuse a kernel, in the order they run (read from the stage table); ``none``: accepted;
+#: ``failure``: it failed in a way that is not an integrity question (compile error, crash, timeout).
+STAGES = (*LOAD_STAGES, *SUBSETS["verify"], "none", "failure")
 
 
 class VerifyResult(BaseModel):
@@ -80,10 +69,15 @@ def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: d
 
 def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | None, config: dict[str, Any] | None,
                       strict: bool) -> str:
-    """Worker side of :func:`verify`: the VerifyResult as JSON."""
+    """Worker side of :func:`verify`: the ``verify`` subset of the stage table (every stage) after the declared-work
+    check; the VerifyResult as JSON.
+
+    Raises:
+        DeclarationError: the declared work is below what the tensors move (stage ``declaration``).
+    """
     from kernelpilot.app.context import roofline_at
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
-    from kernelpilot.search.worker_child import _child_evaluate
+    from kernelpilot.search.stages import StageContext, evaluate
 
     dev = "cuda" if device.startswith("cuda") else "cpu"
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
@@ -91,10 +85,11 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     wopts = opts.model_copy(update={"shape": shp, "strict": strict,
                                     "floor_ns": roof.floor_ns if roof else None,
                                     "sol_tolerance": roof.sol_tolerance if roof else 0.05})
-    records: dict[str, Any] = {}
-    ev = _child_evaluate(kf, wopts, device, cfg, None, records=records)
+    ctx = StageContext(kf, wopts, device, cfg)
+    ev = evaluate("verify", ctx)
     stage = stage_of(ev.status)
     return VerifyResult(kernel=str(kf.path), accepted=stage == "none", stage=stage, status=ev.status,
                         message=ev.message or "every check passed", evaluation=ev,
                         screen_flags=list(kf.extras.get("screen_flags", [])),
-                        records={k: v for k, v in records.items() if k != "timing"}).model_dump_json()
+                        records={k: v for k, v in ctx.records.items() if k not in ("timing", "stage")}
+                        ).model_dump_json()
