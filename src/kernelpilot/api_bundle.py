@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from kernelpilot.bundle.bench import BundleBench
     from kernelpilot.bundle.manifest import BundleManifest, BundleVerify
 
-__all__ = ["bundle_bench", "bundle_verify", "export"]
+__all__ = ["bundle_bench", "bundle_verify", "check_entries", "export"]
 
 
 def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None = None, arch: str | None = None,
@@ -61,13 +61,42 @@ def bundle_verify(bundle: str | Path) -> "BundleVerify":
 
 
 def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
-    """On a GPU (``kernelpilot bundle bench``): every entry's outputs against the JIT kernel's at the same config
+    """On a GPU (``kernelpilot bundle bench``): every entry's JIT kernel first through the ``bundle_bench`` subset of
+    the stage table in an isolated worker (config, first launch, timer guard, check:
+    :mod:`kernelpilot.search.stages`), then every entry's outputs against the JIT kernel's at the same config
     (bit-identical), both timed (ns), and the bundle's load time (s) (:func:`kernelpilot.bundle.bench.bench_bundle`).
 
     Raises:
         ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here. ContractError: the
-            kernel file is not the bundle's.
+            kernel file is not the bundle's. KernelFailed: the JIT kernel was refused at an entry (its status).
     """
+    from kernelpilot.app.context import detect_device
     from kernelpilot.bundle.bench import bench_bundle
 
+    if detect_device() == "cuda":
+        check_entries(bundle, kernel)
     return bench_bundle(bundle, kernel)
+
+
+def check_entries(bundle: str | Path, kernel: str | Path, *, interpreted: bool = False) -> int:
+    """Run the JIT kernel of every distinct (shape, config) of the bundle's manifest through the ``bundle_bench``
+    subset of the stage table in one isolated worker; returns how many were checked (0 when ``kernel`` is not the
+    file the bundle was built from: :func:`kernelpilot.bundle.bench.bench_bundle` says so). ``interpreted``: under
+    the Triton interpreter (tests without a GPU).
+
+    Raises:
+        BundleError: the manifest cannot be read. KernelFailed: a stage refused an entry (its status).
+    """
+    import json
+
+    from kernelpilot.bundle.manifest import read_manifest
+    from kernelpilot.search.isolated import IsolatedKernel
+
+    manifest = read_manifest(bundle)
+    if Path(kernel).name != manifest.kernel:
+        return 0
+    todo = {json.dumps([e.shape, e.config], sort_keys=True, default=str): e for e in manifest.entries}
+    with IsolatedKernel(kernel, interpreted=interpreted) as iso:
+        for entry in todo.values():
+            iso.call("kernelpilot.search.stages:command_in_worker", "bundle_bench", entry.shape, entry.config)
+    return len(todo)

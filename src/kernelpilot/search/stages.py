@@ -29,8 +29,8 @@ from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, class
 from kernelpilot.search.model import Evaluation, Status
 
 __all__ = ["FAULTS", "LOAD_STAGES", "STAGES", "STAGE_NAMES", "SUBSETS", "Failure", "Stage", "StageContext",
-           "correctness_status", "evaluate", "guard_check", "install_guard", "refusal", "run_command", "run_stages",
-           "stage_of", "subset"]
+           "command_in_worker", "correctness_status", "evaluate", "guard_check", "install_guard", "refusal",
+           "run_command", "run_stages", "stage_of", "statuses", "subset"]
 
 #: Failures that are not an integrity question: the kernel did not compile, raised, poisoned the context (any stage
 #: that runs kernel code may give them), or — parent side — hung or died.
@@ -373,6 +373,9 @@ SUBSETS: dict[str, tuple[str, ...]] = {
     "audit": ("timer_guard", "shapes", "device_activity"),
     # session try/finish: a version through every stage
     "session": _ALL,
+    # bundle bench: the JIT kernel at each entry's config and shape is checked before the bundle is compared with
+    # it bit for bit (the comparison and both timings are kernelpilot.bundle.bench's)
+    "bundle_bench": ("config", "first_launch", "timer_guard", "check"),
 }
 
 
@@ -456,3 +459,28 @@ def refusal(ctx: StageContext, failure: Failure) -> Exception:
     hint = (f"refused at the {stage} stage: this result cannot be trusted; see docs/measuring.md, \"The kernel is "
             "an adversary\"") if failure.status not in FAULTS else f"the kernel failed at the {stage} stage: fix it"
     return KernelFailed(f"{ctx.kf.path}: {failure.message}", hint, failure.status)
+
+
+def command_in_worker(kf: Any, opts: Any, device: str, name: str, shape: dict[str, Any],
+                      config: dict[str, Any]) -> dict[str, float]:
+    """Worker side of a command that only needs its subset to pass (``bundle bench``'s check of each entry): run
+    ``name``'s subset at ``shape`` (the full shape) and ``config`` (the full config) through
+    :meth:`kernelpilot.search.isolated.IsolatedKernel.call`. Returns the seconds per stage.
+
+    Raises:
+        KernelFailed: a stage refused the config (:func:`refusal`: its status, the stage named in the hint).
+    """
+    failure, ctx = run_command(name, kf, opts.model_copy(update={"shape": dict(shape)}), device, dict(config))
+    if failure is not None:
+        raise refusal(ctx, failure)
+    return dict(ctx.phases)
+
+
+def statuses(name: str) -> set[str]:
+    """Every status command ``name``'s subset can give (its stages' :attr:`Stage.statuses`; ``ok`` aside; the
+    parent adds ``timeout`` and ``worker_crash``).
+
+    Raises:
+        KeyError: no such command in :data:`SUBSETS`.
+    """
+    return {status for stage in subset(name) for status in stage.statuses}
