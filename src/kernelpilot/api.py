@@ -158,7 +158,9 @@ class BenchResult(BaseModel):
 def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
           ref: str | Path | None = None, baselines: bool = False, gpu: str | None = None,
           timeout_s: float = DEFAULT_TIMEOUT_S, fresh_baselines: bool = False) -> BenchResult:
-    """Time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU), in an isolated worker.
+    """Check, then time one config (CUDA events, L2 flushed; interpreted and labelled without a GPU), in an isolated
+    worker: the ``bench`` subset of the stage table (:mod:`kernelpilot.search.stages`: correctness over the seeds
+    and derived shapes before timing, the re-check and, on a GPU, the device activity after).
 
     With ``baselines`` also times PyTorch eager and torch.compile on the same inputs, in the same worker; the
     torch.compile timing comes from the baseline cache when it is usable (:mod:`kernelpilot.measure.baseline_cache`)
@@ -167,7 +169,8 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
     Raises:
         OptionError: ``timeout_s`` not positive, a ``shape`` value of the wrong type.
         ContractError / SpecError: bad kernel file, shape, config or ``gpu``.
-        KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised.
+        KernelFailed: the kernel code exited, crashed, hung (over ``timeout_s`` seconds) or raised, or a stage
+            refused it (its status: ``inputs_mutated``, ``stale_result`` ...; the hint names the stage).
     """
     _check_common(kernel, ref, timeout_s)
     with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:

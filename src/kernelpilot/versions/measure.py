@@ -2,9 +2,10 @@
 
 Every version runs in its own worker process (:class:`kernelpilot.search.worker.Worker`) loaded from ``vN/kernel.py``
 with the session's frozen reference (``check/reference.py``: the reference and its tolerances), at the session's
-shape: the same check as :func:`kernelpilot.api.verify` — the static screen, the timer guard, correctness on
-two seeds with a second run, aliasing and input mutation, the derived shapes, the re-check after timing and (GPU)
-the device activity. On top of that, a version must build the same inputs as v0 (:func:`same_check_problem`): a
+shape: the same stages as :func:`kernelpilot.api.verify` (the ``session`` subset of
+:data:`kernelpilot.search.stages.STAGES`: the static screen at load, then every row of the table — the timer
+guard, correctness over the seeds with a second run, aliasing and input mutation, the derived shapes, the re-check
+after timing, (GPU) the device activity and the floor). On top of that, a version must build the same inputs as v0 (:func:`same_check_problem`): a
 version whose ``setup`` makes other (smaller, friendlier) inputs, or whose ``CHECK_SHAPES`` differ, would be measured
 on another problem, and is ``invalid`` (status ``check_changed``).
 

@@ -2,8 +2,10 @@
 ``verdict.json`` (the card), ``metrics.json`` and ``profile.ncu-rep`` (when ncu could profile it), ``ab.json``
 (the A/B decisions) and ``memory.json`` (:class:`~kernelpilot.versions.records.MemoryRecord`).
 
-The version is evaluated in its own worker (:func:`kernelpilot.versions.measure.open_worker`), checked against the
-session's frozen reference and against v0's inputs, A/B-timed against its parent and the incumbent, given a card
+The version is evaluated in its own worker (:func:`kernelpilot.versions.measure.open_worker`) through the
+``session`` subset of the one stage table (every stage: :data:`kernelpilot.search.stages.SUBSETS`, the same rows
+``verify`` runs), checked against the session's frozen reference and against v0's inputs (``check_changed``),
+A/B-timed against its parent and the incumbent, given a card
 (Nsight Compute where it can read counters, else a light card), and classified
 (:mod:`kernelpilot.versions.outcome`). Nothing here raises for a fault of the version's code: a file that fails to
 load, crashes, hangs or is wrong is an ``invalid`` version with its status and message.
