@@ -3,9 +3,9 @@
 Every row of the stage table (:data:`kernelpilot.search.stages.STAGES`: config, first launch, timer guard, check
 over seeds, derived shapes, timing on refreshed inputs, re-check on unseen values, device activity, speed-of-light
 floor), preceded by the static screen and the declared-work check (:data:`kernelpilot.search.stages.LOAD_STAGES`),
-in an isolated worker whose timer functions were bound before the kernel file was imported. The answer names the **stage**
-that caught the kernel (docs/measuring.md, "The kernel is an adversary"), so an adversarial suite can assert
-that each cheat is stopped where it must be.
+in an isolated worker whose timer functions were bound before the kernel file was imported. The answer names the
+**stage** that caught the kernel (docs/measuring.md, "The kernel is an adversary"), so an adversarial suite can
+assert that each cheat is stopped where it must be.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ class WorkerOptions(BaseModel):
 #: other field, and a :class:`~kernelpilot.search.worker.SpareWorker` is taken over only when these agree.
 LOADED_FIELDS = ("kernel", "ref", "shape", "interpreted")
 
+
 def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
                     race_against_ns: float | None, records: dict[str, Any] | None = None,
                     command: str | None = None) -> Evaluation:

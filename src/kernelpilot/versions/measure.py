@@ -5,9 +5,9 @@ with the session's frozen reference (``check/reference.py``: the reference and i
 shape: the same stages as :func:`kernelpilot.api.verify` (the ``session`` subset of
 :data:`kernelpilot.search.stages.STAGES`: the static screen at load, then every row of the table — the timer
 guard, correctness over the seeds with a second run, aliasing and input mutation, the derived shapes, the re-check
-after timing, (GPU) the device activity and the floor). On top of that, a version must build the same inputs as v0 (:func:`same_check_problem`): a
-version whose ``setup`` makes other (smaller, friendlier) inputs, or whose ``CHECK_SHAPES`` differ, would be measured
-on another problem, and is ``invalid`` (status ``check_changed``).
+after timing, (GPU) the device activity and the floor). On top of that, a version must build the same inputs as v0
+(:func:`same_check_problem`): a version whose ``setup`` makes other (smaller, friendlier) inputs, or whose
+``CHECK_SHAPES`` differ, would be measured on another problem, and is ``invalid`` (status ``check_changed``).
 
 The A/B against the parent and the incumbent (:func:`ab_files`) loads the other version's file into the same worker
 and times both on the same inputs, interleaved (A, B, A, B ...), with the inputs refreshed before every launch;
