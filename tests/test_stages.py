@@ -157,3 +157,19 @@ def test_an_honest_kernel_passes_every_stage_and_records_the_seconds_of_each() -
     assert verified.evaluation.compile_s is not None and verified.evaluation.duration_ns
     checked = api.check(VECTOR_ADD)
     assert checked.passed and len(checked.shapes_checked) == 2  # the derived shape merged into the check's record
+
+
+def test_bundle_bench_checks_each_entrys_jit_kernel_through_its_subset(tmp_path: Path) -> None:
+    """The bundle's entries (exported for sm_90 without a GPU) are checked through the ``bundle_bench`` subset before
+    any comparison: an honest kernel's pass, a cheat's are refused with the status every other command gives."""
+    from kernelpilot.api_bundle import check_entries
+    from kernelpilot.bundle.export import export_bundle
+
+    export_bundle(VECTOR_ADD, tmp_path / "honest", arch="sm_90", shapes=[{"N": 4096}, {"N": 1000}])
+    assert check_entries(tmp_path / "honest", VECTOR_ADD, interpreted=True) == 2
+    cheat = CHEATS / "mutates_input.py"
+    export_bundle(cheat, tmp_path / "cheat", arch="sm_90", shapes=[{"N": 3000}])
+    with pytest.raises(KernelFailed) as caught:
+        check_entries(tmp_path / "cheat", cheat, interpreted=True)
+    assert caught.value.failure == "inputs_mutated" and "check stage" in caught.value.hint
+    assert check_entries(tmp_path / "cheat", VECTOR_ADD, interpreted=True) == 0  # not the bundle's kernel file
