@@ -125,8 +125,9 @@ class Evaluation(BaseModel):
         measured: False when the time came from the Triton interpreter (not a measurement).
         wall_s: wall seconds this evaluation cost in the worker (compile + check + timing): what budgets count.
         compile_s: seconds of the first launch (compile or cache hit + module load), when known.
-        phases_s: where the seconds went: ``compile``, ``check``, ``timing`` (worker), ``ab`` (the A/B decision),
-            ``evidence`` (ncu or light card), ``record`` (files and git) — the per-evaluation breakdown.
+        phases_s: where the seconds went: one entry per stage the worker ran, keyed by the stage's name
+            (``first_launch``, ``check``, ``timing``, ``recheck`` ...: :data:`kernelpilot.search.stages.STAGES`),
+            then ``audit``, ``ab`` (the A/B decision), ``evidence`` (ncu or light card), ``record`` (files and git).
         static: compile facts when known (``registers_per_thread``, ``spills``, ``shared_bytes``, ...).
         card: the bottleneck card's JSON when one was made for this config (the guided strategy's evidence, also
             when replayed).
