@@ -45,8 +45,8 @@ WATCHED_MODULES: tuple[str, ...] = (
     "kernelpilot.measure.timing", "kernelpilot.measure.compare", "kernelpilot.measure.correctness",
     "kernelpilot.measure.guard", "kernelpilot.measure.activity", "kernelpilot.kernels.contract",
     "kernelpilot.kernels.workload", "kernelpilot.hardware.roofline", "kernelpilot.search.worker_child",
-    "kernelpilot.search.stages", "kernelpilot.search.stats", "kernelpilot.records.evaluation",
-    "kernelpilot.report.benchmark", "kernelpilot.api",
+    "kernelpilot.search.stages", "kernelpilot.search.stage_steps", "kernelpilot.search.stats",
+    "kernelpilot.records.evaluation", "kernelpilot.report.benchmark", "kernelpilot.api",
 )
 
 

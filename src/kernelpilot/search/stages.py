@@ -8,8 +8,9 @@ names it; ``tests/test_stages.py`` reads the table and the subsets (docs/measuri
 
 Each row is a :class:`Stage` in the style of :data:`kernelpilot.profile.patterns.PATTERNS`: a name, the typed
 statuses it can give (:data:`kernelpilot.search.model.Status`) and one function ``run(ctx) -> Failure | None`` over
-a :class:`StageContext`. The timer guard's row runs where it stands and again after every later stage of the subset
-(a patch made by the kernel at its N-th call is seen right after the stage that made the call).
+a :class:`StageContext` (the functions and the context are in :mod:`kernelpilot.search.stage_steps`). The timer
+guard's row runs where it stands and again after every later stage of the subset (a patch made by the kernel at
+its N-th call is seen right after the stage that made the call).
 
 Before the table: the static screen and the kernel file's import (:func:`kernelpilot.kernels.contract.load_kernel`,
 ``ScreenRefused``) and the declared-work check of the roofline (``DeclarationError``) — :data:`LOAD_STAGES`, steps of
@@ -22,11 +23,13 @@ through it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception
 from kernelpilot.search.model import Evaluation, Status
+from kernelpilot.search.stage_steps import (Failure, StageContext, _check, _config, _device_activity, _first_launch,
+                                            _floor, _guard_failure, _recheck, _shapes, _timer_guard, _timing,
+                                            correctness_status, guard_check, install_guard)
 
 __all__ = ["FAULTS", "LOAD_STAGES", "STAGES", "STAGE_NAMES", "SUBSETS", "Failure", "Stage", "StageContext",
            "command_in_worker", "correctness_status", "evaluate", "guard_check", "install_guard", "refusal",
@@ -42,67 +45,6 @@ LOAD_STAGES: tuple[str, ...] = ("screen", "declaration")
 
 
 @dataclass(frozen=True)
-class Failure:
-    """Why a stage refused the config: a status of its :attr:`Stage.statuses` and a message for the user."""
-
-    status: Status
-    message: str
-
-
-@dataclass
-class StageContext:
-    """What the stages of one evaluation share (inside the worker).
-
-    Attributes:
-        kf: the loaded :class:`~kernelpilot.kernels.contract.KernelFile`.
-        opts: the worker's :class:`~kernelpilot.search.worker_child.WorkerOptions` (shape, strict, timing bounds,
-            floor_ns and sol_tolerance, racing).
-        device: the worker's device (``"cuda:0"``, ``"cpu"``).
-        config: the config evaluated (tunable name -> value).
-        race_against_ns: the incumbent's median (ns) to race against, or None.
-        seeds: the check's seeds (one fresh input set each; :data:`kernelpilot.measure.correctness.DEFAULT_SEEDS`).
-        case: the inputs at the shape (seed 0), built by the first stage that needs them.
-        fn: one launch of the kernel on ``case``.
-        records: full records as far as the evaluation got (JSON dicts): ``correctness``, ``timing``, ``recheck``,
-            ``activity``; ``stage``: the name of the stage that refused the config.
-        phases: seconds per stage, keyed by stage name (the evaluation's ``phases_s``).
-        results: the typed results: ``correctness`` (CorrectnessResult), ``timing`` (TimingResult), ``compile_s``,
-            ``duration_ns``, ``iqr_ns``, ``samples_ns``.
-        done: set by a stage that ends the evaluation early with success (racing: the message).
-        failed_stage: the name of the stage that refused the config (None: none did).
-    """
-
-    kf: Any
-    opts: Any
-    device: str
-    config: dict[str, Any]
-    race_against_ns: float | None = None
-    seeds: tuple[int, ...] = (0, 1, 2)
-    case: Any = None
-    fn: Callable[[], None] | None = None
-    records: dict[str, Any] = field(default_factory=dict)
-    phases: dict[str, float] = field(default_factory=dict)
-    results: dict[str, Any] = field(default_factory=dict)
-    done: str | None = None
-    failed_stage: str | None = None
-
-    @property
-    def dev(self) -> str:
-        """The torch device: ``"cuda"`` or ``"cpu"``."""
-        return "cuda" if self.device.startswith("cuda") else "cpu"
-
-    def ensure_case(self) -> Any:
-        """The case at the shape (seed 0) and ``fn``, built once (raises what ``setup`` raises)."""
-        if self.case is None:
-            from kernelpilot.kernels.contract import make_case, run_kernel
-
-            self.case = make_case(self.kf, self.opts.shape, 0, self.dev)
-            case, kf, config = self.case, self.kf, self.config
-            self.fn = lambda: run_kernel(kf, case.inputs, config)
-        return self.case
-
-
-@dataclass(frozen=True)
 class Stage:
     """One row of :data:`STAGES`: ``name``, the statuses ``run`` may give, ``run(ctx) -> Failure | None`` and what it
     does in words (``title``)."""
@@ -112,222 +54,6 @@ class Stage:
     run: Callable[[StageContext], Failure | None]
     title: str
 
-
-# -- the timer guard (taken by the worker before the kernel file is imported: kernelpilot.measure.guard)
-
-_GUARD: Any = None
-
-
-def install_guard(guard: Any) -> None:
-    """Use ``guard`` (a :class:`~kernelpilot.measure.guard.TimerGuard` snapshot) for :func:`guard_check`."""
-    global _GUARD
-    _GUARD = guard
-
-
-def guard_check(where: str) -> None:
-    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function (no guard: nothing)."""
-    from kernelpilot.errors import KernelFailed
-    from kernelpilot.measure.guard import Tampered
-
-    if _GUARD is None:
-        return
-    try:
-        _GUARD.check()
-    except Tampered as exc:
-        raise KernelFailed(f"{exc} (seen {where})", "a kernel file must not replace timing, synchronisation or "
-                           "kernelpilot functions: remove the patch", "timer_tampered") from None
-
-
-def _guard_failure(where: str) -> Failure | None:
-    try:
-        guard_check(where)
-    except Exception as exc:  # noqa: BLE001 - typed: timer_tampered
-        return Failure(getattr(exc, "failure", "timer_tampered"), str(getattr(exc, "message", exc)))
-    return None
-
-
-# -- correctness statuses
-
-_STAGE_STATUS: dict[str, Status] = {"aliasing": "aliased", "inputs": "inputs_mutated", "shapes": "wrong_at_shape",
-                                     "tolerance": "tolerance_refused", "recheck": "stale_result"}
-
-
-def correctness_status(correctness: Any) -> Status:
-    """The failure status of a failed :class:`~kernelpilot.measure.correctness.CorrectnessResult`."""
-    bad = next(s for s in correctness.seeds if not s.passed)
-    if bad.stage in _STAGE_STATUS:
-        return _STAGE_STATUS[bad.stage]
-    failing = [o for o in bad.outputs if not o.passed]
-    if failing:  # a comparison failed (also on the second run): NaN left behind, or values out of tolerance
-        return "nan" if any(o.n_nonfinite > 0 for o in failing) else "wrong_result"
-    if bad.error:
-        low = bad.error.lower()
-        return "illegal_memory_access" if any(m in low for m in POISONING_MARKERS) \
-            else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
-    return "nan" if any(o.n_nonfinite > 0 for o in bad.outputs) else "wrong_result"
-
-
-# -- the stages' functions, in table order
-
-def _config(ctx: StageContext) -> Failure | None:
-    from kernelpilot.errors import ContractError
-    from kernelpilot.kernels.contract import validate_config
-
-    try:
-        validate_config(ctx.config, ctx.kf.tunables, ctx.kf.path)
-    except ContractError as exc:
-        return Failure("invalid_config", exc.message)
-    return None
-
-
-def _first_launch(ctx: StageContext) -> Failure | None:
-    import torch
-
-    try:
-        ctx.ensure_case()
-        t = time.monotonic()
-        ctx.fn()  # type: ignore[misc]  # compile (or Triton cache hit) + module load
-        if ctx.dev == "cuda":
-            torch.cuda.synchronize()
-        ctx.results["compile_s"] = time.monotonic() - t
-    except Exception as exc:  # noqa: BLE001 - every fault of a config is data
-        return Failure(classify_exception(exc), f"{type(exc).__name__}: {exc}")
-    return None
-
-
-def _timer_guard(ctx: StageContext) -> Failure | None:
-    return _guard_failure("after the first launch" if "compile_s" in ctx.results else "before the check")
-
-
-def _check(ctx: StageContext) -> Failure | None:
-    from kernelpilot.measure.correctness import check_correctness
-
-    correctness = check_correctness(ctx.kf, ctx.opts.shape, ctx.config, ctx.dev, seeds=ctx.seeds,
-                                    strict=ctx.opts.strict, other_shapes=False)
-    ctx.results["correctness"] = correctness
-    ctx.records["correctness"] = correctness.model_dump(mode="json")
-    return None if correctness.passed else Failure(correctness_status(correctness), correctness.summary)
-
-
-def _timing(ctx: StageContext) -> Failure | None:
-    from kernelpilot.measure.timing import time_callable
-    from kernelpilot.search.stats import clearly_slower
-
-    opts = ctx.opts
-    try:
-        case = ctx.ensure_case()
-        if ctx.race_against_ns and not opts.interpreted:
-            short = time_callable(ctx.fn, device="cuda", min_samples=opts.race_samples,
-                                  max_samples=opts.race_samples, rep_ms=0.0, before_each=case.refresher())
-            if clearly_slower(short.samples_ns, ctx.race_against_ns, margin=opts.race_margin):
-                ctx.results.update(duration_ns=short.median_ns, iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
-                ctx.done = (f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
-                            f"incumbent {ctx.race_against_ns:.0f} ns")
-                return None
-        kwargs: dict[str, Any] = {} if opts.interpreted else {
-            "rep_ms": opts.rep_ms, "max_samples": opts.max_samples, "min_samples": opts.min_samples}
-        timing = time_callable(ctx.fn, ctx.dev, before_each=case.refresher(), **kwargs)
-    except Exception as exc:  # noqa: BLE001
-        return Failure(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
-    ctx.results.update(timing=timing, duration_ns=timing.median_ns, iqr_ns=timing.iqr_ns,
-                       samples_ns=timing.samples_ns)
-    ctx.records["timing"] = timing.model_dump(mode="json")
-    return None
-
-
-def _recheck(ctx: StageContext) -> Failure | None:
-    from kernelpilot.measure.correctness import recheck
-
-    try:
-        again = recheck(ctx.kf, ctx.ensure_case(), ctx.config, ctx.dev)
-    except Exception as exc:  # noqa: BLE001 - a setup that changed its tensors
-        return Failure("stale_result", str(getattr(exc, "message", exc)))
-    ctx.records["recheck"] = again.model_dump(mode="json")
-    if again.passed:
-        return None
-    why = again.error or next(o.reason for o in again.outputs if not o.passed)
-    return Failure("stale_result", f"after timing, on values no call had seen written into the same tensors: {why} "
-                                   "(a result cached by pointer or computed in setup, or a kernel that stops working)")
-
-
-def _device_activity(ctx: StageContext) -> Failure | None:
-    """Two profiled launches (:func:`kernelpilot.measure.activity.device_activity`) judged; on the GPU only."""
-    if ctx.dev != "cuda":
-        return None
-    from kernelpilot.measure.activity import device_activity
-
-    try:
-        case = ctx.ensure_case()
-        report = device_activity(ctx.fn, declared=ctx.kf.backend.kernel_names(ctx.kf) if ctx.kf.backend else [],
-                                 before_each=case.refresher(), n_launches=2)
-    except Exception as exc:  # noqa: BLE001
-        return Failure(classify_exception(exc), f"device activity: {type(exc).__name__}: {exc}")
-    ctx.records["activity"] = report.model_dump(mode="json", exclude={"launches"})
-    if report.problem:
-        return Failure(report.failure, report.problem)  # type: ignore[arg-type]
-    if not report.available and ctx.opts.strict:
-        return Failure("off_timer_work", f"--strict: {report.note} (work on other streams cannot be ruled out)")
-    return None
-
-
-def _floor(ctx: StageContext) -> Failure | None:
-    from kernelpilot.hardware.roofline import impossible_reason
-
-    duration = ctx.results.get("duration_ns")
-    if ctx.opts.interpreted or duration is None:
-        return None
-    why = impossible_reason(duration, ctx.opts.floor_ns, ctx.opts.sol_tolerance)
-    return Failure("impossible", why) if why else None
-
-
-def _shapes(ctx: StageContext) -> Failure | None:
-    """Correctness at :func:`~kernelpilot.measure.correctness.derived_shapes` (seed ``FRESH_SEED``), merged into the
-    check's record when the check ran; a derived shape ``setup`` cannot build is a note (refused under strict)."""
-    from kernelpilot.errors import ContractError
-    from kernelpilot.kernels.contract import make_case
-    from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, derived_shapes, run_and_compare
-
-    shape, before = ctx.opts.shape, ctx.results.get("correctness")
-    extra, notes = derived_shapes(ctx.kf, shape)
-    checks: list[Any] = []
-    checked: list[dict[str, Any]] = []
-    for other in extra:
-        try:
-            case = make_case(ctx.kf, other, FRESH_SEED, ctx.dev)
-        except ContractError as exc:
-            notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
-            continue
-        check, _, _ = run_and_compare(ctx.kf, case, ctx.config, ctx.dev, "shapes", watch_inputs=False)
-        checked.append(dict(other))
-        checks.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
-        if not check.passed:
-            break
-    skipped = [n for n in notes if "not checked" in n or "CHECK_SHAPES = []" in n]
-    if ctx.opts.strict and skipped and all(c.passed for c in checks):
-        checks.append(SeedCheck(seed=FRESH_SEED, passed=False, error=f"--strict refuses: {skipped[0]}",
-                                stage="tolerance", shape=shape))
-    if before is not None:  # one correctness record: the check's seeds, then the shapes
-        merged = _merged(ctx, before, checks, checked, notes)
-        ctx.results["correctness"] = merged
-        ctx.records["correctness"] = merged.model_dump(mode="json")
-    bad = next((c for c in checks if not c.passed), None)
-    if bad is None:
-        return None
-    why = bad.error or next((o.reason for o in bad.outputs if not o.passed), "")
-    status = _STAGE_STATUS.get(bad.stage, "wrong_at_shape")
-    if before is not None:
-        return Failure(status, ctx.results["correctness"].summary)
-    return Failure(status, f"correct at {shape} but not at the derived shape {bad.shape}: {why}")
-
-
-def _merged(ctx: StageContext, before: Any, checks: list[Any], checked: list[dict[str, Any]],
-            notes: list[str]) -> Any:
-    """The check's CorrectnessResult with the derived shapes' checks, shapes and notes added (summary remade)."""
-    from kernelpilot.measure.correctness import _result
-
-    return _result(ctx.kf, before.shape, before.config, before.device, [*before.seeds, *checks],
-                   "" if before.reference_dtype == "not run" else before.reference_dtype, before.deterministic,
-                   [*before.shapes_checked, *checked], before.tolerances, [*before.notes, *notes])
 
 #: The table, in the order the stages run (docs/measuring.md, "The staged evaluation"). A ``roles`` row (buffer
 #: roles observed by running; measure/correctness.py) goes between ``timer_guard`` and ``check``.
