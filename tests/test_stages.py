@@ -133,6 +133,18 @@ def test_a_result_cached_by_pointer_passes_check_and_is_refused_at_the_recheck_b
     assert list(phases) == list(SUBSETS["optimize"][:SUBSETS["optimize"].index("recheck") + 1])
 
 
+def test_a_timer_patched_after_three_calls_is_seen_by_the_guard_after_the_stage_that_made_the_calls() -> None:
+    cheat = CHEATS / "timer_patch_after_calls.py"
+    with pytest.raises(KernelFailed) as caught:
+        api.check(cheat)
+    verified = api.verify(cheat)
+    status_eval, phases = _search_evaluation(cheat, {"BLOCK_SIZE": 1024, "num_warps": 4})
+    assert caught.value.failure == _bench_status(cheat) == verified.status == status_eval == "timer_tampered"
+    assert verified.stage == "timer_guard"
+    # the third call is the check's first seed's second run: the guard's check right after the check stage sees it
+    assert list(phases) == ["config", "first_launch", "timer_guard", "check"]
+
+
 def test_the_audit_and_bundle_subsets_run_in_the_worker_and_refuse_like_verify() -> None:
     baked = CHEATS / "baked_inv_n.py"
     assert api.verify(baked).stage == "shapes"
