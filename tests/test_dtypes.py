@@ -437,3 +437,17 @@ def test_a_kernel_that_detects_the_timed_scale_gains_nothing(tmp_path):
         kf.run_kernel(**case.inputs)
     assert not any(kf.module.SKIPPED)  # values from other seeds: never a scaled copy of setup's
     assert recheck(kf, case, {}, "cpu").passed
+
+
+@pytest.mark.parametrize("name", FP8)
+def test_bitwise_equal_reads_fp8_as_bytes(name):
+    from kernelpilot.measure.correctness import bitwise_equal
+
+    dtype = getattr(torch, name)
+    a = torch.randn(33).to(dtype)
+    poison_tensor(a)  # NaN equals the same NaN bit for bit
+    assert bitwise_equal(a, a.clone())
+    b = torch.randn(33).to(dtype)
+    c = b.clone()
+    c.view(torch.uint8)[5] ^= 1
+    assert bitwise_equal(b, b.clone()) and not bitwise_equal(b, c)
