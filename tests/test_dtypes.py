@@ -451,3 +451,60 @@ def test_bitwise_equal_reads_fp8_as_bytes(name):
     c = b.clone()
     c.view(torch.uint8)[5] ^= 1
     assert bitwise_equal(b, b.clone()) and not bitwise_equal(b, c)
+
+
+CONTENT_CACHE = '''
+import torch
+SHAPE = {"N": 128}
+TUNABLES = {"BLOCK": [64], "num_warps": [4]}
+CACHE = {}
+HITS = []
+
+def setup(N, seed=0, device="cpu", **_):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(N, generator=g).to(device)
+    i = torch.randint(0, N, (N,), generator=g).to(device)
+    return {"inputs": {"x": x, "i": i, "out": torch.empty_like(x), "N": N}, "outputs": ["out"]}
+
+def _key(t):
+    return t.numpy().tobytes()
+
+def run_kernel(x, i, out, N, **_):
+    """Cache by KEY: the exact content, or the content normalised by its first element (a scale-free key)."""
+    key = (_key(x), _key(i)) if MODE == "exact" else ((x / x[0]).round(decimals=3).numpy().tobytes(), _key(i))
+    hit = key in CACHE
+    HITS.append(hit)
+    if hit:
+        return  # the output keeps what the last launch wrote
+    out.copy_(torch.sin(x)[i])
+    CACHE[key] = True
+
+def reference(x, i, out, N, **_):
+    return torch.sin(x)[i]
+'''
+
+
+def test_a_cache_keyed_on_exact_content_never_hits(tmp_path):
+    kf = _load(tmp_path, CONTENT_CACHE.replace("MODE", '"exact"'))
+    case = make_case(kf, {"N": 128}, 0, "cpu")
+    refresh = case.refresher()
+    for _ in range(20):
+        refresh()
+        kf.run_kernel(**case.inputs)
+    assert not any(kf.module.HITS)  # every timed launch pays for the work
+    assert recheck(kf, case, {}, "cpu").passed
+
+
+def test_a_cache_keyed_on_scale_free_content_is_caught_by_the_recheck(tmp_path, monkeypatch):
+    # one pool set: every launch after the first is that set rescaled, so the scale-free key hits and the kernel
+    # skips; the re-check is the same kind of draw, so the kernel skips there too and leaves a stale output
+    monkeypatch.setattr(case_mod, "POOL_SETS", 1)
+    kf = _load(tmp_path, CONTENT_CACHE.replace("MODE", '"normalised"'))
+    case = make_case(kf, {"N": 128}, 0, "cpu")
+    refresh = case.refresher()
+    for _ in range(5):
+        refresh()
+        kf.run_kernel(**case.inputs)
+    assert kf.module.HITS == [False, True, True, True, True]
+    bad = recheck(kf, case, {}, "cpu")
+    assert not bad.passed and bad.stage == "recheck" and "scaled by" in bad.error
