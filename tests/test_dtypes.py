@@ -295,8 +295,8 @@ TUNABLES = {"BLOCK": [64], "num_warps": [4]}
 
 def setup(N, seed=0, device="cpu", **_):
     g = torch.Generator(device="cpu").manual_seed(seed)
-    return {"inputs": {"x": torch.randint(0, 1000, (N,), generator=g).to(device), "out": torch.empty(N, dtype=torch.int64,
-            device=device), "N": N}, "outputs": ["out"]}
+    x = torch.randint(0, 1000, (N,), generator=g).to(device)
+    return {"inputs": {"x": x, "out": torch.empty(N, dtype=torch.int64, device=device), "N": N}, "outputs": ["out"]}
 
 def run_kernel(x, out, N, **_):
     out.copy_(x * 2)

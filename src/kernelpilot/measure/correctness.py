@@ -14,8 +14,8 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
   once, or leaves the poison on its second call, fails), and a bitwise difference is reported as
   non-deterministic;
 - the check repeats at shapes the author did not pick (``shapes`` stage: :func:`derived_shapes`) on a new seed;
-- :func:`recheck` runs after timing: values no call has seen (drawn like every timed launch's, never from
-  ``setup`` unmodified when any input is floating) are written into the *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
+- :func:`recheck` runs after timing: values no call has seen (drawn as every timed launch's are) are written into the
+  *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
   pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
   launch itself sees refreshed inputs and poisoned outputs (:meth:`kernelpilot.kernels.contract.Case.refresh`);
 - a file's own ``atol``/``rtol`` are shown when they loosen the dtype's; past the caps they fail, and
