@@ -508,3 +508,35 @@ def test_a_cache_keyed_on_scale_free_content_is_caught_by_the_recheck(tmp_path, 
     assert kf.module.HITS == [False, True, True, True, True]
     bad = recheck(kf, case, {}, "cpu")
     assert not bad.passed and bad.stage == "recheck" and "scaled by" in bad.error
+
+
+CACHED_SETUP = '''
+import torch
+SHAPE = {"N": 64}
+TUNABLES = {"BLOCK": [64], "num_warps": [4]}
+_MADE = {}
+
+def setup(N, seed=0, device="cpu", **_):
+    """Builds its tensors once and hands back the same objects at every seed (a cached setup)."""
+    if N not in _MADE:
+        x = torch.linspace(1.0, 2.0, N, device=device).requires_grad_(True)
+        _MADE[N] = {"x": x, "out": torch.empty(N, device=device), "N": N}
+    return {"inputs": dict(_MADE[N]), "outputs": ["out"]}
+
+def run_kernel(x, out, N, **_):
+    out.copy_(x.detach() * 2)
+
+def reference(x, out, N, **_):
+    return x * 2
+'''
+
+
+def test_a_setup_that_returns_the_cases_own_tensors_does_not_shrink_them(tmp_path):
+    kf = _load(tmp_path, CACHED_SETUP)
+    case = make_case(kf, {"N": 64}, 0, "cpu")
+    x0 = case.inputs["x"].detach().clone()
+    refresh = case.refresher()
+    for _ in range(200):  # scaling the case's own tensor in place would compound: 0.97 ** 200 ~ 0.002
+        refresh()
+    ratio = case.inputs["x"].detach() / x0
+    assert float(ratio.min()) > 0.96 and float(ratio.max()) < 0.985  # one factor, from a copy of setup's values

@@ -162,7 +162,12 @@ class _Pool:
             got = drawn.get(n)
             same = got is not None and hasattr(got, "shape") and got.shape == mine.shape and \
                 got.dtype == mine.dtype and got.device == mine.device
-            out[n] = got.detach() if same else mine.detach().clone()
+            own = case.inputs[n]
+            if same and got.untyped_storage().data_ptr() not in (own.untyped_storage().data_ptr(),
+                                                                mine.untyped_storage().data_ptr()):
+                out[n] = got.detach()
+            else:  # another shape, or a setup that hands back the case's own tensors (a cached setup): a copy,
+                out[n] = (got if same else mine).detach().clone()  # never the tensor the launch writes into
         return seed, out
 
     def draw(self, case: Case) -> tuple[int, dict[str, Any], float]:
@@ -217,8 +222,19 @@ def draw_values(case: Case, index: int = 0) -> str:
     pool = case._pool if case._pool is not None else _Pool(case)
     case._pool = pool
     seed, base, u = pool.draw(case)
-    parts = []
+    with torch.no_grad():  # inputs that require grad take values too (out= and copy_ refuse them under autograd)
+        parts = _write(pool, base, u, case)
+    how = f" scaled by {', '.join(dict.fromkeys(parts))}" if parts else " (integer/bool inputs as drawn)"
+    return f"setup(seed={seed}){how}"
+
+
+def _write(pool: _Pool, base: dict[str, Any], u: float, case: Case) -> list[str]:
+    """Copy one draw into the case's tensors, floating ones scaled by their dtype's factor for ``u``; returns the
+    factors as text."""
+    import torch
+
     mul_ok = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+    parts = []
     for name in pool.names:
         src, dst = base[name], case.inputs[name]
         if name not in pool.floating:
@@ -230,8 +246,7 @@ def draw_values(case: Case, index: int = 0) -> str:
         else:
             torch.mul(src, f, out=dst)  # one pass, rounded once to the tensor's dtype
         parts.append(f"{f:.6g} ({str(dst.dtype).removeprefix('torch.')})")
-    how = f" scaled by {', '.join(dict.fromkeys(parts))}" if parts else " (integer/bool inputs as drawn)"
-    return f"setup(seed={seed}){how}"
+    return parts
 
 
 def poison_tensor(t: Any) -> None:
@@ -241,7 +256,8 @@ def poison_tensor(t: Any) -> None:
     result to show anything). ``float8_e8m0fnu`` (exponents only) gets its NaN, 0xFF.
 
     Raises:
-        TypeError: a dtype that ``fill_`` cannot fill (none among torch's dtypes as of 2.13 but the sub-byte ones).
+        whatever ``fill_`` or ``torch.iinfo`` raise for a dtype without addressable elements (the sub-byte
+        ``uint1``..``uint7``, ``int1``..``int7`` and packed ``float4_e2m1fn_x2``).
     """
     import torch
 
