@@ -116,7 +116,7 @@ def scale_span(dtype: Any) -> float:
     2⁻²³ fp32, 2⁻¹⁰ fp16, 2⁻⁷ bf16, 2⁻³ fp8 e4m3, 2⁻² fp8 e5m2). At least 8 ulps, so rounding back to the
     dtype cannot undo the change (bf16, fp8), and at least 3 % so a key built from a coarse rounding of the
     values changes too; below 1 so fp8 values at the format's maximum (amax-scaled quantized data) never
-    overflow or saturate. Complex dtypes use their real part's eps."""
+    overflow or saturate, and non-negative indices held in a float tensor stay in range. Complex dtypes use their real part's eps."""
     import torch
 
     real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
@@ -208,8 +208,9 @@ def draw_values(case: Case, index: int = 0) -> str:
       by values (integers offer no structure-keeping change): the speed-of-light floor remains against it.
 
     Limits: one factor per dtype per launch is a uniform scale, so a kernel that is exactly scale-equivariant
-    (a GEMM) and caches by the *normalised* content of the pool's few base sets could answer later launches
-    from its cache, scaled, and pass the re-check; fp8 tensors take few distinct values, so two factors may round
+    (a GEMM) and caches by the *normalised* content of the pool's few base sets (or whose ``setup`` stashes the
+    answers for the sets it returns, under such a key) could answer later launches from that cache, rescaled,
+    and pass the re-check; a kernel that is not scale-equivariant returns stale results there and fails; fp8 tensors take few distinct values, so two factors may round
     to one fp8 tensor (the set is still new where any other input is floating).
 
     Args:
