@@ -137,7 +137,9 @@ def test_every_timed_launch_sees_input_values_it_has_never_seen(write_kernel):
         run_kernel(kf, case.inputs, CFG)
     assert case.inputs["x"].data_ptr() == ptr and case.inputs["N"] == 300
     assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])  # content never repeats
-    assert float((seen[2] / x0 - 1).abs().max()) < 0.025  # same distribution, scaled by under 2.4 %
+    # values of setup at another seed, scaled by a new factor: never setup's first values, nor proportional to them
+    assert all(float((s / x0).std()) > 0.1 for s in seen)
+    assert 0.5 < float(seen[2].std()) < 2.0  # same distribution: setup's N(0, 1) scaled by at most 3.2 %
 
 
 def test_timer_guard_names_a_replaced_timer_and_a_replaced_kernelpilot_function():

@@ -13,7 +13,8 @@ from kernelpilot.errors import ContractError
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
 
-__all__ = ["Case", "make_case", "poison_tensor"]
+__all__ = ["Case", "POOL_BYTES", "POOL_SETS", "draw_values", "make_case", "poison_tensor", "refreshed_names",
+           "scale_span"]
 
 
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
@@ -33,6 +34,8 @@ class Case:
         partial: inputs the kernel reads only in part (``setup()["partial"]``), left out of the minimum bytes.
         scratch: inputs the kernel (or an autotune ``pre_hook``) may write freely: workspaces, locks, counters
             (``setup()["scratch"]``); not checked for modification, not counted in the minimum bytes.
+        redraw: ``seed -> Case``: the same kernel file's ``setup`` at the same shape and device, another seed (set
+            by :func:`make_case`); the refresh's source of values (:func:`draw_values`).
     """
 
     inputs: dict[str, Any]
@@ -43,7 +46,8 @@ class Case:
     pristine: dict[str, Any] = field(default_factory=dict, repr=False)
     partial: list[str] = field(default_factory=list)
     scratch: list[str] = field(default_factory=list)
-    _base: dict[str, Any] | None = field(default=None, repr=False)
+    redraw: Callable[[int], Case] | None = field(default=None, repr=False, compare=False)
+    _pool: Any = field(default=None, repr=False, compare=False)
 
     def restore(self) -> None:
         """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
@@ -58,31 +62,204 @@ class Case:
         return self.restore if self.inplace else None
 
     def refresh(self, index: int) -> None:
-        """Make the next launch see input values it has never seen, outside any timed region.
+        """Write the values of timed launch ``index`` into the case's input tensors (outside any timed region).
 
-        Every floating input tensor (in-place ones too; not ``scratch``) becomes its value from ``setup`` scaled by
-        ``1 + k·2⁻¹²`` with ``k = index mod 97 + 1`` (distinct across 97 consecutive launches, at most 2.4 %, same
-        pointers). A kernel that memoizes results by pointer or by content then pays for the work in every timed
-        sample (docs/measuring.md, "The kernel is an adversary"); one that skips work when its outputs already hold
-        a result is caught by the re-check after timing. Integer inputs (indices) keep their values.
+        The values are a draw of :func:`draw_values`, the one function that also gives the re-check its values
+        (:func:`kernelpilot.measure.correctness.recheck`), so timed and re-checked launches see one distribution
+        and a kernel cannot tell them apart by looking at the values (a refresh that scaled by ``1 + k·2⁻¹²`` while
+        the re-check scaled by 1.03–1.08 let a kernel skip its work when "timed": a 3.4× false speedup, issue 23).
+
+        Every input tensor the kernel reads is written (not outputs that are not in-place, not ``scratch``), of any
+        dtype: fp8, integers and bools included; ``copy_`` into the same storage, so pointers stay valid. The
+        values come from ``setup`` itself called at fresh unpredictable seeds (so they keep whatever structure
+        ``setup`` builds: valid indices, masks, monotone offsets, RoPE's equal cos/sin halves), then every floating
+        tensor is scaled by a factor new at each launch (:func:`draw_values` has the rule and its reasons).
+
+        Cost per launch: one pass over the refreshed inputs (``torch.mul(..., out=)`` or ``copy_``; fp8 through a
+        float32 temporary), as before. When no floating tensor is refreshed (integer or bool inputs only), no
+        factor can make a set new, so every launch gets its own ``setup`` call instead (the cost of ``setup``).
+        Memory: the pool of :data:`POOL_SETS` sets, fewer when a set exceeds :data:`POOL_BYTES` (at least one).
+
+        Raises:
+            ContractError: ``setup`` raised at a fresh seed (from :func:`make_case`).
         """
-        import torch
-
-        if self._base is None:
-            self._base = {n: v.detach().clone() for n, v in self.inputs.items() if isinstance(v, torch.Tensor)
-                          and v.dtype.is_floating_point and n not in self.outputs and n not in self.scratch}
-        factor = 1.0 + (index % 97 + 1) * 2.0 ** -12
-        for name, base in {**self._base, **self.pristine}.items():
-            torch.mul(base, factor, out=self.inputs[name])
+        draw_values(self, index)
 
     def refresher(self) -> Callable[[], None]:
-        """A ``before_each`` for the timers: :meth:`refresh` with a counter (one call per launch)."""
+        """A ``before_each`` for the timers: :meth:`refresh` with a counter (one call per launch, warm-ups too).
+        Counters of several refreshers on one case share the case's pool; each launch's factor is drawn anew
+        whatever the counter, so two refreshers never replay one set of values."""
         counter = itertools.count()
         return lambda: self.refresh(next(counter))
 
 
+#: Sets of input values drawn from ``setup`` and kept for the refresh (each launch scales one of them anew).
+POOL_SETS = 3
+#: The pool holds at most this many bytes (one set at least, whatever its size): inputs can be gigabytes.
+POOL_BYTES = 2 << 30
+#: Offset of the seeds the pool passes to ``setup``: far from the check's seeds (0, 1, 2, 1000).
+_SEED_BASE = 1 << 20
+
+
+def refreshed_names(case: Case) -> list[str]:
+    """The inputs every launch gets new values for: tensors the kernel reads (in-place outputs included; not
+    outputs it only writes, not ``scratch``), any dtype."""
+    import torch
+
+    return [n for n, v in case.inputs.items() if isinstance(v, torch.Tensor) and n not in case.scratch
+            and (n not in case.outputs or n in case.inplace)]
+
+
+def scale_span(dtype: Any) -> float:
+    """How far below 1 the per-launch factor of a floating dtype reaches: factors lie in
+    ``[1 − span, 1 − span/2)``, with ``span = min(0.5, max(2⁻⁵, 8·eps))`` (``eps = torch.finfo(dtype).eps``:
+    2⁻²³ fp32, 2⁻¹⁰ fp16, 2⁻⁷ bf16, 2⁻³ fp8 e4m3, 2⁻² fp8 e5m2). At least 8 ulps, so rounding back to the
+    dtype cannot undo the change (bf16, fp8), and at least 3 % so a key built from a coarse rounding of the
+    values changes too; below 1 so fp8 values at the format's maximum (amax-scaled quantized data) never
+    overflow or saturate, and non-negative indices held in a float tensor stay in range. Complex dtypes use their real part's eps."""
+    import torch
+
+    real = {torch.complex64: torch.float32, torch.complex128: torch.float64}.get(dtype, dtype)
+    return min(0.5, max(2.0 ** -5, 8 * torch.finfo(real).eps))
+
+
+class _Pool:
+    """The refresh's state on one case: the sets drawn from ``setup``, their seeds, and the generator of the
+    per-launch choices (seeded from :mod:`secrets`: a kernel that reads this module cannot predict the values)."""
+
+    def __init__(self, case: Case) -> None:
+        import secrets
+
+        import torch
+
+        self.names = refreshed_names(case)
+        self.floating = [n for n in self.names if case.inputs[n].dtype.is_floating_point
+                         or case.inputs[n].dtype.is_complex]
+        self.gen = torch.Generator(device="cpu").manual_seed(secrets.randbits(62))
+        self.sets: list[dict[str, Any]] = []
+        self.seeds: list[int] = []
+        self.factors_used: set[float] = set()
+        nbytes = sum(case.inputs[n].numel() * case.inputs[n].element_size() for n in self.names)
+        self.size = max(1, min(POOL_SETS, POOL_BYTES // max(nbytes, 1)))
+
+    def new_seed(self) -> int:
+        import torch
+
+        return _SEED_BASE + int(torch.randint(0, 1 << 30, (), generator=self.gen))
+
+    def fresh_set(self, case: Case) -> tuple[int, dict[str, Any]]:
+        """(seed, name -> tensor): ``setup`` at a new seed; a tensor whose shape, dtype or device differs from the
+        case's (a setup that draws sizes at random) is replaced by the case's own value from ``setup``."""
+        seed = self.new_seed()
+        if case.redraw is None:  # a Case built by hand: its own values are the only draw there is
+            drawn: dict[str, Any] = {}
+        else:
+            other = case.redraw(seed)
+            drawn = {**other.inputs, **other.pristine}
+        out = {}
+        for n in self.names:
+            mine = case.pristine.get(n, case.inputs[n])
+            got = drawn.get(n)
+            same = got is not None and hasattr(got, "shape") and got.shape == mine.shape and \
+                got.dtype == mine.dtype and got.device == mine.device
+            own = case.inputs[n]
+            if same and got.untyped_storage().data_ptr() not in (own.untyped_storage().data_ptr(),
+                                                                mine.untyped_storage().data_ptr()):
+                out[n] = got.detach()
+            else:  # another shape, or a setup that hands back the case's own tensors (a cached setup): a copy,
+                out[n] = (got if same else mine).detach().clone()  # never the tensor the launch writes into
+        return seed, out
+
+    def draw(self, case: Case) -> tuple[int, dict[str, Any], float]:
+        """(seed, base set, u in [0, 1)): the base set of one launch and the uniform number that fixes its factors."""
+        import torch
+
+        if not self.floating:  # nothing to scale: a fresh setup call per launch, kept no longer than the launch
+            seed, values = self.fresh_set(case)
+            return seed, values, 0.0
+        while len(self.sets) < self.size:
+            seed, values = self.fresh_set(case)
+            self.sets.append(values)
+            self.seeds.append(seed)
+        i = int(torch.randint(0, len(self.sets), (), generator=self.gen))
+        u = float(torch.rand((), generator=self.gen, dtype=torch.float64))
+        while u in self.factors_used:  # a factor once used is never used again
+            u = float(torch.rand((), generator=self.gen, dtype=torch.float64))
+        self.factors_used.add(u)
+        return self.seeds[i], self.sets[i], u
+
+
+def draw_values(case: Case, index: int = 0) -> str:
+    """Write one launch's values into the case's refreshed tensors (:func:`refreshed_names`); the refresh of every
+    timed launch and the re-check both call this, so both draw from one distribution. Returns where the values
+    came from (for a failure message), e.g. ``"setup(seed=1051234) scaled by 0.9791 (float32)"``.
+
+    The rule, against a kernel that is an adversary (docs/measuring.md, "The kernel is an adversary"):
+
+    - base values are ``setup``'s own, at seeds drawn from an unpredictable generator (never the check's
+      seeds): structure is kept, and a kernel cannot precompute answers for seeds it cannot know;
+    - each floating tensor becomes ``base × f``, ``f = 1 − span·(1 + u)/2`` with ``u`` uniform in [0, 1) and new at
+      every draw (never reused), ``span`` per dtype (:func:`scale_span`): no two launches see the same values, so
+      a cache by pointer or by content never hits, and no value ``setup`` returned reaches the kernel unmodified,
+      so a result computed in ``setup`` and stashed cannot match (tests/adversarial/cheats/setup_stash.py);
+    - integer and bool tensors are ``setup``'s values as drawn (scaling would break indices); with floating
+      inputs beside them the set as a whole is new at every launch. With no floating input every draw is a new
+      ``setup`` call: a content cache never hits, but a ``setup`` that stashes answers by content is not caught
+      by values (integers offer no structure-keeping change): the speed-of-light floor remains against it.
+
+    Limits: one factor per dtype per launch is a uniform scale, so a kernel that is exactly scale-equivariant
+    (a GEMM) and caches by the *normalised* content of the pool's few base sets (or whose ``setup`` stashes the
+    answers for the sets it returns, under such a key) could answer later launches from that cache, rescaled,
+    and pass the re-check; a kernel that is not scale-equivariant returns stale results there and fails; fp8 tensors take few distinct values, so two factors may round
+    to one fp8 tensor (the set is still new where any other input is floating).
+
+    Args:
+        index: the launch's number (unused by the values: the factor is drawn, not derived from it; kept for
+            :meth:`Case.refresh`'s callers).
+    """
+    import torch
+
+    del index
+    pool = case._pool if case._pool is not None else _Pool(case)
+    case._pool = pool
+    seed, base, u = pool.draw(case)
+    with torch.no_grad():  # inputs that require grad take values too (out= and copy_ refuse them under autograd)
+        parts = _write(pool, base, u, case)
+    how = f" scaled by {', '.join(dict.fromkeys(parts))}" if parts else " (integer/bool inputs as drawn)"
+    return f"setup(seed={seed}){how}"
+
+
+def _write(pool: _Pool, base: dict[str, Any], u: float, case: Case) -> list[str]:
+    """Copy one draw into the case's tensors, floating ones scaled by their dtype's factor for ``u``; returns the
+    factors as text."""
+    import torch
+
+    mul_ok = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+    parts = []
+    for name in pool.names:
+        src, dst = base[name], case.inputs[name]
+        if name not in pool.floating:
+            dst.copy_(src)
+            continue
+        f = 1.0 - scale_span(dst.dtype) * (1.0 + u) / 2.0
+        if dst.dtype not in mul_ok:  # fp8 and kin have no mul kernel: through a float32 temporary
+            dst.copy_(src.to(torch.float32).mul_(f))
+        else:
+            torch.mul(src, f, out=dst)  # one pass, rounded once to the tensor's dtype
+        parts.append(f"{f:.6g} ({str(dst.dtype).removeprefix('torch.')})")
+    return parts
+
+
 def poison_tensor(t: Any) -> None:
-    """Fill a tensor with NaN (floats), True (bools) or the dtype's minimum (integers) so unwritten elements show."""
+    """Fill a tensor so unwritten elements show: NaN for floating dtypes (fp8 included: e4m3fn and e5m2 have NaN,
+    the fnuz variants their single NaN, byte 0x80, as ``torch`` encodes them), NaN+NaN·i for complex, True for
+    bool, the minimum for signed integers and the maximum for unsigned ones (their minimum, 0, is too common a
+    result to show anything). ``float8_e8m0fnu`` (exponents only) gets its NaN, 0xFF.
+
+    Raises:
+        whatever ``fill_`` or ``torch.iinfo`` raise for a dtype without addressable elements (the sub-byte
+        ``uint1``..``uint7``, ``int1``..``int7`` and packed ``float4_e2m1fn_x2``).
+    """
     import torch
 
     if t.dtype.is_floating_point or t.dtype.is_complex:
@@ -90,7 +267,8 @@ def poison_tensor(t: Any) -> None:
     elif t.dtype == torch.bool:
         t.fill_(True)
     else:
-        t.fill_(torch.iinfo(t.dtype).min)
+        info = torch.iinfo(t.dtype)
+        t.fill_(info.max if info.min == 0 else info.min)
 
 
 def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
@@ -150,4 +328,4 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
         extra[key] = list(names)
     pristine = {name: inputs[name].detach().clone() for name in inplace}
     return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
-                pristine=pristine, **extra)
+                pristine=pristine, redraw=lambda s: make_case(kf, shape, s, device), **extra)

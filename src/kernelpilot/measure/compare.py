@@ -31,14 +31,27 @@ __all__ = ["MAX_ATOL", "MAX_RTOL", "OutputCheck", "SCALE_FLOOR_REL", "SEGMENT_EL
            "compare", "tolerance_for"]
 
 # (atol, rtol) by output dtype; docs/measuring.md "Correctness" (fp32 1e-5/1e-3, fp16/bf16 1e-2/1e-2).
+# fp8: rtol is one unit in the last place at 1.0 (``torch.finfo(dtype).eps``), from the mantissa widths of the
+# OCP 8-bit Floating Point Specification (OFP8) rev. 1.0, 2023, table 1: E4M3 has 3 mantissa bits (2⁻³), E5M2
+# has 2 (2⁻²); the fnuz variants (Graphcore/AMD, "8-bit Numerical Formats for Deep Neural Networks", 2022) have
+# the same widths. Rounding to nearest errs by at most half of that; a kernel whose float32 value differs from
+# the float64 reference by a hair can round to the neighbouring fp8 value, a full unit: so one unit, not half.
+# atol is half the unit (row-RMS-relative: elements near zero). float8_e8m0fnu (exponents only, MX scales)
+# rounds to powers of two: a neighbouring power is 2x, so only a file's own tolerance could accept it.
 TOLERANCES: dict[str, tuple[float, float]] = {
     "float64": (1e-8, 1e-6),
     "float32": (1e-5, 1e-3),
     "float16": (1e-2, 1e-2),
     "bfloat16": (1e-2, 1e-2),
+    "float8_e4m3fn": (2.0 ** -4, 2.0 ** -3),
+    "float8_e4m3fnuz": (2.0 ** -4, 2.0 ** -3),
+    "float8_e5m2": (2.0 ** -3, 2.0 ** -2),
+    "float8_e5m2fnuz": (2.0 ** -3, 2.0 ** -2),
+    "complex64": (1e-5, 1e-3),
+    "complex128": (1e-8, 1e-6),
 }
-#: The loosest tolerance a kernel file may declare: an error of 10 % of the row's RMS, or 10 % relative (fp8
-#: e4m3 rounds to 2⁻⁴ ≈ 6 % relative). Beyond it the file is refused, not trusted.
+#: The loosest tolerance a kernel file may declare: an error of 10 % of the row's RMS, or 10 % relative, or the
+#: output dtype's own (fp8's table entries exceed 10 %). Beyond it the file is refused, not trusted.
 MAX_ATOL, MAX_RTOL = 0.1, 0.1
 #: Elements per segment of a one-dimensional output.
 SEGMENT_ELEMENTS = 1024
@@ -64,7 +77,8 @@ class Tolerance(BaseModel):
 
 def tolerance_for(dtype: Any, kf: Any = None) -> Tolerance:
     """The tolerance for an output dtype (a ``torch.dtype`` or its name); the kernel/ref file's ``atol``/``rtol``
-    (``kf.atol``/``kf.rtol``) override the table, visibly. Integer outputs must match exactly (0, 0)."""
+    (``kf.atol``/``kf.rtol``) override the table, visibly. Integer and bool outputs must match exactly (0, 0)
+    unless the file loosens them. ``over_cap`` when a value exceeds both the caps and the dtype's own."""
     name = str(dtype).removeprefix("torch.")
     floating = name.startswith(("float", "bfloat", "complex"))
     atol, rtol = TOLERANCES.get(name, (1e-1, 1e-1) if floating else (0.0, 0.0))
@@ -76,7 +90,8 @@ def tolerance_for(dtype: Any, kf: Any = None) -> Tolerance:
     source = "dtype table" if file_atol is None and file_rtol is None else \
         f"kernel file (atol={file_atol}, rtol={file_rtol}; dtype table {d_atol:g}/{d_rtol:g})"
     return Tolerance(atol=atol, rtol=rtol, default_atol=d_atol, default_rtol=d_rtol, source=source,
-                     loosened=atol > d_atol or rtol > d_rtol, over_cap=atol > MAX_ATOL or rtol > MAX_RTOL)
+                     loosened=atol > d_atol or rtol > d_rtol,
+                     over_cap=atol > max(MAX_ATOL, d_atol) or rtol > max(MAX_RTOL, d_rtol))
 
 
 class OutputCheck(BaseModel):
@@ -122,10 +137,55 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
         return OutputCheck(**base, n_nonfinite=0, n_mismatched=out.numel(), rel_l2_error=None, max_abs_error=None,
                            scale=0.0, passed=False,
                            reason=f"shape mismatch: kernel {list(out.shape)} vs reference {list(ref.shape)}")
+    if out.dtype.is_complex:  # (re, im) pairs side by side along the last dimension: rows stay rows
+        flat = (lambda t: t.flatten(-2)) if out.dim() else (lambda t: t)
+        ref = flat(torch.view_as_real(ref.detach().reshape(out.shape).to(torch.complex128).resolve_conj()))
+        out = flat(torch.view_as_real(out.detach().resolve_conj()))
+        base = {**base, "shape": list(out.shape), "n_elements": out.numel()}
+    exact = atol == 0 and rtol == 0 and not (out.dtype.is_floating_point or out.dtype.is_complex)
     try:  # on the output's device: a 64 M-element comparison on the host costs seconds per seed
+        if exact:
+            return _compare_exact(base, out, ref, out.device)
         return _compare(base, out, ref, atol, rtol, out.device)
     except torch.OutOfMemoryError:
+        if exact:
+            return _compare_exact(base, out, ref, torch.device("cpu"))
         return _compare(base, out, ref, atol, rtol, torch.device("cpu"))
+
+
+def _compare_exact(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, device: torch.device) -> OutputCheck:
+    """Integer and bool outputs held to exact equality (tolerance 0/0), without a float64 detour that would round
+    int64 values past 2⁵³: an integer reference is compared in int64 (uint64 wraps to the same bits), a floating
+    one in float64 (a NaN or a fraction in the reference never equals an integer). ``rel_l2_error`` is the
+    fraction of elements that differ."""
+    import torch
+
+    o = out.detach().reshape(-1).to(device=device)
+    r = ref.detach().reshape(-1).to(device=device)
+    if r.dtype.is_floating_point or r.dtype.is_complex:
+        o, r = o.to(torch.float64), (r.real if r.dtype.is_complex else r).to(torch.float64)
+    else:
+        o, r = o.to(torch.int64), r.to(torch.int64)
+    mismatch = o.ne(r)
+    n, bad = base["n_elements"], int(mismatch.sum())
+    first_idx, first_vals, max_abs = None, None, 0.0
+    if bad:
+        flat = int(torch.nonzero(mismatch)[0])
+        shape = base["shape"]
+        first_idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))] if shape else []
+        first_vals = tuple(v if math.isfinite(v) else None for v in (float(o[flat]), float(r[flat])))
+        max_abs = float((o[mismatch].to(torch.float64) - r[mismatch].to(torch.float64)).abs().max())
+    frac = bad / n if n else 0.0
+    reason = (f"{bad} of {n} elements differ (integer/bool outputs must match exactly)" if bad else
+              "every element equal (integer/bool outputs match exactly)")
+    return OutputCheck(**base, n_nonfinite=0, n_mismatched=bad, rel_l2_error=frac, max_abs_error=max_abs,
+                       scale=0.0, first_bad_index=first_idx, first_bad_values=first_vals, passed=not bad,
+                       reason=reason)
+
+
+def _NATIVE_FLOATS(torch: Any) -> set[Any]:  # noqa: N802 - a constant that needs torch
+    """Output dtypes the comparison uses as they are: every elementwise op it applies has a kernel for them."""
+    return {torch.float16, torch.bfloat16, torch.float32, torch.float64}
 
 
 def _segments(t: torch.Tensor, shape: list[int]) -> torch.Tensor:
@@ -150,7 +210,9 @@ def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: f
     import torch
 
     o = out.detach().reshape(-1).to(device=device)
-    if o.dtype == torch.bool or o.dtype.is_complex:
+    if o.dtype not in _NATIVE_FLOATS(torch):
+        # bool, fp8 (no isfinite/abs/sub kernels) and integers under a loosened tolerance (uint16/32/64 have no
+        # abs) compare as float64: exact for every fp8 value (complex arrives as its real view)
         o = o.to(torch.float64)
     r = ref.detach().reshape(-1).to(device=device, dtype=torch.float64)
     finite_r, finite_o = torch.isfinite(r), torch.isfinite(o)

@@ -14,7 +14,7 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
   once, or leaves the poison on its second call, fails), and a bitwise difference is reported as
   non-deterministic;
 - the check repeats at shapes the author did not pick (``shapes`` stage: :func:`derived_shapes`) on a new seed;
-- :func:`recheck` runs after timing: values no call has seen (scaled, never from ``setup``) are written into the
+- :func:`recheck` runs after timing: values no call has seen (drawn as every timed launch's are) are written into the
   *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
   pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
   launch itself sees refreshed inputs and poisoned outputs (:meth:`kernelpilot.kernels.contract.Case.refresh`);
@@ -311,32 +311,32 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     while timed stay the same. (Unwritten elements are the pre-check's poison's business: a poisoned second
     phase here added a launch and a float64 reference per evaluation and caught nothing the first phase missed.)
 
-    Each floating input tensor becomes ``v·(1 + δ)``, ``v`` its value from ``setup`` and ``δ`` drawn from ``seed``
-    in [0.03, 0.08): at least 0.6 % above every value timing showed the kernel (the refresh scales by at most
-    ``1 + 97·2⁻¹²``, :meth:`~kernelpilot.kernels.case.Case.refresh`). A uniform scale keeps the structure inputs may
-    need (RoPE's cos/sin halves stay equal, masks stay masks; elementwise noise broke Liger's RoPE on the H100);
-    integer inputs keep their values. The values never come from ``setup`` unscaled, so a result computed in
-    ``setup`` and stashed cannot match them.
-    """
-    import torch
+    The values are one more draw of :func:`kernelpilot.kernels.case.draw_values`, the function that gave every
+    timed launch its values: ``setup`` at an unpredictable seed, each floating tensor scaled by a factor never used
+    before, integer and bool tensors as ``setup`` drew them. So the re-check is indistinguishable from a timed
+    launch (a kernel that inspects values to tell "timed" from "checked" has nothing to go on: the old re-check
+    scaled by 1.03–1.08 where timing scaled by at most 1.024, and a kernel skipped its work below the threshold),
+    structure ``setup`` builds is kept (indices valid, masks, RoPE's halves), and with any floating input the
+    values are ones no launch saw and ``setup`` never returned, so a result cached by pointer or content, work
+    done in ``setup`` and stashed, or a kernel that stops working after some calls all fail here. The in-place
+    tensors' pristine copies take the new values (the run restores from them).
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    delta = float(torch.rand((), generator=g)) * 0.05 + 0.03
-    names = [n for n, v in case.inputs.items() if _is_tensor(v) and v.dtype.is_floating_point
-             and n not in case.scratch and (n not in case.outputs or n in case.inplace)]
-    saved = case._base or {}  # setup's values, kept by the timers' refresh: no copy needed
-    for name in names:
-        base = case.pristine[name] if name in case.pristine else saved.get(name)
-        if base is None:
-            base = case.inputs[name].detach().clone()
-        torch.mul(base, 1 + delta, out=case.inputs[name])  # one pass, rounded once to the tensor's dtype
-        if name in case.pristine:
-            case.pristine[name].copy_(case.inputs[name])
+    Args:
+        seed: unused, kept for callers: the values' ``setup`` seed is drawn unpredictably (a kernel that knew it
+            could prepare the answer) and named in the failure message, which makes the failure reproducible.
+    """
+    from kernelpilot.kernels.case import draw_values
+
+    source = draw_values(case)
+    for name, saved in case.pristine.items():
+        saved.copy_(case.inputs[name])
     check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
+    del seed
     if not check.passed:
         why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
         check = check.model_copy(update={"stage": "recheck" if check.stage == "check" else check.stage,
-                                         "error": f"with the outputs still holding the previous result: {why}"})
+                                         "error": f"with the outputs still holding the previous result, on "
+                                                  f"{source}: {why}"})
     return check
 
 

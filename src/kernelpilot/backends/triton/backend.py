@@ -66,20 +66,35 @@ class TritonBackend:
 
     def limitations(self, kf: KernelFile) -> str | None:
         """Under the interpreter: what in the kernel the interpreter cannot run exactly (e.g. ``the Triton
-        interpreter cannot run libdevice.erfinv (in _kernel): run on a GPU``), else None. Raises nothing."""
+        interpreter cannot run libdevice.erfinv (in _kernel): run on a GPU``), and, when a launch was given fp8
+        tensors, the interpreter's fp32 -> fp8 rounding where a probe finds it differs from torch's
+        (:func:`kernelpilot.backends.triton.fp8_probe.fp8_cast_mismatch`); else None. Raises nothing."""
         if not kf.interpreted:
             return None
+        from kernelpilot.backends.triton.fp8_probe import fp8_cast_mismatch
         from kernelpilot.backends.triton.interpreter import interpreter_note
 
+        notes = []
         try:
-            return interpreter_note(kf.module)
+            notes.append(interpreter_note(kf.module))
         except Exception:  # noqa: BLE001 - a scan that cannot read the source says nothing
-            return None
+            pass
+        for dtype in sorted(kf.extras.get("fp8_inputs", ())):
+            found = fp8_cast_mismatch(dtype)
+            if found:
+                notes.append(f"this case has {dtype} tensors and {found}: the kernel's fp8 results cannot be "
+                             "checked under the interpreter, run on a GPU")
+        return "; ".join(n for n in notes if n) or None
 
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """``run_kernel(**inputs, **config)``; for an autotuned kernel the autotuner's config list becomes the one
         pinned ``triton.Config`` (so it launches without benchmarking, with that config's ``pre_hook``) and
         ``run_kernel(**inputs)`` is called. The autotuner's own ``pre_hook``/``post_hook`` are left as they are."""
+        if kf.interpreted:  # fp8 tensors seen by a launch: limitations() then probes the interpreter's fp8 casts
+            for v in inputs.values():
+                dtype = getattr(v, "dtype", None)
+                if dtype is not None and getattr(dtype, "is_floating_point", False) and v.element_size() == 1:
+                    kf.extras.setdefault("fp8_inputs", set()).add(str(dtype).removeprefix("torch."))
         name = kf.extras.get("autotuner")
         if name is None:
             kf.run_kernel(**inputs, **config)
