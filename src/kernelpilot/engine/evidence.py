@@ -3,7 +3,9 @@
 :class:`NcuEvidence` profiles an evaluation with ``ncu`` (its report kept where the recorder says) and builds the
 card from the counters; when ncu is missing (:class:`~kernelpilot.errors.ToolMissingError`) or the driver refuses
 counters (:class:`~kernelpilot.errors.CountersNotPermitted`) it switches itself off for the rest of the run and
-falls back to :class:`LightEvidence` — chosen on the error's type, never on its text. :class:`LightEvidence` builds
+falls back to :class:`LightEvidence` — chosen on the error's type, never on its text. Each ncu-profiled evaluation
+carries ``floor_check``: the roofline's bytes held against the DRAM bytes ncu measured
+(:func:`kernelpilot.profile.floor_check.confirm_floor_bytes`). :class:`LightEvidence` builds
 the card from the measured time, the roofline and a compile of the config for the target (registers, spills, shared
 memory, occupancy, SASS mix), with no counters. Cards are only made for new incumbents: the guided strategy reads
 the incumbent's card, and nothing else does.
@@ -115,6 +117,7 @@ class NcuEvidence:
             return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))
         self.n_profiles += 1
         from kernelpilot.profile.card import card_from_metrics
+        from kernelpilot.profile.floor_check import confirm_floor_bytes
         from kernelpilot.profile.metrics import main_kernel, read_report, require_verdict_metrics
         from kernelpilot.profile.ncu_run import profile_kernel
         from kernelpilot.profile.verdict import judge
@@ -136,4 +139,7 @@ class NcuEvidence:
         self.metrics[ev.key] = metrics
         if self.on_metrics is not None:
             self.on_metrics(ev, metrics, [k.kernel_name for k in kernels])
-        return _with_card(ev, card_from_metrics(metrics, verdict), self.kernel)
+        check = confirm_floor_bytes(getattr(self.fallback.roofline, "bytes_moved", None), kernels)
+        if check.verdict == "over_counted":
+            self.log(f"  {what}: {check.message}")
+        return _with_card(ev, card_from_metrics(metrics, verdict), self.kernel, floor_check=check.model_dump())

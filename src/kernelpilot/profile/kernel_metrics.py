@@ -60,6 +60,9 @@ class KernelMetrics(BaseModel):
     shared_mem, barriers: a hardware cap tied with a resource limit is the one that binds). ``shared_mem_per_block_bytes`` is
     static + dynamic shared memory, without the driver-reserved part (``shared_mem_driver_bytes``).
     ``sources`` maps each filled field (``dict.key`` for dict entries) to the ncu metric name it came from.
+    ``dram_bytes_read`` / ``dram_bytes_write`` are the bytes the launch read from / wrote to DRAM
+    (``dram__bytes_read.sum`` / ``dram__bytes_write.sum``) and ``l2_cache_bytes`` the device's L2 size, bytes: the
+    observation that confirms or refutes the floor's bytes (:mod:`kernelpilot.profile.floor_check`).
 
     Inputs of the numeric patterns (docs/measuring.md "Numeric patterns"; :mod:`kernelpilot.profile.patterns`):
 
@@ -106,6 +109,9 @@ class KernelMetrics(BaseModel):
     sm_count: Optional[int] = None
     sm_frequency_hz: Optional[float] = None
     dram_frequency_hz: Optional[float] = None
+    dram_bytes_read: Optional[float] = None
+    dram_bytes_write: Optional[float] = None
+    l2_cache_bytes: Optional[int] = None
     local_load_inst_count: Optional[float] = None
     local_store_inst_count: Optional[float] = None
     register_spill_inst_count: Optional[float] = None

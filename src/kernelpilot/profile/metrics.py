@@ -40,6 +40,9 @@ from kernelpilot.profile.ncu_names import (  # every metric name, re-exported: k
     SM_COUNT,
     SM_FREQUENCY,
     DRAM_FREQUENCY,
+    DRAM_BYTES_READ,
+    DRAM_BYTES_WRITE,
+    L2_CACHE_SIZE,
     LOCAL_LOADS,
     LOCAL_STORES,
     SPILL_INSTRUCTIONS,
@@ -82,6 +85,8 @@ _TIME_TO_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "µs": 1e3,
 _FREQ_TO_HZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0, "cycle/msecond": 1e3,
                "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
 _BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "kibyte": 1024.0, "mibyte": 1024.0**2}
+#: Device attributes in bytes carry no unit (``device__attribute_l2_cache_size``: 62914560, unit '' on the H200).
+_BYTES_OR_PLAIN = {**_BYTES, "": 1.0}
 _PCT = {"%": 1.0, "": 1.0}
 
 
@@ -307,6 +312,9 @@ def metrics_from_action(action: Any, label: str = "report") -> KernelMetrics:
         sm_count=r.integer("sm_count", SM_COUNT),
         sm_frequency_hz=r.number("sm_frequency_hz", SM_FREQUENCY, _FREQ_TO_HZ),
         dram_frequency_hz=r.number("dram_frequency_hz", DRAM_FREQUENCY, _FREQ_TO_HZ),
+        dram_bytes_read=r.number("dram_bytes_read", DRAM_BYTES_READ, _BYTES),
+        dram_bytes_write=r.number("dram_bytes_write", DRAM_BYTES_WRITE, _BYTES),
+        l2_cache_bytes=r.integer("l2_cache_bytes", L2_CACHE_SIZE, _BYTES_OR_PLAIN),
         local_load_inst_count=r.number("local_load_inst_count", LOCAL_LOADS),
         local_store_inst_count=r.number("local_store_inst_count", LOCAL_STORES),
         register_spill_inst_count=r.number("register_spill_inst_count", SPILL_INSTRUCTIONS),

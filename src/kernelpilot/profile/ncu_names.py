@@ -41,6 +41,12 @@ SM_COUNT = ("launch__sm_count", "device__attribute_multiprocessor_count")
 #: "SM Frequency" and "DRAM Frequency" of the GPU Speed Of Light section: the clocks seen during the launch.
 SM_FREQUENCY = ("gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second")
 DRAM_FREQUENCY = ("dram__cycles_elapsed.avg.per_second",)
+#: Bytes read from / written to DRAM by the launch (unit ``byte`` in the H200 ``--set full`` fixtures): what the
+#: kernel moved, the observation :mod:`kernelpilot.profile.floor_check` holds the floor's bytes against.
+DRAM_BYTES_READ = "dram__bytes_read.sum"
+DRAM_BYTES_WRITE = "dram__bytes_write.sum"
+#: The device's L2 size in bytes (no unit in the fixtures: 62914560 on the H200).
+L2_CACHE_SIZE = "device__attribute_l2_cache_size"
 LOCAL_LOADS = "smsp__sass_inst_executed_op_local_ld.sum"
 LOCAL_STORES = "smsp__sass_inst_executed_op_local_st.sum"
 SPILL_INSTRUCTIONS = "sass__inst_executed_register_spilling"

@@ -146,6 +146,9 @@ class Evaluation(BaseModel):
         bound / verdict_summary: the card's bottleneck class and summary, when a card was made.
         profile_error: why there is no ncu profile (tool missing, counters refused, profiling off ...).
         observed: how the metric the hypothesis named moved between the parent's and this profile.
+        floor_check: the floor's bytes held against the DRAM bytes ncu measured for this config, as JSON
+            (:class:`kernelpilot.profile.floor_check.FloorBytesCheck`: ``floor_bytes``, ``dram_bytes``, ``ratio``,
+            ``verdict`` confirmed / over_counted / unknown, ``message``); None without an ncu profile.
         commit: the git commit that recorded this version (accepted versions).
         records: the worker's full ``correctness`` and ``timing`` records (JSON dicts) for the version folder;
             never serialized (the cache and ``tune.json`` keep the summary above).
@@ -181,6 +184,7 @@ class Evaluation(BaseModel):
     verdict_summary: str | None = None
     profile_error: str | None = None
     observed: str | None = None
+    floor_check: dict[str, Any] | None = None
     commit: str | None = None
     records: dict[str, Any] | None = Field(default=None, exclude=True)
 

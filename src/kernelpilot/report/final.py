@@ -38,6 +38,31 @@ def best_version(versions: list[Evaluation]) -> Evaluation | None:
     return min(accepted, key=lambda v: v.objective) if accepted else None
 
 
+def _gb(n: float) -> str:
+    """Bytes as decimal GB from 1 GB (``2.10 GB``), else MB (``201.3 MB``)."""
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def floor_check_lines(versions: list[Evaluation]) -> list[str]:
+    """One line per version whose ncu profile checked the floor's bytes (``Evaluation.floor_check``, made by
+    :func:`kernelpilot.profile.floor_check.confirm_floor_bytes`): ``floor bytes 2.10 GB vs DRAM 1.05 GB measured by
+    ncu on v0: over-counted ×2.0``, then the check's reason. Empty when no version has one; raises nothing."""
+    lines = []
+    for v in versions:
+        check = v.floor_check or {}
+        floor, dram, verdict = check.get("floor_bytes"), check.get("dram_bytes"), check.get("verdict")
+        where = f"v{v.index}" if v.index is not None else "this config"
+        if floor is None or dram is None or verdict not in ("confirmed", "over_counted"):
+            lines.append(f"- {where}: floor bytes not checked: {check.get('message', 'no DRAM bytes')}")
+            continue
+        ratio = check.get("ratio")
+        words = ("over-counted " + (f"×{ratio:.1f}" if ratio else "(no DRAM bytes moved)")
+                 if verdict == "over_counted" else "confirmed" + (f" (×{ratio:.2f})" if ratio else ""))
+        lines.append(f"- floor bytes {_gb(floor)} vs DRAM {_gb(dram)} measured by ncu on {where}: {words} — "
+                     f"{check.get('reason', '')}".rstrip(" —"))
+    return lines
+
+
 def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roofline | None) -> str:
     """The whole final_report.md for a run (also rebuilt by ``kernelpilot report RUN``)."""
     best = best_version(versions)
@@ -54,6 +79,10 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
         out += [f"Roofline ({roofline.gpu}): floor {format_duration_ns(roofline.floor_ns)} ({roofline.bound}-bound), "
                 f"target {format_duration_ns(roofline.target_ns)} = {roofline.target_fraction * 100:.0f} % of the "
                 "roofline; see roofline.md for the cited specs.", ""]
+        checked = floor_check_lines([v for v in versions if v.floor_check])
+        if checked:
+            out += ["The floor's bytes against the DRAM bytes Nsight Compute measured (cold caches; L2's write-back "
+                    "tolerated):", "", *checked, ""]
     out += ["## Versions", "", versions_table(info, versions), "", f"Stopped: {info.stop_reason}.", ""]
     worked = [v for v in versions if v.version_status == "accepted"]
     failed = [v for v in versions if v.version_status in ("rejected", "failed")]
