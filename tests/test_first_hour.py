@@ -38,3 +38,73 @@ def test_readme_test_command_and_ci_run_the_same_script():
 
 def test_readme_main_command_is_unchanged():
     assert _readme_commands()[0] == "python3 -m pip install torch==2.13.0 -e . && kernelpilot optimize"
+
+
+# -- a broken v0 stops the campaign at once (issue 23, "First-hour fixes" 3) ----------------------------------------
+
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import pytest  # noqa: E402
+
+BROKEN_V0 = {
+    "exit": ("import sys\n    sys.exit(3)", "worker_crash"),
+    "os_exit": ("import os\n    os._exit(3)", "worker_crash"),
+    "hang": ("while True:\n        pass", "timeout"),
+}
+
+
+@pytest.fixture
+def _home(tmp_path, monkeypatch):
+    monkeypatch.setenv("KERNELPILOT_HOME", str(tmp_path / "kp_home"))
+    monkeypatch.setenv("KERNELPILOT_EXPERIENCE", str(tmp_path / "experience.db"))
+    monkeypatch.delenv("KERNELPILOT_CACHE", raising=False)
+    return tmp_path
+
+
+def _experience_entries(tmp_path: Path) -> int:
+    from kernelpilot.experience.db import ExperienceDB
+
+    if not (tmp_path / "experience.db").exists():
+        return 0
+    with ExperienceDB.open(str(tmp_path / "experience.db")) as log:
+        return len(log.entries(include_masked=True))
+
+
+@pytest.mark.parametrize("what", sorted(BROKEN_V0))
+def test_a_broken_v0_stops_tune_at_once_and_records_no_experience(what, write_kernel, _home):
+    from kernelpilot.app.tune import tune
+    from kernelpilot.engine.guards import BrokenFirstConfig
+
+    body, status = BROKEN_V0[what]
+    kernel = write_kernel(body)  # every config runs the same broken body
+    t0 = time.monotonic()
+    with pytest.raises(BrokenFirstConfig) as info:
+        tune(kernel, strategy="exhaustive", prune=False, timeout_s=4, ab_samples=3, out=_home / "run")
+    assert time.monotonic() - t0 < 60, "one evaluation, not the whole space"
+    err = info.value
+    assert err.failure == status and err.evaluation.status == status
+    assert "first config" in err.message and err.hint
+    lines = (_home / "run" / "evaluations.jsonl").read_text().splitlines()
+    assert len(lines) == 1, "the search stopped after the first evaluation"
+    assert _experience_entries(_home) == 0
+
+
+def test_a_broken_v0_stops_optimize_at_once(write_kernel, _home):
+    from kernelpilot.app.optimize import optimize
+    from kernelpilot.engine.guards import BrokenFirstConfig
+
+    kernel = write_kernel(BROKEN_V0["exit"][0])
+    with pytest.raises(BrokenFirstConfig, match="killed its worker process") as info:
+        optimize(kernel, out=_home / "run", timeout_s=4, budget_s=60)
+    assert info.value.evaluation.index == 0
+    assert (_home / "run" / "v0" / "outcome.json").is_file() and not (_home / "run" / "v1").exists()
+    assert _experience_entries(_home) == 0
+
+
+def test_a_later_crash_is_one_failed_config_not_a_stop(write_kernel, _home):
+    from kernelpilot.app.tune import tune
+
+    kernel = write_kernel("if BLOCK == 256:\n        import os\n        os._exit(3)\n    out.copy_(x + y)")
+    r = tune(kernel, strategy="exhaustive", prune=False, timeout_s=8, ab_samples=3, use_cache=False)
+    assert r.stopped == "strategy finished" and r.failures == {"worker_crash": 3}
