@@ -75,7 +75,8 @@ def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> 
 
     if isinstance(res, StaticFailure):
         if res.stage == "worker":  # the kernel's own code exited, crashed or hung while the launch was captured
-            return res.failure or "runtime_error", f"{res.error_type}: {res.message}"[:500]
+            return (res.failure or "runtime_error",
+                    f"run_kernel failed while compile-ahead captured its launch: {res.message}"[:500])
         if res.stage == "resources":
             return "shared memory", f"needs {res.shared_mem_bytes} B of shared memory per block: {res.message}"
         return "compile", f"{res.stage} failed: {res.error_type}: {res.message}"[:500]
