@@ -73,8 +73,15 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
 
     Raises:
         ContractError: ``setup``, ``flops`` or ``bytes_moved`` fail at the shape.
+        DeclarationError: the declared work is below the tensors' minimum, or ``COMPUTE_UNIT`` is one the input
+            tensors' dtypes cannot feed (:func:`kernelpilot.kernels.compute_unit.check_unit_dtypes`).
     """
-    work = workload(kf, make_case(kf, shape, 0, "cpu"))
+    from kernelpilot.kernels.compute_unit import check_unit_dtypes, operand_dtypes
+
+    case = make_case(kf, shape, 0, "cpu")
+    check_unit_dtypes(kf.compute_unit, operand_dtypes(case.inputs, case.outputs, case.inplace, case.scratch),
+                      str(kf.path))
+    work = workload(kf, case)
     if spec is None:
         return None, work, note or "no GPU spec: no speed-of-light floor"
     if work.bytes_moved <= 0:

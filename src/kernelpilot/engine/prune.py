@@ -114,6 +114,9 @@ class CompileAhead:
         timeout_s: seconds one config's compile (its captured launch runs ``run_kernel``) may take in its isolated
             worker before the worker is killed and the config's answer is a ``timeout`` (:meth:`failure`); None: a
             process pool without a limit (a hanging ``run_kernel`` then hangs the compile-ahead).
+        compute_unit: the kernel file's ``COMPUTE_UNIT``; a tensor-core unit has the first config's SASS read and
+            checked for tensor-core instructions (:func:`kernelpilot.kernels.compute_unit.check_unit_sass`): a
+            refusal is raised by :meth:`reason` (``declaration``).
 
     Raises:
         ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
@@ -122,7 +125,8 @@ class CompileAhead:
     def __init__(self, kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], arch: str | None, *,
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
                  max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False,
-                 progress: Callable[[int, int], None] | None = None, timeout_s: float | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, timeout_s: float | None = None,
+                 compute_unit: str | None = None) -> None:
         from kernelpilot.profile.static import config_tasks, default_arch
 
         arch = arch or default_arch()
@@ -131,6 +135,11 @@ class CompileAhead:
         self.failures: dict[str, str] = {}  # key -> failure status of a compile whose worker hung or died
         self._workers: list[Any] = []
         self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
+        self.compute_unit = compute_unit
+        #: a DeclarationError found in the compiled SASS (a tensor-core COMPUTE_UNIT without tensor-core code)
+        self.declaration: BaseException | None = None
+        if self._tasks and compute_unit and compute_unit.endswith("_tensor"):
+            self._tasks[0]["sass"] = True  # one disassembly (~0.75 s) shows whether tensor cores are used
         self._keys = [config_key(c) for c in configs]
         self._key_set = set(self._keys)
         self._unchecked: set[str] = set()
@@ -227,6 +236,15 @@ class CompileAhead:
 
     def _record(self, key: str, res: Any) -> None:
         why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
+        if self.compute_unit and getattr(res, "opcode_counts", None) and self.declaration is None:
+            from kernelpilot.errors import DeclarationError
+            from kernelpilot.kernels.compute_unit import check_unit_sass
+
+            try:
+                check_unit_sass(self.compute_unit, res.opcode_counts, f"{res.kernel_file} at {key}",
+                                launches=res.launches_captured)
+            except DeclarationError as exc:
+                self.declaration = exc
         with self._cv:
             self.report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
             if not hasattr(res, "stage"):
@@ -262,15 +280,23 @@ class CompileAhead:
         not compiled by then (or outside the compiled set) is measured unchecked, and stays so: a verdict arriving
         later does not turn a config already sent to a worker into a pruned one. With ``measure_while_cold`` nothing
         waits before the first verdict: the compile processes are still starting (about 20 s on the H100 for
-        Liger-Kernel's RMSNorm) while the worker could already measure."""
+        Liger-Kernel's RMSNorm) while the worker could already measure.
+
+        Raises:
+            DeclarationError: the compiled SASS refused the kernel's tensor-core ``COMPUTE_UNIT`` (``declaration``).
+        """
         key = config_key(config)
         t0 = time.monotonic()
         with self._cv:
+            if self.declaration is not None:
+                raise self.declaration
             if key in self._unchecked:
                 return None
             if key not in self.verdicts and key in self._key_set and (self.verdicts or not self.measure_while_cold):
                 self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
             self.waited_s += time.monotonic() - t0
+            if self.declaration is not None:
+                raise self.declaration
             if key in self.verdicts:
                 return self.verdicts[key]
             self.unchecked.append(key)
