@@ -108,3 +108,50 @@ def test_a_later_crash_is_one_failed_config_not_a_stop(write_kernel, _home):
     kernel = write_kernel("if BLOCK == 256:\n        import os\n        os._exit(3)\n    out.copy_(x + y)")
     r = tune(kernel, strategy="exhaustive", prune=False, timeout_s=8, ab_samples=3, use_cache=False)
     assert r.stopped == "strategy finished" and r.failures == {"worker_crash": 3}
+
+
+# -- the README's Python API snippet as a script (issue 23, "First-hour fixes" 4) -----------------------------------
+
+import os  # noqa: E402
+import textwrap  # noqa: E402
+
+
+def _api_snippet() -> str:
+    section = (ROOT / "README.md").read_text().split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def _run_script(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
+    (work / "script.py").write_text(source)
+    env = {**os.environ, "KERNELPILOT_HOME": str(tmp_path / "home"), "KERNELPILOT_EXPERIENCE": "off",
+           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "script.py"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=800)
+
+
+def test_readme_api_snippet_runs_as_a_script(tmp_path):
+    proc = _run_script(tmp_path, _api_snippet())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "work" / "runs" / "mm"
+    assert (run / "final_report.md").is_file() and (run / "v0" / "outcome.json").is_file()
+    assert "duration_ns" in proc.stdout
+
+
+def test_the_snippet_without_its_main_guard_is_refused_in_one_line_and_writes_nothing(tmp_path):
+    snippet = _api_snippet()
+    guard = 'if __name__ == "__main__":'
+    assert guard in snippet
+    head, body = snippet.split(guard, 1)
+    unguarded = head + textwrap.dedent(body.split("\n", 1)[1])
+    proc = _run_script(tmp_path, unguarded)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()
+    assert any(line.startswith("kernelpilot.app.context.UnguardedScriptError:") and "script.py:3" in line
+               and "__main__" in line for line in last), proc.stderr[-2000:]
+    assert any("hint:" in line and 'if __name__ == "__main__":' in line for line in last)
+    assert len(last) < 40, "a short traceback, not one per dead worker"
+    assert "KernelFailed" not in proc.stderr and "process died" not in proc.stderr  # no worker ever started
+    assert not (tmp_path / "work" / "runs").exists(), "no half-made run folder"
