@@ -155,3 +155,24 @@ def test_the_snippet_without_its_main_guard_is_refused_in_one_line_and_writes_no
     assert len(last) < 40, "a short traceback, not one per dead worker"
     assert "KernelFailed" not in proc.stderr and "process died" not in proc.stderr  # no worker ever started
     assert not (tmp_path / "work" / "runs").exists(), "no half-made run folder"
+
+
+def test_the_experience_log_takes_nothing_from_a_run_whose_first_config_broke_or_hit_the_floor():
+    from kernelpilot.experience.from_runs import entries_from_optimize, entry_from_tune, untrusted_run
+    from kernelpilot.records.evaluation import Evaluation, Move
+
+    def ev(i, status, ns=None, parent=None):
+        move = Move(tunable="B", old=1, new=i, direction="up", rule="r", why="w", expected_metric="duration",
+                    expected="down") if parent is not None else None
+        return Evaluation(config={"B": i}, status=status, duration_ns=ns, index=i, parent=parent, move=move,
+                          accepted=True if status == "ok" else None)
+
+    healthy = [ev(0, "ok", 100.0), ev(1, "worker_crash", parent=0), ev(2, "ok", 80.0, parent=0)]
+    assert untrusted_run(healthy) is None and len(entries_from_optimize(healthy, run="r", kernel="k",
+                                                                         kernel_type="other")) == 2
+    broken = [ev(0, "worker_crash"), ev(1, "worker_crash", parent=0), ev(2, "worker_crash", parent=0)]
+    floor = [ev(0, "ok", 100.0), ev(1, "impossible", 10.0, parent=0), ev(2, "ok", 90.0, parent=0)]
+    for run in (broken, floor):
+        assert untrusted_run(run)
+        assert entries_from_optimize(run, run="r", kernel="k", kernel_type="other") == []
+        assert entry_from_tune(run, run="r", kernel="k", kernel_type="other") is None

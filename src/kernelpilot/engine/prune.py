@@ -214,6 +214,8 @@ class CompileAhead:
                 task = self._tasks[i]
                 try:
                     _start_compile_mode(worker)
+                    if self._stop:
+                        return
                     res: Any = load_result(worker.call("kernelpilot.profile.static_isolated:_task_in_worker", task))
                 except KernelpilotError as exc:
                     res = failed(task, exc)

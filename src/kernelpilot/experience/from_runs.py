@@ -16,7 +16,8 @@ from kernelpilot.experience.model import BOTTLENECK_CLASSES, ExperienceEntry
 from kernelpilot.experience.tags import derive_tags
 from kernelpilot.records.evaluation import Evaluation
 
-__all__ = ["BROKEN_FIRST", "NOT_RUN", "entry_from_evaluation", "entries_from_optimize", "entry_from_tune", "untrusted_run"]
+__all__ = ["BROKEN_FIRST", "NOT_RUN", "entry_from_evaluation", "entries_from_optimize", "entry_from_tune",
+           "untrusted_run"]
 
 #: Statuses of configs that never ran: no change was tried, so no entry.
 NOT_RUN = frozenset({"invalid_config", "pruned"})
