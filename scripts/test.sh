@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --disable-pip-version-check torch==2.13.0 -e '.[test]'
 chromium_bin="${KERNELPILOT_CHROMIUM:-/usr/bin/chromium}"
-if [ ! -x "$chromium_bin" ] && ! command -v chromium >/dev/null; then
+if [ ! -x "$chromium_bin" ]; then
     if [ "$(id -u)" = 0 ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
     elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
