@@ -92,12 +92,13 @@ def test_stop_rules_end_the_search_before_any_new_work():
     from kernelpilot.hardware.specs import find_spec
 
     roof = compute_roofline(0, 3.35e6 * 100, "fp32", find_spec("H100-SXM"))  # floor ~ 100 us on the datasheet
-    runner = ScriptedRunner({1: roof.floor_ns / 0.95, 2: 1.0, 3: 1.0, 4: 1.0})
+    at_floor = roof.floor_ns  # times under the floor would end the search (ImpossibleTime), not steer it
+    runner = ScriptedRunner({1: roof.floor_ns / 0.95, 2: at_floor, 3: at_floor, 4: at_floor})
     ev = Evaluator(SPACE, runner, roofline=roof, stop=[TargetMet(90.0, {"torch.compile": roof.floor_ns * 0.5})])
     ev({"B": 1})
     assert ev.incumbent.pct_of_roofline > 90
     ev({"B": 2})  # a faster baseline exists: the target alone does not stop the search
-    ev2 = Evaluator(SPACE, ScriptedRunner({1: roof.floor_ns / 0.95, 2: 1.0, 3: 1.0, 4: 1.0}), roofline=roof,
+    ev2 = Evaluator(SPACE, ScriptedRunner({1: roof.floor_ns / 0.95, 2: at_floor, 3: at_floor, 4: at_floor}), roofline=roof,
                     stop=[TargetMet(90.0, {"torch.compile": roof.floor_ns * 2})])
     ev2({"B": 1})
     with pytest.raises(StopSearch, match="target met"):

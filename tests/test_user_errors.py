@@ -136,12 +136,16 @@ def test_a_cached_timeout_is_retried_under_a_larger_limit(tmp_path: Path) -> Non
     kernel = tmp_path / "slow_first.py"
     kernel.write_text(SLOW_FIRST)
     opts = dict(strategy="exhaustive", prune=False, budget_evals=1, cache_root=tmp_path / "cache", ab_samples=0)
-    first = api.tune(kernel, timeout_s=1.0, **opts)
-    assert [e.status for e in first.evaluations] == ["timeout"] and first.evaluations[0].timeout_s == 1.0
+    from kernelpilot.engine.guards import BrokenFirstConfig
+
+    with pytest.raises(BrokenFirstConfig) as first:  # a first config that times out stops the search at once
+        api.tune(kernel, timeout_s=1.0, **opts)
+    assert first.value.evaluation.status == "timeout" and first.value.evaluation.timeout_s == 1.0
     (line,) = [json.loads(s) for s in next((tmp_path / "cache").glob("*.jsonl")).read_text().splitlines()[1:]]
     assert line["evaluation"]["status"] == "timeout" and line["evaluation"]["timeout_s"] == 1.0
-    again = api.tune(kernel, timeout_s=1.0, **opts)  # the same limit: the cached answer stands
-    assert again.evaluations[0].cached and again.evaluations[0].status == "timeout"
+    with pytest.raises(BrokenFirstConfig) as again:  # the same limit: the cached answer stands
+        api.tune(kernel, timeout_s=1.0, **opts)
+    assert again.value.evaluation.cached and again.value.evaluation.status == "timeout"
     looser = api.tune(kernel, timeout_s=30.0, **opts)  # a looser limit: run again
     assert not looser.evaluations[0].cached and looser.evaluations[0].status == "ok"
     assert looser.evaluations[0].timeout_s == 30.0

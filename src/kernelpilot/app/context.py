@@ -12,13 +12,95 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.errors import SearchError, SpecError
+from kernelpilot.errors import KernelpilotError, SearchError, SpecError
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
 from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.options import check_kernel_path, check_shape_values
 
-__all__ = ["RunContext", "detect_device", "gpu_name", "prepare", "roofline_at", "roofline_for"]
+__all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "gpu_name", "prepare",
+           "roofline_at", "roofline_for"]
+
+
+class UnguardedScriptError(KernelpilotError):
+    """A script calls kernelpilot's Python API at its top level without ``if __name__ == "__main__":``. The worker
+    processes start with multiprocessing's ``spawn``, which imports the script again in every one of them, so the
+    call would run again there (Python's ``multiprocessing`` docs, "Safe importing of main module")."""
+
+
+def _is_main_guard(node: Any) -> bool:
+    """True for ``if __name__ == "__main__":`` (either operand order)."""
+    import ast
+
+    test = node.test if isinstance(node, ast.If) else None
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _guarded(source: str, line: int) -> bool:
+    """True when ``line`` of the module ``source`` lies inside an ``if __name__ == "__main__":`` block (or the source
+    cannot be parsed: nothing is claimed then)."""
+    import ast
+
+    try:
+        nodes = ast.parse(source).body
+    except SyntaxError:
+        return True
+    while nodes:
+        node = next((n for n in nodes if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if node is None:
+            return False
+        if _is_main_guard(node) and any(b.lineno <= line <= (b.end_lineno or b.lineno) for b in node.body):
+            return True
+        nodes = [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]
+    return False
+
+
+def check_main_guard() -> None:
+    """Refuse a campaign started from the top level of a script that multiprocessing's ``spawn`` would import again
+    in every worker (the call is not under ``if __name__ == "__main__":``), before anything is created: without this,
+    every worker re-ran the call and died, and the error blamed the kernel file and left a half-made run folder.
+
+    The script is the one ``spawn`` re-imports (``multiprocessing.spawn.get_preparation_data``: the ``__main__``
+    module's file, or the module ``python -m`` ran); the call's line is the one its top-level frame is executing.
+    Interactive sessions, ``python -c``, notebooks and ``python -m pkg`` (a ``__main__`` module) are never refused.
+
+    Raises:
+        UnguardedScriptError: the top-level call is outside ``if __name__ == "__main__":``.
+    """
+    import sys
+    from multiprocessing import spawn
+
+    main = sys.modules.get("__main__")
+    try:
+        data = spawn.get_preparation_data("kernelpilot-worker")
+    except Exception:  # noqa: BLE001 - an unusual __main__: spawn decides for itself
+        return
+    path = data.get("init_main_from_path")
+    name = data.get("init_main_from_name")
+    if path is None and name and not (name == "__main__" or name.endswith(".__main__")):
+        path = getattr(getattr(main, "__spec__", None), "origin", None)
+    if not path or main is None:
+        return
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return
+    try:
+        source = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        return
+    if _guarded(source, frame.f_lineno):
+        return
+    raise UnguardedScriptError(
+        f"{path}:{frame.f_lineno} calls kernelpilot at the script's top level, outside `if __name__ == "
+        f"\"__main__\":`; kernelpilot's worker processes start with multiprocessing's spawn, which imports the script "
+        f"again in each of them and would run the call again there",
+        'put the calls under `if __name__ == "__main__":` (README, "Python API"); nothing was started or written')
 
 
 def detect_device() -> str:
@@ -73,8 +155,15 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
 
     Raises:
         ContractError: ``setup``, ``flops`` or ``bytes_moved`` fail at the shape.
+        DeclarationError: the declared work is below the tensors' minimum, or ``COMPUTE_UNIT`` is one the input
+            tensors' dtypes cannot feed (:func:`kernelpilot.kernels.compute_unit.check_unit_dtypes`).
     """
-    work = workload(kf, make_case(kf, shape, 0, "cpu"))
+    from kernelpilot.kernels.compute_unit import check_unit_dtypes, operand_dtypes
+
+    case = make_case(kf, shape, 0, "cpu")
+    check_unit_dtypes(kf.compute_unit, operand_dtypes(case.inputs, case.outputs, case.inplace, case.scratch),
+                      str(kf.path))
+    work = workload(kf, case)
     if spec is None:
         return None, work, note or "no GPU spec: no speed-of-light floor"
     if work.bytes_moved <= 0:
@@ -147,6 +236,7 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
             every tune and optimize paid both (issue 11).
 
     Raises:
+        UnguardedScriptError: called from a script's top level outside ``if __name__ == "__main__":``.
         ContractError: the kernel file breaks the contract (or is a folder), or a shape/config override is wrong.
         OptionError: a shape override of the wrong type (``N=abc`` where SHAPE holds a number).
         SpecError: ``gpu`` names no known GPU.
@@ -155,6 +245,7 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     """
     from kernelpilot.search.space import SearchSpace, limits_from_spec
 
+    check_main_guard()  # before any worker, file or folder
     check_kernel_path(kernel)
     check_kernel_path(ref, "reference file")
     device = "replay" if replay is not None else detect_device()

@@ -199,7 +199,8 @@ def _search(s: Session, guard: GracefulStop) -> Any:
         if s.replayer is None:
             if cuda and not kf.extras.get("autotuner"):
                 ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
-                                     arch=None, measure_while_cold=True,
+                                     arch=None, measure_while_cold=True, timeout_s=s.timeout_s,
+                                     compute_unit=kf.compute_unit,
                                      progress=counter(s.log, "compile-ahead", "configs compiled"))
             runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
                                  timeout_s=s.timeout_s)

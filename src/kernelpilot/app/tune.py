@@ -221,7 +221,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
                         ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
                                              arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
-                                             min_occupancy_pct=min_occupancy_pct,
+                                             min_occupancy_pct=min_occupancy_pct, timeout_s=timeout_s,
+                                             compute_unit=kf.compute_unit,
                                              progress=counter(log, "compile-ahead", "configs compiled"))
                     runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
                     if use_cache:

@@ -220,6 +220,8 @@ class Evaluator:
         Raises:
             BudgetExhausted: the budget is spent or a stop rule fired (:class:`StopSearch`); nothing is lost:
                 every evaluation before it is recorded and cached.
+            ImpossibleTime: the answer is under the speed-of-light floor (recorded first; the campaign ends).
+            BrokenFirstConfig: the first config that ran killed its worker or hung (recorded first).
         """
         cand = candidate if isinstance(candidate, Candidate) else Candidate(candidate)
         config, key = cand.config, config_key(cand.config)
@@ -240,13 +242,34 @@ class Evaluator:
             self._with_static(self.runner.evaluate(config, race_against_ns=self._race_ns()), config)))
         ev = ev.model_copy(update={"index": index, "parent": parent.index if parent is not None else None,
                                    "move": move})
+        ev, halt = self._halting(ev)
         ev = self._judge(self._measures(ev, parent))
         if self.recorder is not None:
             ev = self.recorder.after(ev, self.incumbent)
         self.seen[key] = ev
         self.order.append(ev)
         self._report(ev)
+        if halt is not None:  # recorded like any evaluation, then the campaign ends (engine/guards.py)
+            halt.evaluation = ev
+            raise halt
         return ev
+
+    def _halting(self, ev: Evaluation) -> tuple[Evaluation, Any]:
+        """``(ev, error)``: the error that ends the campaign after ``ev`` is recorded (None: go on). A time under the
+        floor (:func:`kernelpilot.engine.guards.impossible`; an ``ok`` answer the runner did not judge is turned into
+        ``impossible`` here), or a first evaluation that killed its worker or hung
+        (:func:`kernelpilot.engine.guards.broken_first`)."""
+        from kernelpilot.engine.guards import broken_first, impossible
+
+        error: Any = impossible(ev, self.roofline)
+        if error is not None and ev.status == "ok":
+            assert self.roofline is not None and ev.duration_ns is not None
+            ev = ev.model_copy(update={"status": "impossible", "accepted": None,
+                                       "message": self.roofline.impossible_reason(ev.duration_ns) or ""})
+        ran_before = any(e.status not in ("invalid_config", "pruned") for e in self.order)
+        if error is None and not ran_before:
+            error = broken_first(ev)
+        return ev, error
 
     # -- progress ----------------------------------------------------------------------------------------------------
     def total_estimate(self) -> int:
@@ -332,8 +355,10 @@ class Evaluator:
         if why is not None:
             return Evaluation(config=config, status="invalid_config", message=why)
         why = self._prune_reason(config)
-        if why is not None:
-            return Evaluation(config=config, status="pruned", message=why)
+        if why is not None:  # a compile whose run_kernel hung or exited: that failure, as a measurement would give
+            failed = getattr(self.pruner, "failure", None)
+            status = failed(config) if callable(failed) else None
+            return Evaluation(config=config, status=status or "pruned", message=why)
         ev = self.ready.pop(key, None)
         return ev if ev is not None else self._cached(config)
 

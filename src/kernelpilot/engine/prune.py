@@ -7,10 +7,17 @@ spilling configs), under an occupancy floor, or that fail to compile are pruned 
 asked for before its compile finished is measured unchecked rather than keeping the GPU idle. On a GPU machine the
 compiles also fill Triton's cache for the measurement workers. :class:`CompileAhead` is the
 :class:`~kernelpilot.engine.evaluator.Pruner` the evaluator is handed.
+
+Capturing a config's launch runs the kernel file's ``run_kernel``, so a config that hangs or exits there would hang
+or break the compile-ahead too. With ``timeout_s`` (``tune`` and ``optimize`` pass their ``--timeout-s``) every
+compile runs in an isolated worker (:class:`~kernelpilot.search.worker.Worker`, compile mode) that is killed past the
+limit: the config gets the failure (``timeout``, ``worker_crash``) as its answer (:meth:`CompileAhead.failure`)
+instead of the search waiting for it, and stopping the search kills the compiles in flight.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -62,10 +69,14 @@ class PruneReport(BaseModel):
 def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> tuple[str, str] | None:
     """Why one static inspection result (:class:`~kernelpilot.profile.static.StaticReport` or
     :class:`~kernelpilot.profile.static.StaticFailure`) can never win: ``(kind, reason)`` with kind ``shared memory``,
-    ``spills``, ``occupancy`` or ``compile``; None when the config must be measured. Raises nothing."""
+    ``spills``, ``occupancy`` or ``compile``, or the failure status (``timeout``, ``worker_crash``, ...) of a compile
+    whose isolated worker hung or died (``stage="worker"``); None when the config must be measured. Raises nothing."""
     from kernelpilot.profile.static import StaticFailure
 
     if isinstance(res, StaticFailure):
+        if res.stage == "worker":  # the kernel's own code exited, crashed or hung while the launch was captured
+            return (res.failure or "runtime_error",
+                    f"run_kernel failed while compile-ahead captured its launch: {res.message}"[:500])
         if res.stage == "resources":
             return "shared memory", f"needs {res.shared_mem_bytes} B of shared memory per block: {res.message}"
         return "compile", f"{res.stage} failed: {res.error_type}: {res.message}"[:500]
@@ -100,6 +111,12 @@ class CompileAhead:
         wait_s: longest wait in :meth:`reason` for one config, seconds.
         progress: called as ``progress(compiled, configs)`` after each compile, from the background thread
             (:func:`kernelpilot.progress.counter` makes one from a ``log``); it must not raise.
+        timeout_s: seconds one config's compile (its captured launch runs ``run_kernel``) may take in its isolated
+            worker before the worker is killed and the config's answer is a ``timeout`` (:meth:`failure`); None: a
+            process pool without a limit (a hanging ``run_kernel`` then hangs the compile-ahead).
+        compute_unit: the kernel file's ``COMPUTE_UNIT``; a tensor-core unit has the first config's SASS read and
+            checked for tensor-core instructions (:func:`kernelpilot.kernels.compute_unit.check_unit_sass`): a
+            refusal is raised by :meth:`reason` (``declaration``).
 
     Raises:
         ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
@@ -108,15 +125,21 @@ class CompileAhead:
     def __init__(self, kernel: str | Path, configs: list[dict[str, Any]], shape: dict[str, Any], arch: str | None, *,
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
                  max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False,
-                 progress: Callable[[int, int], None] | None = None) -> None:
-        import threading
-
+                 progress: Callable[[int, int], None] | None = None, timeout_s: float | None = None,
+                 compute_unit: str | None = None) -> None:
         from kernelpilot.profile.static import config_tasks, default_arch
 
         arch = arch or default_arch()
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
-        self.measure_while_cold, self.progress = measure_while_cold, progress
+        self.measure_while_cold, self.progress, self.timeout_s = measure_while_cold, progress, timeout_s
+        self.failures: dict[str, str] = {}  # key -> failure status of a compile whose worker hung or died
+        self._workers: list[Any] = []
         self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
+        self.compute_unit = compute_unit
+        #: a DeclarationError found in the compiled SASS (a tensor-core COMPUTE_UNIT without tensor-core code)
+        self.declaration: BaseException | None = None
+        if self._tasks and compute_unit and compute_unit.endswith("_tensor"):
+            self._tasks[0]["sass"] = True  # one disassembly (~0.75 s) shows whether tensor cores are used
         self._keys = [config_key(c) for c in configs]
         self._key_set = set(self._keys)
         self._unchecked: set[str] = set()
@@ -136,23 +159,94 @@ class CompileAhead:
     def _run(self, max_workers: int | None) -> None:
         from kernelpilot.profile.static import iter_tasks
 
-        gen = iter_tasks(self._tasks, max_workers=max_workers, in_process=False)
+        gen = iter_tasks(self._tasks, max_workers=max_workers, in_process=False) if self.timeout_s is None else None
         try:
-            for i, res in gen:
-                self._record(self._keys[i], res)
-                if self._stop:
-                    break
+            if gen is None:
+                self._run_isolated(max_workers)
+            else:
+                for i, res in gen:
+                    self._record(self._keys[i], res)
+                    if self._stop:
+                        break
         except BaseException as exc:  # noqa: BLE001 - kept; reason() then lets configs be measured unchecked
             self.error = exc
         finally:
-            gen.close()  # cancels the compiles not started yet
+            if gen is not None:
+                gen.close()  # cancels the compiles not started yet
             with self._cv:
                 self._done = True
                 self.report.wall_s = time.monotonic() - self._t0
                 self._cv.notify_all()
 
+    def _run_isolated(self, max_workers: int | None) -> None:
+        """The compiles in isolated compile-mode workers (one thread each, configs handed out in order), each call
+        limited to ``timeout_s``; a worker that hangs or dies gives its config a ``stage="worker"`` failure and is
+        replaced for the next config. Stops taking configs once :meth:`finish` asks it to stop."""
+        import os
+        import queue
+
+        from kernelpilot.errors import KernelpilotError
+        from kernelpilot.profile.static_models import StaticFailure, load_result
+        from kernelpilot.search.worker import Worker, WorkerOptions
+
+        assert self.timeout_s is not None
+        if not self._tasks:
+            return
+        opts = WorkerOptions(kernel=self._tasks[0]["kernel_path"], shape={}, interpreted=False)
+        n = max(1, min(max_workers or os.cpu_count() or 1, len(self._tasks)))
+        self._workers = [Worker(opts, "cpu", timeout_s=self.timeout_s, start_timeout_s=self.timeout_s)
+                         for _ in range(n)]
+        todo: queue.Queue[int] = queue.Queue()
+        for i in range(len(self._tasks)):
+            todo.put(i)
+
+        def failed(task: dict[str, Any], exc: KernelpilotError) -> StaticFailure:
+            return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
+                                 stage="worker", error_type=type(exc).__name__, message=exc.message[:4000],
+                                 hint=exc.hint, failure=getattr(exc, "failure", "runtime_error"))
+
+        def work(worker: Any) -> None:
+            while not self._stop:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                task = self._tasks[i]
+                try:
+                    _start_compile_mode(worker)
+                    if self._stop:
+                        return
+                    res: Any = load_result(worker.call("kernelpilot.profile.static_isolated:_task_in_worker", task))
+                except KernelpilotError as exc:
+                    res = failed(task, exc)
+                except BaseException as exc:  # noqa: BLE001 - one config's trouble must not stop the others
+                    res = failed(task, KernelpilotError(f"{type(exc).__name__}: {exc}"))
+                if self._stop:
+                    return
+                self._record(self._keys[i], res)
+
+        threads = [threading.Thread(target=work, args=(w,), name="kp-compile-ahead-worker", daemon=True)
+                   for w in self._workers]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            for w in self._workers:
+                w.close()
+
     def _record(self, key: str, res: Any) -> None:
         why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
+        if self.compute_unit and getattr(res, "opcode_counts", None) and self.declaration is None:
+            from kernelpilot.errors import DeclarationError
+            from kernelpilot.kernels.compute_unit import check_unit_sass
+
+            try:
+                check_unit_sass(self.compute_unit, res.opcode_counts, f"{res.kernel_file} at {key}",
+                                launches=res.launches_captured)
+            except DeclarationError as exc:
+                self.declaration = exc
         with self._cv:
             self.report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
             if not hasattr(res, "stage"):
@@ -160,6 +254,8 @@ class CompileAhead:
                                            "shared_bytes": res.shared_mem_bytes,
                                            "occupancy_pct": res.occupancy.occupancy_pct if res.occupancy else None}
             if why is not None:
+                if getattr(res, "stage", None) == "worker":
+                    self.failures[key] = why[0]
                 self._reasons[why[0]] += 1
                 self.report.pruned[key] = f"{why[0]}: {why[1]}"
                 self.report.n_pruned = len(self.report.pruned)
@@ -186,28 +282,52 @@ class CompileAhead:
         not compiled by then (or outside the compiled set) is measured unchecked, and stays so: a verdict arriving
         later does not turn a config already sent to a worker into a pruned one. With ``measure_while_cold`` nothing
         waits before the first verdict: the compile processes are still starting (about 20 s on the H100 for
-        Liger-Kernel's RMSNorm) while the worker could already measure."""
+        Liger-Kernel's RMSNorm) while the worker could already measure.
+
+        Raises:
+            DeclarationError: the compiled SASS refused the kernel's tensor-core ``COMPUTE_UNIT`` (``declaration``).
+        """
         key = config_key(config)
         t0 = time.monotonic()
         with self._cv:
+            if self.declaration is not None:
+                raise self.declaration
             if key in self._unchecked:
                 return None
             if key not in self.verdicts and key in self._key_set and (self.verdicts or not self.measure_while_cold):
                 self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
             self.waited_s += time.monotonic() - t0
+            if self.declaration is not None:
+                raise self.declaration
             if key in self.verdicts:
                 return self.verdicts[key]
             self.unchecked.append(key)
             self._unchecked.add(key)
             return None
 
+    def failure(self, config: dict[str, Any]) -> str | None:
+        """The failure status (``timeout``, ``worker_crash``, ...) when the compile of ``config`` hung or killed its
+        isolated worker: the evaluator answers the config with that status instead of ``pruned`` (the kernel's own
+        code failed, as it would in a measurement); None otherwise. Never waits."""
+        from kernelpilot.records.evaluation import FAILURES
+
+        with self._cv:
+            found = self.failures.get(config_key(config))
+        return None if found is None else (found if found in FAILURES else "runtime_error")
+
     def finish(self, *, stop: bool = False) -> PruneReport:
-        """Wait for the compiles (or, with ``stop``, cancel those not started) and return the report.
+        """Wait for the compiles (or, with ``stop``, cancel those not started and kill the isolated ones in flight)
+        and return the report.
 
         Raises:
             KernelRunError: a compile worker process died (from :func:`kernelpilot.profile.static.iter_tasks`).
         """
         self._stop = stop
+        if stop:
+            for w in list(self._workers):  # a compile in flight (maybe a hung run_kernel) ends now
+                proc = getattr(w, "_proc", None)
+                if proc is not None:
+                    proc.kill()
         self._thread.join()
         if self.error is not None and not stop:
             raise self.error
@@ -239,3 +359,21 @@ def compile_order(strat: Any, space: Any, seed: int, start: dict[str, Any]) -> l
             frontier = nxt
     seen = {config_key(c) for c in ordered}
     return ordered + [c for c in space.configs() if config_key(c) not in seen]
+
+
+#: Held while a compile-mode worker spawns without ``TRITON_INTERPRET`` (:func:`_start_compile_mode`).
+_ENV_LOCK = threading.Lock()
+
+
+def _start_compile_mode(worker: Any) -> None:
+    """Start ``worker`` (a compile-mode :class:`~kernelpilot.search.worker.Worker`) when it is not running, with
+    ``TRITON_INTERPRET`` removed while it spawns (it inherits the environment; held only for the spawn, under a lock,
+    so this process's own Triton mode is untouched otherwise). Raises as ``Worker._start``."""
+    from kernelpilot.backends.triton.compile import _without_interpreter_env
+
+    proc = getattr(worker, "_proc", None)
+    if proc is not None and proc.is_alive():
+        return
+    with _ENV_LOCK, _without_interpreter_env():
+        worker._kill()
+        worker._start()

@@ -16,7 +16,8 @@ from kernelpilot.experience.model import BOTTLENECK_CLASSES, ExperienceEntry
 from kernelpilot.experience.tags import derive_tags
 from kernelpilot.records.evaluation import Evaluation
 
-__all__ = ["NOT_RUN", "entry_from_evaluation", "entries_from_optimize", "entry_from_tune"]
+__all__ = ["BROKEN_FIRST", "NOT_RUN", "entry_from_evaluation", "entries_from_optimize", "entry_from_tune",
+           "untrusted_run"]
 
 #: Statuses of configs that never ran: no change was tried, so no entry.
 NOT_RUN = frozenset({"invalid_config", "pruned"})
@@ -90,13 +91,32 @@ def _move_tags(label: str) -> list[str]:
     return derive_tags(label)
 
 
+#: Statuses of a run's first evaluation that say the kernel file itself is broken (its worker exited, crashed or hung):
+#: every later failure repeats it and teaches nothing about a change (:mod:`kernelpilot.engine.guards`).
+BROKEN_FIRST = frozenset({"worker_crash", "timeout"})
+
+
+def untrusted_run(evaluations: Iterable[Evaluation]) -> Optional[str]:
+    """Why a run's evaluations must not go into the experience log, or None: its first evaluation that ran broke
+    (:data:`BROKEN_FIRST`), or one was under the speed-of-light floor (``impossible``: the declarations are in doubt,
+    so no time of the run can be compared). Raises nothing."""
+    ran = [e for e in evaluations if e.status not in NOT_RUN]
+    if ran and ran[0].status in BROKEN_FIRST:
+        return f"the first config broke ({ran[0].status})"
+    if any(e.status == "impossible" for e in ran):
+        return "a time under the speed-of-light floor"
+    return None
+
+
 def entries_from_optimize(evaluations: Iterable[Evaluation], *, run: str, kernel: str, kernel_type: str,
                           backend: str = "triton", arch: Optional[str] = None,
                           gpu: Optional[str] = None) -> list[ExperienceEntry]:
     """Entries for every version of an optimize run that tried a change (see :func:`entry_from_evaluation`), with
     sources ``optimize:<run>/v<index>``. ``evaluations`` are the run's versions (their ``index`` and ``parent``
-    link them). Raises nothing for well-formed evaluations."""
+    link them); none for an untrusted run (:func:`untrusted_run`). Raises nothing for well-formed evaluations."""
     evs = list(evaluations)
+    if untrusted_run(evs) is not None:
+        return []
     by_index = {e.index: e for e in evs if e.index is not None}
     out = []
     for ev in evs:
@@ -112,7 +132,10 @@ def entry_from_tune(evaluations: Iterable[Evaluation], *, run: str, kernel: str,
                     gpu: Optional[str] = None) -> Optional[ExperienceEntry]:
     """One entry for a tune run: its first correct config against its best one (the fastest accepted), source
     ``tune:<run>``; ``improved`` when they differ, ``neutral`` when the first stayed best. None when no config ran
-    correctly. Raises nothing for well-formed evaluations."""
+    correctly, or when the run is untrusted (:func:`untrusted_run`). Raises nothing for well-formed evaluations."""
+    evaluations = list(evaluations)
+    if untrusted_run(evaluations) is not None:
+        return None
     ok = [e for e in evaluations if e.ok]
     if not ok:
         return None

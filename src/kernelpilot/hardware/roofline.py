@@ -154,6 +154,19 @@ class Roofline(BaseModel):
         _check_time(measured_ns)
         return impossible_reason(measured_ns, self.floor_ns, self.sol_tolerance)
 
+    def floor_inputs(self) -> str:
+        """The floor's inputs in one line, for an error that refuses a time under it: bytes, FLOPs, the compute unit
+        and its peak, the bandwidth, both times and the floor, e.g. ``floor 1.00 ms = max(bytes 3.35e+09 / 3350 GB/s
+        dram_bandwidth_gbps = 1.00 ms, FLOPs 0 on fp32 at 67 TFLOP/s peak_fp32_tflops = 0 ns; memory-bound)``.
+        Raises nothing."""
+        from kernelpilot.fmt import format_duration_ns
+
+        return (f"floor {format_duration_ns(self.floor_ns)} = max(bytes {self.bytes_moved:.6g} / "
+                f"{self.bandwidth.value:g} {self.bandwidth.unit} {self.bandwidth.metric} = "
+                f"{format_duration_ns(self.memory_time_ns)}, FLOPs {self.flops:.6g} on {self.compute_unit} at "
+                f"{self.peak.value:g} {self.peak.unit} {self.peak.metric} = {format_duration_ns(self.compute_time_ns)}"
+                f"; {self.bound}-bound, tolerance {self.sol_tolerance:.0%})")
+
     def is_impossible(self, measured_ns: float) -> bool:
         """True when ``measured_ns`` is under the floor beyond :attr:`sol_tolerance`: the timing (or the FLOP/byte
         count, or the ceiling) is wrong.
