@@ -1,5 +1,9 @@
 """One problem instance of a kernel file: the inputs ``setup`` built, which of them are outputs, in-place,
-read in part or scratch, and the refresh every timed launch gets (docs/contract.md)."""
+read in part or scratch, and the refresh every timed launch gets (docs/contract.md).
+
+``setup``'s ``outputs``/``inplace``/``partial``/``scratch`` are claims (kept in :attr:`Case.declared`); once the
+roles are observed (:func:`kernelpilot.kernels.roles.observe_roles`), :meth:`Case.apply_roles` makes the case
+follow the observation: only pure outputs are poisoned, every other written tensor is restored."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from kernelpilot.errors import ContractError
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
+    from kernelpilot.kernels.roles import RoleReport
 
 __all__ = ["Case", "make_case", "poison_tensor"]
 
@@ -33,6 +38,9 @@ class Case:
         partial: inputs the kernel reads only in part (``setup()["partial"]``), left out of the minimum bytes.
         scratch: inputs the kernel (or an autotune ``pre_hook``) may write freely: workspaces, locks, counters
             (``setup()["scratch"]``); not checked for modification, not counted in the minimum bytes.
+        declared: what ``setup`` declared (``outputs``, ``inplace``, ``partial``, ``scratch``, and ``may_write``:
+            the seed ABI's non-const pointers), kept as claims when :meth:`apply_roles` rewrites the lists above.
+        roles: the observed :class:`~kernelpilot.kernels.roles.RoleReport` once applied, else None.
     """
 
     inputs: dict[str, Any]
@@ -43,7 +51,34 @@ class Case:
     pristine: dict[str, Any] = field(default_factory=dict, repr=False)
     partial: list[str] = field(default_factory=list)
     scratch: list[str] = field(default_factory=list)
+    declared: dict[str, list[str]] = field(default_factory=dict)
+    roles: RoleReport | None = field(default=None, repr=False)
     _base: dict[str, Any] | None = field(default=None, repr=False)
+
+    def apply_roles(self, report: RoleReport) -> None:
+        """Follow observed roles: ``outputs`` (compared) become the tensors the reference writes, ``inplace``
+        (restored before each launch, never poisoned) the written ones whose prior values matter or that are written
+        only in part; pristine copies are taken of newly restored tensors (call before any launch). The declared
+        lists stay in :attr:`declared`. A report naming no written tensor of this case leaves the lists as they are.
+        """
+        self.roles = report
+        compared = [n for n in report.compared if n in self.inputs]
+        if not compared:
+            return
+        self.outputs = compared
+        self.inplace = [n for n in report.restored if n in self.inputs]
+        self.pristine = {n: self.pristine[n] if n in self.pristine else self.inputs[n].detach().clone()
+                         for n in self.inplace}
+        self._base = None
+
+    def refreshed_names(self) -> list[str]:
+        """Tensor inputs the per-launch refresh gives new values: every tensor that is not an output (the
+        observed ones once :meth:`apply_roles` ran, e.g. a seed non-const pointer that is only read) nor scratch;
+        the in-place ones are refreshed from :attr:`pristine`."""
+        import torch
+
+        return [n for n, v in self.inputs.items()
+                if isinstance(v, torch.Tensor) and n not in self.outputs and n not in self.scratch]
 
     def restore(self) -> None:
         """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
@@ -69,8 +104,9 @@ class Case:
         import torch
 
         if self._base is None:
-            self._base = {n: v.detach().clone() for n, v in self.inputs.items() if isinstance(v, torch.Tensor)
-                          and v.dtype.is_floating_point and n not in self.outputs and n not in self.scratch}
+            names = self.refreshed_names()
+            self._base = {n: v.detach().clone() for n, v in self.inputs.items() if n in names
+                          and v.dtype.is_floating_point}
         factor = 1.0 + (index % 97 + 1) * 2.0 ** -12
         for name, base in {**self._base, **self.pristine}.items():
             torch.mul(base, factor, out=self.inputs[name])
@@ -144,10 +180,17 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
                          ("scratch", '"scratch": ["workspace"] for a buffer the kernel or a pre_hook writes')):
         names = result.get(key, [])
         if isinstance(names, str) or not isinstance(names, (list, tuple)) or any(
-                n not in inputs or n in outputs or not isinstance(inputs[n], torch.Tensor) for n in names):
-            raise ContractError(f"{kf.path}: setup()[{key!r}] must list input tensors that are not outputs, "
-                                f"got {names!r}", f"e.g. {example}")
+                n not in inputs or (key == "scratch" and n in outputs) or not isinstance(inputs[n], torch.Tensor)
+                for n in names):
+            what = "input tensors that are not outputs" if key == "scratch" else "tensors among the inputs"
+            raise ContractError(f"{kf.path}: setup()[{key!r}] must list {what}, got {names!r}", f"e.g. {example}")
         extra[key] = list(names)
+    extras = getattr(kf, "extras", None) or {}
+    may_write = list(outputs) if extras.get("synthesized") and extras.get("signature") is not None else []
+    declared = {"outputs": list(outputs), "inplace": list(inplace), "may_write": may_write, **extra}
     pristine = {name: inputs[name].detach().clone() for name in inplace}
-    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
-                pristine=pristine, **extra)
+    case = Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
+                pristine=pristine, declared=declared, **extra)
+    if extras.get("roles") is not None:  # observed earlier in this process (the check): follow it
+        case.apply_roles(extras["roles"])
+    return case

@@ -1,0 +1,511 @@
+"""Buffer roles observed by running the reference, not declared (issue 23; docs/contract.md, "Buffer roles").
+
+For every tensor argument of a case the reference is run on copies whose contents are changed one tensor at a time,
+and what changes is compared (:func:`observe_roles`):
+
+- **written**: an element is written when its value after the call differs from its value before, in the base run
+  or in a run where only this tensor held other prior values (every element different): a write of the value the
+  element already held still shows in one of the two. ``written_fraction`` = written elements / elements.
+- **read**: changing the tensor's values (each element ×[1.25, 1.5), zeros → 1; integers resampled from the
+  tensor's own values; booleans flipped) changes any other tensor's result, any returned value, or the tensor's own
+  written elements. ``depends_on_prior``: its own written elements changed (a read-modify-write).
+- **read in part**: the tensor is cut into :data:`CHUNKS` contiguous chunks of its flat storage order; a chunk is
+  read when setting it alone to NaN (integers: other values of the tensor; booleans: flipped) changes what the
+  reference returns or writes elsewhere. Then :data:`PROBES` single elements drawn at random (fixed seed) from the
+  read chunks are changed one at a time. The fraction counted as read is ``read_chunks / CHUNKS`` when every probe
+  mattered, else that times the one-sided 80 % Clopper-Pearson lower bound of ``probes_read / PROBES``. It is a
+  lower bound: a gather into a table (every chunk touched, few elements used) has few probes that matter and
+  counts near 0, never the whole table; a dense read counts in full.
+
+Roles: ``output`` (written in full, not read: poisoned before each kernel launch), ``inplace`` (written in full
+and read), ``partial-write`` (written in part: the rest keeps its prior value; restored before each launch like an
+in-place one), ``input`` (read, never written), ``scratch`` (declared scratch and not read), ``unused``.
+
+A reference may return its outputs, write them in place, or both (:func:`reference_results`): a returned tensor
+that shares storage with an argument is that argument's result; other returned tensors are matched to the
+declared outputs not returned by alias (by dict key, else in order).
+
+Declarations (``outputs``, ``inplace``, ``partial``, ``scratch``, the seed ABI's non-const pointers) become claims
+checked against the observation (:func:`check_claims`): contradictions that would hide a read from the checks or
+the floor raise :class:`~kernelpilot.errors.RoleMismatch`; benign ones follow the observation with a note.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel
+
+from kernelpilot.errors import RoleMismatch
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernelpilot.kernels.case import Case
+    from kernelpilot.kernels.contract import KernelFile
+
+__all__ = ["CHUNKS", "PROBES", "Role", "RoleReport", "TensorRole", "check_claims", "observe_roles",
+           "reference_results", "shares_memory"]
+
+#: Contiguous chunks of a tensor's flat storage probed one at a time for "read in part".
+CHUNKS = 8
+#: Single elements probed one at a time among the read chunks (dense when every one matters).
+PROBES = 16
+#: One-sided confidence of the lower bound on the read fraction when some probes did not matter.
+CONFIDENCE = 0.8
+
+Role = Literal["input", "output", "inplace", "partial-write", "scratch", "unused"]
+
+
+class TensorRole(BaseModel):
+    """What one tensor argument was observed to be (see the module docstring for how each field is measured).
+
+    ``bytes_read``/``bytes_written`` in bytes at the observed shape; ``declared`` the claim the file made
+    (``"output"``, ``"output+inplace"``, ``"input"``, ``"scratch"``, ``"partial"``, ``"may-write"`` for a seed
+    ABI non-const pointer); ``kernel_written_fraction``: elements the kernel changed in the check's first launch
+    (None until a check ran it)."""
+
+    name: str
+    dtype: str
+    numel: int
+    element_size: int
+    read: bool
+    written_fraction: float
+    depends_on_prior: bool
+    role: Role
+    read_fraction: float = 0.0
+    read_chunks: int = 0
+    chunks: int = 0
+    probes: int = 0
+    probes_read: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    declared: str = "input"
+    kernel_written_fraction: float | None = None
+    note: str = ""
+
+
+class RoleReport(BaseModel):
+    """The roles of every tensor argument of a case, observed at ``shape`` (``tensors`` in argument order).
+
+    ``reference_runs``: how many times the reference ran to observe them; ``precision``: ``"native"`` or
+    ``"float64"`` (when the native run raised); ``notes``: declarations that disagreed benignly."""
+
+    shape: dict[str, Any]
+    tensors: dict[str, TensorRole]
+    reference_runs: int
+    precision: str
+    notes: list[str] = []
+    method: str = (f"written: changed after the call from two different prior contents; read: outputs change when "
+                   f"the tensor's values change; read in part: {CHUNKS} contiguous chunks, then {PROBES} single "
+                   f"elements, counted as a lower bound ({CONFIDENCE:.0%} Clopper-Pearson when a probe did not "
+                   "matter)")
+
+    def names(self, *roles: str) -> list[str]:
+        """Tensor names whose observed role is one of ``roles``, in argument order."""
+        return [n for n, t in self.tensors.items() if t.role in roles]
+
+    @property
+    def compared(self) -> list[str]:
+        """Tensors the reference writes (``output``, ``inplace``, ``partial-write``): compared after a launch."""
+        return self.names("output", "inplace", "partial-write")
+
+    @property
+    def poisoned(self) -> list[str]:
+        """Pure outputs written in full: NaN/sentinel-filled before each kernel launch."""
+        return self.names("output")
+
+    @property
+    def restored(self) -> list[str]:
+        """Written tensors whose prior content matters (``inplace``, ``partial-write``): restored before a launch."""
+        return self.names("inplace", "partial-write")
+
+    @property
+    def bytes_total(self) -> int:
+        """Bytes read plus bytes written over every tensor (the observed floor's bytes)."""
+        return sum(t.bytes_read + t.bytes_written for t in self.tensors.values())
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _span(t: torch.Tensor) -> tuple[int, int, int]:
+    if t.numel() == 0:
+        return (-2, 0, 0)
+    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) + 1
+    start = t.data_ptr()
+    return (t.device.index if t.device.index is not None else -1, start, start + extent * t.element_size())
+
+
+def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when the byte ranges two tensors' elements can reach overlap (same device); False for empty ones."""
+    (da, a0, a1), (db, b0, b1) = _span(a), _span(b)
+    return da == db and a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1
+
+
+def reference_results(result: Any, args: dict[str, Any], outputs: list[str],
+                      prior: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Map what a reference call returned (and wrote) to argument names.
+
+    Args:
+        result: the reference's return value: None, a tensor, a tuple/list, or a dict keyed by argument names.
+        args: the arguments it was called with (after the call: in-place writes are in them).
+        outputs: the declared outputs, in order (fresh returned tensors are matched to these).
+        prior: the arguments' values before the call, when known: used only when fewer fresh tensors are returned
+            than outputs remain, to match them to the outputs the call did not write in place.
+
+    Returns:
+        name -> result for every tensor argument (a returned tensor mapped to it, else its content after the
+        call), plus ``"return[i]"`` for returned tensors matched to no argument.
+
+    Raises:
+        ValueError: the returned tensors cannot be matched to the outputs (the message counts both).
+    """
+    returned: list[tuple[Any, Any]]
+    if result is None:
+        returned = []
+    elif _is_tensor(result):
+        returned = [(None, result)]
+    elif isinstance(result, dict):
+        returned = list(result.items())
+    else:
+        returned = [(None, v) for v in tuple(result)]
+    res: dict[str, Any] = {n: v for n, v in args.items() if _is_tensor(v)}
+    claimed: set[str] = set()
+    fresh: list[Any] = []
+    for key, value in returned:
+        if key is not None and key in res:
+            res[key] = value
+            claimed.add(key)
+            continue
+        if not _is_tensor(value):
+            continue
+        alias = next((n for n, a in args.items() if _is_tensor(a) and shares_memory(value, a)), None)
+        if alias is not None:
+            claimed.add(alias)  # written in place and returned: the argument's content is its result
+        else:
+            fresh.append(value)
+    unclaimed = [o for o in outputs if o not in claimed]
+    if fresh:
+        targets = unclaimed
+        if len(fresh) != len(unclaimed) and prior is not None:
+            targets = [o for o in unclaimed if _is_tensor(prior.get(o)) and _all_same(prior[o], args[o])]
+        if len(fresh) > len(targets) or (len(fresh) < len(targets) and prior is None):
+            raise ValueError(f"reference returned {len(fresh)} values for {len(unclaimed)} outputs {unclaimed}")
+        for name, value in zip(targets, fresh):
+            res[name] = value
+    return res
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise equality that counts NaN equal to NaN (flat boolean tensor; ``a``'s element count)."""
+    import torch
+
+    a, b = a.reshape(-1), b.reshape(-1)
+    eq = a == b
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        eq |= torch.isnan(a) & torch.isnan(b)
+    return eq
+
+
+def _all_same(a: Any, b: Any) -> bool:
+    if not (_is_tensor(a) and _is_tensor(b)):
+        return a is b or a == b
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return a.numel() == b.numel() and a.dtype == b.dtype and bool(_same(a, b).all())
+    return bool(_same(a, b).all())
+
+
+def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """Values of ``t``'s dtype and shape that differ from ``t`` at (almost) every element: floats ×[1.25, 1.5)
+    (zeros and non-finite values → 1, so signs and ranges stay), integers resampled from ``t``'s own values (valid
+    indices stay valid; an element that drew its own value gets +1, or −1 at the dtype's maximum), booleans flipped."""
+    import torch
+
+    if t.dtype == torch.bool:
+        return ~t
+    flat = t.reshape(-1)
+    if t.dtype.is_floating_point:
+        factor = 1.25 + 0.25 * torch.rand(flat.shape, generator=g).to(t.device)
+        out = (flat.double() * factor.double()).to(t.dtype)
+        fix = (out == flat) | ~torch.isfinite(out)
+        out = torch.where(fix, torch.where(flat == 1, 2.0, 1.0).to(t.dtype), out)
+        return out.reshape(t.shape)
+    if t.dtype.is_complex:
+        return (t * 1.3 + 1).reshape(t.shape)
+    idx = torch.randint(0, max(flat.numel(), 1), flat.shape, generator=g).to(t.device)
+    out = flat[idx].clone() if flat.numel() else flat.clone()
+    same = out == flat
+    top = torch.iinfo(t.dtype).max
+    out[same] = torch.where(flat[same] == top, flat[same] - 1, flat[same] + 1)
+    return out.reshape(t.shape)
+
+
+def _probe_value(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """What a chunk or single-element probe writes: NaN for floats (it reaches every dense consumer: sums, maxima,
+    products), else ``other``'s values (integers from the tensor's own values, booleans flipped)."""
+    import torch
+
+    if t.dtype.is_floating_point:
+        return torch.full_like(t, float("nan"))
+    return other
+
+
+def _lower_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
+    """One-sided Clopper-Pearson lower bound of a binomial proportion: the p at which P(X >= k | n, p) equals
+    ``1 - confidence`` (0 for k = 0), by bisection."""
+    if k <= 0:
+        return 0.0
+
+    def tail(p: float) -> float:
+        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if tail(mid) < 1 - confidence else (lo, mid)
+    return lo
+
+
+class _Runner:
+    """Calls the reference on copies of a base argument set, counts the calls, and compares the results."""
+
+    def __init__(self, kf: KernelFile, base: dict[str, Any], outputs: list[str]) -> None:
+        self.kf, self.base, self.outputs, self.runs = kf, base, outputs, 0
+
+    def call(self, changed: dict[str, Any]) -> dict[str, Any]:
+        args = {k: (changed[k].clone() if k in changed else v.clone()) if _is_tensor(v) else v
+                for k, v in self.base.items()}
+        prior = {k: (changed.get(k, v)) for k, v in self.base.items()}
+        self.runs += 1
+        results = reference_results(self.kf.reference(**args), args, self.outputs, prior)
+        return {k: v.detach() for k, v in results.items() if _is_tensor(v)}
+
+
+def _differs(ref: dict[str, Any], got: dict[str, Any], own: str | None = None, own_mask: Any = None) -> bool:
+    """True when any result in ``got`` differs from ``ref`` (a missing/extra key or another shape counts); for the
+    tensor ``own`` only the elements in ``own_mask`` are compared (its unwritten elements hold its prior value)."""
+    if set(ref) != set(got):
+        return True
+    for k, a in ref.items():
+        b = got[k]
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return True
+        if k == own and own_mask is not None and own_mask.numel() == a.numel():
+            if bool((~_same(a, b) & own_mask).any()):
+                return True
+        elif not bool(_same(a, b).all()):
+            return True
+    return False
+
+
+def _written_mask(before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+    """Elements that differ before/after (flat); a result of another element count counts as written in full."""
+    import torch
+
+    if after.numel() != before.numel():
+        return torch.ones(before.numel(), dtype=torch.bool, device=before.device)
+    return ~_same(before, after.to(before.device) if after.device != before.device else after)
+
+
+def _declared(case: Case) -> dict[str, str]:
+    decl = case.declared or {"outputs": case.outputs, "inplace": case.inplace, "partial": case.partial,
+                             "scratch": case.scratch, "may_write": []}
+    out: dict[str, str] = {}
+    for name, value in case.inputs.items():
+        if not _is_tensor(value):
+            continue
+        if name in decl.get("scratch", []):
+            out[name] = "scratch"
+        elif name in decl.get("may_write", []):
+            out[name] = "may-write"
+        elif name in decl.get("outputs", []):
+            out[name] = "output+inplace" if name in decl.get("inplace", []) else "output"
+        else:
+            out[name] = "input"
+        if name in decl.get("partial", []):
+            out[name] += "+partial"
+    return out
+
+
+def observe_roles(kf: KernelFile, case: Case) -> RoleReport:
+    """Observe every tensor argument's role by running ``kf.reference`` on copies of ``case.inputs`` (the case is
+    not modified). Runs the reference ``1 + n_tensors`` times, plus ``CHUNKS + PROBES`` per read tensor with more
+    than ``CHUNKS + PROBES`` elements (module docstring), in the tensors' own dtype (float64 copies when the native
+    call raises).
+
+    Raises:
+        RoleMismatch: the reference raises on the case's own values, so nothing can be observed.
+    """
+    import torch
+
+    declared = _declared(case)
+    outputs = [n for n in (case.declared or {}).get("outputs", case.outputs)]
+    names = [n for n, v in case.inputs.items() if _is_tensor(v)]
+    precision = "native"
+    base = {k: (v.detach().clone() if _is_tensor(v) else v) for k, v in case.inputs.items()}
+    runner = _Runner(kf, base, outputs)
+    try:
+        ref0 = runner.call({})
+    except Exception as native_exc:  # noqa: BLE001 - some dtypes (fp8) have no native ops: try float64 copies
+        base = {k: (v.detach().to(torch.float64, copy=True) if _is_tensor(v) and v.dtype.is_floating_point else v)
+                for k, v in base.items()}
+        runner = _Runner(kf, base, outputs)
+        precision = "float64"
+        try:
+            ref0 = runner.call({})
+        except Exception as exc:  # noqa: BLE001
+            raise RoleMismatch(f"{kf.path}: the reference raised on setup's own values ({type(native_exc).__name__}: "
+                               f"{native_exc}; in float64: {type(exc).__name__}: {exc}): no role can be observed",
+                               "the reference must run on the inputs setup builds") from exc
+    g = torch.Generator(device="cpu").manual_seed(1234 + int(case.seed))
+    report: dict[str, TensorRole] = {}
+    notes: list[str] = []
+    for name in names:
+        t0 = base[name]
+        other = _other_content(t0, g)
+        raised = None
+        try:
+            got = runner.call({name: other})
+        except Exception as exc:  # noqa: BLE001 - other values broke the reference: it depends on them
+            got, raised = None, f"{type(exc).__name__}: {exc}"
+        written = _written_mask(t0, ref0[name])
+        if got is not None:
+            written |= _written_mask(other, got[name])
+        wf = float(written.float().mean()) if written.numel() else 0.0
+        if got is None:
+            depends = True
+        elif ref0[name].numel() == t0.numel() == got[name].numel():
+            depends = bool((~_same(ref0[name], got[name]) & written).any())
+        else:
+            depends = not _all_same(ref0[name], got[name])
+        read = got is None or depends or _differs({k: v for k, v in ref0.items() if k != name},
+                                                  {k: v for k, v in got.items() if k != name})
+        decl = declared[name]
+        if decl.startswith("scratch") and not read:
+            role: Role = "scratch"
+        elif wf == 0.0:
+            role = "input" if read else "unused"
+        elif wf == 1.0:
+            role = "inplace" if read else "output"
+        else:
+            role = "partial-write"
+        tr = TensorRole(name=name, dtype=str(t0.dtype).removeprefix("torch."), numel=t0.numel(),
+                        element_size=t0.element_size(), read=read, written_fraction=wf, depends_on_prior=depends,
+                        role=role, declared=decl,
+                        note=f"other values made the reference raise ({raised}): counted as read" if raised else "")
+        if read:
+            _read_in_part(runner, ref0, tr, t0, other, written, g)
+        nbytes = tr.numel * tr.element_size
+        if role not in ("scratch", "unused"):
+            tr.bytes_read = int(math.floor(tr.read_fraction * nbytes)) if read else 0
+            tr.bytes_written = int(math.floor(wf * nbytes))
+        report[name] = tr
+    return RoleReport(shape=dict(case.shape), tensors=report, reference_runs=runner.runs, precision=precision,
+                      notes=notes)
+
+
+def _read_in_part(runner: _Runner, ref0: dict[str, Any], tr: TensorRole, t0: torch.Tensor, other: torch.Tensor,
+                  written: torch.Tensor, g: Any) -> None:
+    """Fill ``tr.read_fraction`` (and the chunk/probe counts) of a read tensor (module docstring)."""
+    import torch
+
+    n = t0.numel()
+    if n <= CHUNKS + PROBES:  # too small to be worth probing: counted in full
+        tr.read_fraction, tr.chunks, tr.read_chunks = 1.0, 1, 1
+        return
+    flat0, probe = t0.reshape(-1), _probe_value(t0, other).reshape(-1)
+
+    def matters(index: Any) -> bool:
+        changed = flat0.clone()
+        changed[index] = probe[index]
+        try:
+            got = runner.call({tr.name: changed.reshape(t0.shape)})
+        except Exception:  # noqa: BLE001 - the reference raised on these values: they are read
+            return True
+        return _differs(ref0, got, own=tr.name, own_mask=written)
+
+    bounds = [(j * n // CHUNKS, (j + 1) * n // CHUNKS) for j in range(CHUNKS)]
+    read_chunks = [b for b in bounds if matters(slice(*b))]
+    tr.chunks, tr.read_chunks = CHUNKS, len(read_chunks)
+    if not read_chunks:
+        tr.read_fraction = 0.0
+        return
+    sizes = torch.tensor([b - a for a, b in read_chunks], dtype=torch.float64)
+    which = torch.multinomial(sizes, PROBES, replacement=True, generator=g)
+    hits = 0
+    for j in which.tolist():
+        a, b = read_chunks[j]
+        i = a + int(torch.randint(0, b - a, (), generator=g))
+        hits += matters(i)
+    tr.probes, tr.probes_read = PROBES, hits
+    dense = 1.0 if hits == PROBES else _lower_bound(hits, PROBES)
+    tr.read_fraction = len(read_chunks) / CHUNKS * dense
+
+
+def check_claims(report: RoleReport, path: Any = "") -> list[str]:
+    """Check the declarations recorded in ``report`` (each tensor's ``declared``) against what was observed.
+
+    Returns:
+        Notes for benign disagreements (a non-const pointer only read, an output declared in-place that is a pure
+        output, an in-place output written only in part, an input never read): the observation is followed.
+
+    Raises:
+        RoleMismatch: an input declared ``scratch`` that the reference reads; a declared output (not a seed
+            ``may-write`` pointer) the reference never writes; a declared input the reference writes; ``partial``
+            declared on a tensor whose every chunk and every probe is read (the message names the tensor, the
+            claim and what was observed).
+    """
+    notes: list[str] = []
+    for t in report.tensors.values():
+        claim, seen = t.declared, _seen(t)
+        base = claim.split("+partial")[0]
+        where = f"{path}: " if path else ""
+        if base == "scratch" and t.read:
+            raise RoleMismatch(f"{where}{t.name!r} is declared scratch, but the reference reads it ({seen})",
+                               f'remove {t.name!r} from setup()["scratch"]: scratch is for workspaces the '
+                               "reference never reads (they leave the refresh, the re-check and the floor)",
+                               tensor=t.name, claim="scratch", observed=seen)
+        if base in ("output", "output+inplace") and t.written_fraction == 0.0:
+            raise RoleMismatch(f"{where}{t.name!r} is declared an output, but the reference never writes it nor "
+                               f"returns it ({seen})",
+                               "list in outputs only what the reference writes or returns; an input the kernel "
+                               "only reads stays out of outputs", tensor=t.name, claim=base, observed=seen)
+        if base == "input" and t.written_fraction > 0.0:
+            raise RoleMismatch(f"{where}{t.name!r} is declared an input (not an output), but the reference writes "
+                               f"{t.written_fraction:.1%} of it ({seen})",
+                               f"declare {t.name!r} in outputs (with inplace, if its prior values matter) when the "
+                               "kernel must write it too, or make the reference work on a copy",
+                               tensor=t.name, claim="input", observed=seen)
+        if claim.endswith("+partial") and t.read and t.read_chunks == t.chunks and t.probes_read == t.probes \
+                and t.probes:
+            raise RoleMismatch(f"{where}{t.name!r} is declared partial (read in part), but every one of its "
+                               f"{t.chunks} chunks and {t.probes} probed elements is read ({seen})",
+                               f'remove {t.name!r} from setup()["partial"]', tensor=t.name, claim="partial",
+                               observed=seen)
+        if base == "may-write" and t.role in ("input", "unused"):
+            notes.append(f"{t.name}: a non-const pointer the reference only reads: treated as an input (watched, "
+                         "refreshed, never poisoned)")
+        elif base == "output+inplace" and t.role == "output":
+            notes.append(f"{t.name}: declared in-place, observed a pure output (written in full, prior values "
+                         "unused): poisoned before each launch")
+        elif base in ("output", "output+inplace", "may-write") and t.role == "partial-write":
+            notes.append(f"{t.name}: declared {claim}, observed written in part ({t.written_fraction:.1%}): "
+                         "restored before each launch, its unwritten part compared too")
+        elif base == "output" and t.role == "inplace":
+            notes.append(f"{t.name}: declared a pure output, but the reference reads its prior values: restored "
+                         "before each launch instead of poisoned")
+        elif base == "input" and t.role == "unused":
+            notes.append(f"{t.name}: never read by the reference: not counted in the floor's bytes")
+    return notes
+
+
+def _seen(t: TensorRole) -> str:
+    read = "not read" if not t.read else (
+        f"read ({t.read_chunks}/{t.chunks} chunks, {t.probes_read}/{t.probes} probes)" if t.chunks > 1 else "read")
+    prior = ", its prior values used" if t.depends_on_prior and t.written_fraction else ""
+    return f"observed {t.role}: {read}, {t.written_fraction:.1%} written{prior}"
