@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, poison_tensor, run_kernel
-from kernelpilot.kernels.roles import RoleReport, check_claims, observe_roles, reference_results
+from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, check_claims, observe_roles, reference_results
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
     TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for)
@@ -146,14 +146,16 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     return run(_clone), note
 
 
-def observe_case_roles(kf: KernelFile, case: Case) -> RoleReport:
+def observe_case_roles(kf: KernelFile, case: Case) -> RoleReport | None:
     """The ``roles`` stage: observe every tensor's role on ``case`` (:func:`kernelpilot.kernels.roles.observe_roles`,
     the reference only, at the case's shape), check the declarations against it, and make ``case`` follow it
     (:meth:`Case.apply_roles`). Observed once per kernel file and shape in a process: the report is kept in
     ``kf.extras["roles_by_shape"]`` and ``kf.extras["roles"]`` (later :func:`make_case` calls follow it).
 
     Returns:
-        A copy of the report for this check (its ``kernel_written_fraction`` fields are this check's).
+        A copy of the report for this check (its ``kernel_written_fraction`` fields are this check's); None when
+        the reference raises on the case's own values (the check then records that failure; the case keeps the
+        declared roles).
 
     Raises:
         RoleMismatch: a declaration contradicts the observation (:func:`kernelpilot.kernels.roles.check_claims`).
@@ -163,7 +165,10 @@ def observe_case_roles(kf: KernelFile, case: Case) -> RoleReport:
     cache = kf.extras.setdefault("roles_by_shape", {})
     key = json.dumps(case.shape, sort_keys=True, default=str)
     if key not in cache:
-        report = observe_roles(kf, case)  # the declarations stay in case.declared when cached roles were applied
+        try:
+            report = observe_roles(kf, case)  # the declarations stay in case.declared when cached roles were applied
+        except ReferenceFailed:
+            return None
         report.notes = check_claims(report, kf.path)
         cache[key] = report
         kf.extras["roles"] = report
@@ -434,7 +439,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
     first = make_case(kf, shape, seeds[0] if seeds else 0, device)  # the first seed's inputs, checked below too
     roles = observe_case_roles(kf, first)  # RoleMismatch (a ContractError) when a declaration is contradicted
     tols, refusal, notes = _tolerance_notes(kf, first, strict)
-    notes = [*roles.notes, *notes]
+    notes = [*(roles.notes if roles is not None else []), *notes]
     shapes_checked = [dict(shape)]
     if refusal:
         results.append(_fail(seeds[0] if seeds else 0, shape, "tolerance", refusal))
