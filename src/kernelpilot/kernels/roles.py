@@ -206,11 +206,18 @@ def reference_results(result: Any, args: dict[str, Any], outputs: list[str],
     return res
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself, or a float32 copy for dtypes whose comparisons torch does not implement (fp8)."""
+    import torch
+
+    return t.float() if t.dtype.is_floating_point and t.element_size() == 1 else t
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise equality that counts NaN equal to NaN (flat boolean tensor; ``a``'s element count)."""
     import torch
 
-    a, b = a.reshape(-1), b.reshape(-1)
+    a, b = _wide(a.reshape(-1)), _wide(b.reshape(-1))
     eq = a == b
     if a.dtype.is_floating_point or a.dtype.is_complex:
         eq |= torch.isnan(a) & torch.isnan(b)
@@ -235,11 +242,12 @@ def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         return ~t
     flat = t.reshape(-1)
     if t.dtype.is_floating_point:
-        factor = 1.25 + 0.25 * torch.rand(flat.shape, generator=g).to(t.device)
-        out = (flat.double() * factor.double()).to(t.dtype)
-        fix = (out == flat) | ~torch.isfinite(out)
-        out = torch.where(fix, torch.where(flat == 1, 2.0, 1.0).to(t.dtype), out)
-        return out.reshape(t.shape)
+        factor = 1.25 + 0.25 * torch.rand(flat.shape, generator=g, dtype=torch.float64).to(t.device)
+        wide = flat.double()
+        out = (wide * factor).to(t.dtype).double()  # rounded to the dtype, compared widened (fp8 has no ==)
+        fix = (out == wide) | ~torch.isfinite(out)
+        out = torch.where(fix, torch.where(wide == 1, 2.0, 1.0).double(), out)
+        return out.to(t.dtype).reshape(t.shape)
     if t.dtype.is_complex:
         return (t * 1.3 + 1).reshape(t.shape)
     idx = torch.randint(0, max(flat.numel(), 1), flat.shape, generator=g).to(t.device)
@@ -256,7 +264,7 @@ def _probe_value(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
     import torch
 
     if t.dtype.is_floating_point:
-        return torch.full_like(t, float("nan"))
+        return torch.full(t.shape, float("nan"), device=t.device).to(t.dtype)
     return other
 
 
