@@ -242,8 +242,8 @@ def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
                 t.kernel_written_fraction = changed / max(t.numel, 1)
                 seen = (f" (observed by running the reference: {t.role}, "
                         f"{'read' if t.read else 'not read'}, never written; declared {t.declared})")
-            return (f"the kernel modified {changed} of {saved.numel()} elements of {name!r}, which the reference "
-                    f"does not write{seen} (declare it in setup()['outputs'] and ['inplace'] if the reference "
+            return (f"the kernel modified input {name!r} ({changed} of {saved.numel()} elements), which the "
+                    f"reference does not write{seen} (declare it in setup()['outputs'] and ['inplace'] if the reference "
                     "writes it too, or in ['scratch'] if it is a workspace the reference never reads)")
     return None
 
