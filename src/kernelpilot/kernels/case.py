@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
     from kernelpilot.kernels.roles import RoleReport
 
-__all__ = ["Case", "make_case", "poison_tensor"]
+__all__ = ["Case", "make_case", "poison_tensor", "shape_key"]
 
 
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
@@ -134,6 +134,10 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
 
     ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
 
+    Roles observed earlier in this process (``kf.extras["roles_by_shape"]`` at this shape, else the last one
+    observed, ``kf.extras["roles"]``; :func:`kernelpilot.measure.correctness.observe_case_roles`) are applied
+    (:meth:`Case.apply_roles`); the declarations stay in :attr:`Case.declared`.
+
     When setup returns ``"inplace": [names]`` (outputs that ``run_kernel`` also reads), each named tensor is cloned
     once here into :attr:`Case.pristine` (extra memory: one copy of each in-place tensor) for :meth:`Case.restore`.
 
@@ -191,6 +195,14 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
     pristine = {name: inputs[name].detach().clone() for name in inplace}
     case = Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
                 pristine=pristine, declared=declared, **extra)
-    if extras.get("roles") is not None:  # observed earlier in this process (the check): follow it
-        case.apply_roles(extras["roles"])
+    observed = (extras.get("roles_by_shape") or {}).get(shape_key(shape), extras.get("roles"))
+    if observed is not None:  # observed earlier in this process (the check), at this shape if it was: follow it
+        case.apply_roles(observed)
     return case
+
+
+def shape_key(shape: Shape) -> str:
+    """The key of a shape in ``kf.extras["roles_by_shape"]`` (JSON, sorted keys)."""
+    import json
+
+    return json.dumps(dict(shape), sort_keys=True, default=str)

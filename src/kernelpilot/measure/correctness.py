@@ -146,10 +146,11 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     return run(_clone), note
 
 
-def observe_case_roles(kf: KernelFile, case: Case) -> RoleReport | None:
+def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> RoleReport | None:
     """The ``roles`` stage: observe every tensor's role on ``case`` (:func:`kernelpilot.kernels.roles.observe_roles`,
     the reference only, at the case's shape), check the declarations against it, and make ``case`` follow it
-    (:meth:`Case.apply_roles`). Observed once per kernel file and shape in a process: the report is kept in
+    (:meth:`Case.apply_roles`); ``derived``: a derived shape, where a ``partial`` claim's share of the bytes is not
+    judged (:func:`kernelpilot.kernels.roles.check_claims`). Observed once per kernel file and shape in a process: the report is kept in
     ``kf.extras["roles_by_shape"]`` and ``kf.extras["roles"]`` (later :func:`make_case` calls follow it).
 
     Returns:
@@ -160,16 +161,16 @@ def observe_case_roles(kf: KernelFile, case: Case) -> RoleReport | None:
     Raises:
         RoleMismatch: a declaration contradicts the observation (:func:`kernelpilot.kernels.roles.check_claims`).
     """
-    import json
+    from kernelpilot.kernels.case import shape_key
 
     cache = kf.extras.setdefault("roles_by_shape", {})
-    key = json.dumps(case.shape, sort_keys=True, default=str)
+    key = shape_key(case.shape)
     if key not in cache:
         try:
             report = observe_roles(kf, case)  # the declarations stay in case.declared when cached roles were applied
         except ReferenceFailed:
             return None
-        report.notes = check_claims(report, kf.path)
+        report.notes = check_claims(report, kf.path, judge_partial=not derived)
         cache[key] = report
         kf.extras["roles"] = report
     report = cache[key].model_copy(deep=True)
@@ -461,6 +462,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
             except ContractError as exc:
                 notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
                 continue
+            observe_case_roles(kf, case, derived=True)  # a tensor written in full at one shape may be written in part at another
             check, _, _ = run_and_compare(kf, case, config, device, "shapes", watch_inputs=False)
             shapes_checked.append(dict(other))
             results.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
