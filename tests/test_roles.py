@@ -13,7 +13,8 @@ import torch
 
 from kernelpilot.errors import RoleMismatch
 from kernelpilot.kernels.contract import load_kernel, make_case
-from kernelpilot.kernels.roles import check_claims, observe_roles, reference_results
+from kernelpilot.kernels.role_claims import check_claims
+from kernelpilot.kernels.roles import observe_roles, reference_results
 from kernelpilot.kernels.workload import minimum_bytes
 from kernelpilot.measure.correctness import check_correctness, observe_case_roles
 

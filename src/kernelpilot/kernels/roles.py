@@ -26,7 +26,7 @@ that shares storage with an argument is that argument's result; other returned t
 declared outputs not returned by alias (by dict key, else in order).
 
 Declarations (``outputs``, ``inplace``, ``partial``, ``scratch``, the seed ABI's non-const pointers) become claims
-checked against the observation (:func:`check_claims`): contradictions that would hide a read from the checks or
+checked against the observation (:func:`kernelpilot.kernels.role_claims.check_claims`): contradictions that would hide a read from the checks or
 the floor raise :class:`~kernelpilot.errors.RoleMismatch`; benign ones follow the observation with a note.
 """
 
@@ -37,16 +37,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
-from kernelpilot.errors import RoleMismatch
-
 if TYPE_CHECKING:
     import torch
 
     from kernelpilot.kernels.case import Case
     from kernelpilot.kernels.contract import KernelFile
 
-__all__ = ["CHUNKS", "PROBES", "ReferenceFailed", "Role", "RoleReport", "TensorRole", "check_claims",
-           "observe_roles", "reference_results", "shares_memory"]
+__all__ = ["CHUNKS", "PROBES", "ReferenceFailed", "Role", "RoleReport", "TensorRole", "observe_roles",
+           "reference_results", "shares_memory"]
 
 #: Contiguous chunks of a tensor's flat storage probed one at a time for "read in part".
 CHUNKS = 8
@@ -54,10 +52,6 @@ CHUNKS = 8
 PROBES = 16
 #: One-sided confidence of the lower bound on the read fraction when some probes did not matter.
 CONFIDENCE = 0.8
-#: The largest share of the observed bytes a ``partial`` claim may take out of the floor against an observed dense
-#: read (benchmarks/library/liger_rope.py: cos and sin, under 1 %, whose halves are equal); above it the claim is a
-#: :class:`~kernelpilot.errors.RoleMismatch`.
-PARTIAL_SHARE = 0.1
 
 Role = Literal["input", "output", "inplace", "partial-write", "scratch", "unused"]
 
@@ -432,8 +426,9 @@ def observe_roles(kf: KernelFile, case: Case) -> RoleReport:
             role = "inplace" if read else "output"
         else:
             role = "partial-write"
-        tr = TensorRole(name=name, dtype=str(t0.dtype).removeprefix("torch."), numel=t0.numel(),
-                        element_size=t0.element_size(), read=read, written_fraction=wf, depends_on_prior=depends,
+        native = case.inputs[name]  # sizes of the case's tensor (float64 copies when the native call raised)
+        tr = TensorRole(name=name, dtype=str(native.dtype).removeprefix("torch."), numel=native.numel(),
+                        element_size=native.element_size(), read=read, written_fraction=wf, depends_on_prior=depends,
                         role=role, declared=decl,
                         note=f"other values made the reference raise ({raised}): counted as read" if raised else "")
         if read:
@@ -483,77 +478,3 @@ def _read_in_part(runner: _Runner, ref0: dict[str, Any], tr: TensorRole, t0: tor
     tr.probes, tr.probes_read = PROBES, hits
     dense = 1.0 if hits == PROBES else _lower_bound(hits, PROBES)
     tr.read_fraction = len(read_chunks) / CHUNKS * dense
-
-
-def check_claims(report: RoleReport, path: Any = "", *, judge_partial: bool = True) -> list[str]:
-    """Check the declarations recorded in ``report`` (each tensor's ``declared``) against what was observed.
-
-    Returns:
-        Notes for benign disagreements (a non-const pointer only read, an output declared in-place that is a pure
-        output, an in-place output written only in part, an input never read): the observation is followed. A
-        ``partial`` claim on a tensor read in full holding at most :data:`PARTIAL_SHARE` of the observed bytes is
-        honoured (its read bytes set to 0 in ``report``) and noted; ``judge_partial`` False (a derived shape, where
-        a small tensor's share is larger than at the run's shape) honours every such claim.
-
-    Raises:
-        RoleMismatch: an input declared ``scratch`` that the reference reads; a declared output (not a seed
-            ``may-write`` pointer) the reference never writes; a declared input the reference writes; ``partial``
-            declared on a tensor whose every chunk and every probe is read and that holds more than
-            :data:`PARTIAL_SHARE` of the observed bytes (the message names the tensor, the claim and what was
-            observed).
-    """
-    notes: list[str] = []
-    for t in report.tensors.values():
-        claim, seen = t.declared, _seen(t)
-        base = claim.split("+partial")[0]
-        where = f"{path}: " if path else ""
-        if base == "scratch" and t.read:
-            raise RoleMismatch(f"{where}{t.name!r} is declared scratch, but the reference reads it ({seen})",
-                               f'remove {t.name!r} from setup()["scratch"]: scratch is for workspaces the '
-                               "reference never reads (they leave the refresh, the re-check and the floor)",
-                               tensor=t.name, claim="scratch", observed=seen)
-        if base in ("output", "output+inplace") and t.written_fraction == 0.0:
-            raise RoleMismatch(f"{where}{t.name!r} is declared an output, but the reference never writes it nor "
-                               f"returns it ({seen})",
-                               "list in outputs only what the reference writes or returns; an input the kernel "
-                               "only reads stays out of outputs", tensor=t.name, claim=base, observed=seen)
-        if base == "input" and t.written_fraction > 0.0:
-            raise RoleMismatch(f"{where}{t.name!r} is declared an input (not an output), but the reference writes "
-                               f"{t.written_fraction:.1%} of it ({seen})",
-                               f"declare {t.name!r} in outputs (with inplace, if its prior values matter) when the "
-                               "kernel must write it too, or make the reference work on a copy",
-                               tensor=t.name, claim="input", observed=seen)
-        if claim.endswith("+partial") and t.read and t.read_fraction >= 1.0:
-            if judge_partial and t.bytes_read > PARTIAL_SHARE * report.bytes_total:
-                raise RoleMismatch(f"{where}{t.name!r} is declared partial (read in part), but every one of its "
-                                   f"chunks and probed elements is read ({seen}), and it holds "
-                                   f"{t.bytes_read / max(report.bytes_total, 1):.0%} of the bytes observed",
-                                   f'remove {t.name!r} from setup()["partial"]', tensor=t.name, claim="partial",
-                                   observed=seen)
-            t.note = (f"declared partial, observed read in full ({t.bytes_read} bytes, under "
-                      f"{PARTIAL_SHARE:.0%} of the total): not counted, as declared")
-            notes.append(f"{t.name}: {t.note} (a kernel may exploit structure in the values, as Liger's RoPE reads "
-                         "one half of cos whose halves are equal)")
-            t.bytes_read, t.read_fraction = 0, 0.0
-        if base == "may-write" and t.role in ("input", "unused"):
-            notes.append(f"{t.name}: a non-const pointer the reference only reads: treated as an input (watched, "
-                         "refreshed, never poisoned)")
-        elif base == "output+inplace" and t.role == "output":
-            notes.append(f"{t.name}: declared in-place, observed a pure output (written in full, prior values "
-                         "unused): poisoned before each launch")
-        elif base in ("output", "output+inplace", "may-write") and t.role == "partial-write":
-            notes.append(f"{t.name}: declared {claim}, observed written in part ({t.written_fraction:.1%}): "
-                         "restored before each launch, its unwritten part compared too")
-        elif base == "output" and t.role == "inplace":
-            notes.append(f"{t.name}: declared a pure output, but the reference reads its prior values: restored "
-                         "before each launch instead of poisoned")
-        elif base == "input" and t.role == "unused":
-            notes.append(f"{t.name}: never read by the reference: not counted in the floor's bytes")
-    return notes
-
-
-def _seen(t: TensorRole) -> str:
-    read = "not read" if not t.read else (
-        f"read ({t.read_chunks}/{t.chunks} chunks, {t.probes_read}/{t.probes} probes)" if t.chunks > 1 else "read")
-    prior = ", its prior values used" if t.depends_on_prior and t.written_fraction else ""
-    return f"observed {t.role}: {read}, {t.written_fraction:.1%} written{prior}"

@@ -33,7 +33,8 @@ from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, poison_tensor, run_kernel
-from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, check_claims, observe_roles, reference_results
+from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
+from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles, reference_results
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
     TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for)
@@ -236,7 +237,7 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
     for name, saved in before.items():
         if not bitwise_equal(saved, case.inputs[name]):
-            changed = int((~_same_bits(saved, case.inputs[name])).sum())
+            changed = int((~same_bits(saved, case.inputs[name])).sum())
             seen = ""
             if case.roles is not None and name in case.roles.tensors:
                 t = case.roles.tensors[name]
@@ -247,36 +248,6 @@ def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
                     f"reference does not write{seen} (declare it in setup()['outputs'] and ['inplace'] if the reference "
                     "writes it too, or in ['scratch'] if it is a workspace the reference never reads)")
     return None
-
-
-def _same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Elementwise bit equality (NaN equals the same NaN), flat."""
-    import torch
-
-    bits = _BITS.get(a.element_size())
-    if bits is None or a.dtype == torch.bool or a.dtype.is_complex:
-        return (a == b).reshape(-1)
-    return (a.view(getattr(torch, bits)) == b.view(getattr(torch, bits))).reshape(-1)
-
-
-def _kernel_writes(case: Case, pristine: dict[str, Any]) -> None:
-    """Record in ``case.roles`` the fraction of each written tensor the kernel's launch changed: a poisoned output's
-    elements that no longer hold the poison, a restored tensor's elements that differ from their pristine value."""
-    import torch
-
-    if case.roles is None:
-        return
-    for name in case.outputs:
-        t, role = case.inputs[name], case.roles.tensors.get(name)
-        if role is None or t.numel() == 0:
-            continue
-        if name in case.inplace:
-            changed = ~_same_bits(pristine[name].to(t.device), t)
-        else:
-            probe = torch.empty_like(t)
-            poison_tensor(probe)
-            changed = ~_same_bits(probe, t)
-        role.kernel_written_fraction = float(changed.float().mean())
 
 
 def _compare_all(kf: KernelFile, case: Case, got: dict[str, torch.Tensor], refs: dict[str, torch.Tensor]
@@ -317,7 +288,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     except Exception as exc:
         return _fail(seed, shape, stage, f"kernel raised {type(exc).__name__}: {exc}"), "", None
     if watch_inputs:
-        _kernel_writes(case, pristine)
+        record_kernel_writes(case, pristine)
     problem = _mutated(watched, case)
     if problem:
         return _fail(seed, shape, "inputs", problem), "", None
