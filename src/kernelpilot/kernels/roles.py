@@ -239,16 +239,18 @@ def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     if t.dtype == torch.bool:
         return ~t
     flat = t.reshape(-1)
+    dev = torch.Generator(device=t.device).manual_seed(int(torch.randint(0, 2 ** 31, (), generator=g)))
     if t.dtype.is_floating_point:
-        factor = 1.25 + 0.25 * torch.rand(flat.shape, generator=g, dtype=torch.float64).to(t.device)
-        wide = flat.double()
-        out = (wide * factor).to(t.dtype).double()  # rounded to the dtype, compared widened (fp8 has no ==)
+        wide_dtype = torch.float64 if t.dtype == torch.float64 else torch.float32  # drawn on t's device
+        wide = flat.to(wide_dtype)
+        out = (wide * (1.25 + 0.25 * torch.rand(flat.shape, generator=dev, device=t.device, dtype=wide_dtype)))
+        out = out.to(t.dtype).to(wide_dtype)  # rounded to the dtype, compared widened (fp8 has no ==)
         fix = (out == wide) | ~torch.isfinite(out)
-        out = torch.where(fix, torch.where(wide == 1, 2.0, 1.0).double(), out)
+        out = torch.where(fix, torch.where(wide == 1, 2.0, 1.0).to(wide_dtype), out)
         return out.to(t.dtype).reshape(t.shape)
     if t.dtype.is_complex:
         return (t * 1.3 + 1).reshape(t.shape)
-    idx = torch.randint(0, max(flat.numel(), 1), flat.shape, generator=g).to(t.device)
+    idx = torch.randint(0, max(flat.numel(), 1), flat.shape, generator=dev, device=t.device)
     out = flat[idx].clone() if flat.numel() else flat.clone()
     same = out == flat
     top = torch.iinfo(t.dtype).max
