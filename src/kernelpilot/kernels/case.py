@@ -32,10 +32,13 @@ class Case:
 
     Attributes:
         inputs: name -> tensor or scalar, passed to ``run_kernel`` and ``reference`` as keywords.
-        outputs: names of the tensors ``run_kernel`` writes.
-        inplace: the outputs ``run_kernel`` also reads (their values are inputs); restored by :meth:`restore`.
+        outputs: names of the tensors ``run_kernel`` writes, compared with the reference (declared; once roles are
+            applied, those the reference was observed to write).
+        inplace: the outputs whose prior values matter (read by the kernel, or kept where written only in part);
+            restored by :meth:`restore` before each launch, never poisoned; the other outputs are poisoned.
         pristine: copies of the in-place tensors as ``setup`` built them (taken by :func:`make_case`).
-        partial: inputs the kernel reads only in part (``setup()["partial"]``), left out of the minimum bytes.
+        partial: tensors the kernel reads only in part (``setup()["partial"]``): a claim checked against the
+            observed read fraction (docs/contract.md, "Buffer roles").
         scratch: inputs the kernel (or an autotune ``pre_hook``) may write freely: workspaces, locks, counters
             (``setup()["scratch"]``); not checked for modification, not counted in the minimum bytes.
         declared: what ``setup`` declared (``outputs``, ``inplace``, ``partial``, ``scratch``, and ``may_write``:
