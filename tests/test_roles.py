@@ -189,6 +189,9 @@ def test_reference_results_maps_returned_written_and_aliased_values():
     prior = {"y": torch.full((4,), 3.0), "z": z.clone()}  # y changed by the call: written in place
     got = reference_results((fresh,), args, ["y", "z"], prior)
     assert got["z"] is fresh and got["y"] is y, "a fresh value goes to the output the call did not write"
+    seed = {"A": torch.ones(4), "B": torch.ones(4), "C": torch.zeros(4)}  # solve(float* A, float* B, float* C)
+    got = reference_results(fresh, seed, ["A", "B", "C"], {k: v.clone() for k, v in seed.items()})
+    assert got["C"] is fresh and got["A"] is seed["A"], "a seed reference returning A@B: C's result"
     with pytest.raises(ValueError, match="returned 2 values for 1 outputs"):
         reference_results((fresh, fresh), args, ["y"])
 
@@ -376,3 +379,13 @@ def test_a_small_partial_claim_on_a_dense_read_is_honoured_and_noted(tmp_path):
     assert report.tensors["c"].read and report.tensors["c"].bytes_read == 0
     assert any("c: declared partial, observed read in full" in n for n in report.notes)
     assert minimum_bytes(case) == 3 * 256 * 4
+
+
+def test_seed_gemm_reference_returning_its_result_is_matched_to_the_last_pointer(tmp_path):
+    ref = "import torch\n\ndef reference(A, B, C, M, K, N):\n    return torch.mm(A.view(M, K), B.view(K, N)).view(-1)\n"
+    kf = _seed(tmp_path, GEMM_CU, ref, "gemm_returning")
+    kf.backend = StandIn(_gemm_stand_in)
+    result = check_correctness(kf, {"M": 16, "K": 16, "N": 16, "ptr_size": 0}, {}, "cpu", seeds=(0,),
+                               other_shapes=False)
+    assert result.passed, result.summary
+    assert [n for n, t in result.roles.tensors.items() if t.role == "output"] == ["C"]

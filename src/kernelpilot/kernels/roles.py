@@ -159,7 +159,8 @@ def reference_results(result: Any, args: dict[str, Any], outputs: list[str],
         args: the arguments it was called with (after the call: in-place writes are in them).
         outputs: the declared outputs, in order (fresh returned tensors are matched to these).
         prior: the arguments' values before the call, when known: used only when fewer fresh tensors are returned
-            than outputs remain, to match them to the outputs the call did not write in place.
+            than outputs remain, to match them to the outputs the call did not write in place (the last of those
+            when still more remain: the seed ABI lists its outputs after its inputs, ``solve(A, B, C, ...)``).
 
     Returns:
         name -> result for every tensor argument (a returned tensor mapped to it, else its content after the
@@ -199,6 +200,7 @@ def reference_results(result: Any, args: dict[str, Any], outputs: list[str],
             targets = [o for o in unclaimed if _is_tensor(prior.get(o)) and _all_same(prior[o], args[o])]
         if len(fresh) > len(targets) or (len(fresh) < len(targets) and prior is None):
             raise ValueError(f"reference returned {len(fresh)} values for {len(unclaimed)} outputs {unclaimed}")
+        targets = targets[len(targets) - len(fresh):]  # still more candidates: the last ones (outputs follow inputs)
         for name, value in zip(targets, fresh):
             res[name] = value
     return res
