@@ -164,7 +164,7 @@ def reference_results(result: Any, args: dict[str, Any], outputs: list[str],
 
     Returns:
         name -> result for every tensor argument (a returned tensor mapped to it, else its content after the
-        call), plus ``"return[i]"`` for returned tensors matched to no argument.
+        call). Returned non-tensors, and dict entries under names that are no tensor argument, are ignored.
 
     Raises:
         ValueError: the returned tensors cannot be matched to the outputs (the message counts both).
