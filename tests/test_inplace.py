@@ -83,7 +83,7 @@ def test_reference_sees_the_original_values(inplace):
     seen.clear()
     check_correctness(inplace, {"N": 200}, {"BLOCK": 64}, "cpu", seeds=(5,), other_shapes=False)
     fresh = make_case(inplace, {"N": 200}, 5, "cpu")
-    (q, k), = seen
+    q, k = seen[-1]  # the check's own call: the ones before it observed the roles, on other values
     assert torch.equal(q, fresh.inputs["q"].double()) and bool((k == 1).all())
 
 

@@ -153,3 +153,23 @@ class Interrupted(KernelpilotError):
         super().__init__(message, hint)
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+class RoleMismatch(DeclarationError):
+    """A buffer's declared role (``outputs``, ``inplace``, ``partial``, ``scratch``, a ``const`` pointer) contradicts
+    what running the reference showed (:mod:`kernelpilot.kernels.roles`): an input declared scratch that the
+    reference reads, an output it never writes, an input it writes, ``partial`` on a tensor read in full.
+
+    Args:
+        message: what was declared and what was observed, naming the file and the tensor.
+        hint: what to declare instead.
+        tensor: the tensor's name. claim: the declared role. observed: what running the reference showed.
+    """
+
+    def __init__(self, message: str, hint: str = "", *, tensor: str = "", claim: str = "", observed: str = "") -> None:
+        super().__init__(message, hint)
+        self.tensor, self.claim, self.observed = tensor, claim, observed
+
+    def to_dict(self) -> dict[str, str]:
+        """``{"error", "message", "hint", "tensor", "claim", "observed"}``."""
+        return {**super().to_dict(), "tensor": self.tensor, "claim": self.claim, "observed": self.observed}

@@ -1,5 +1,9 @@
 """One problem instance of a kernel file: the inputs ``setup`` built, which of them are outputs, in-place,
-read in part or scratch, and the refresh every timed launch gets (docs/contract.md)."""
+read in part or scratch, and the refresh every timed launch gets (docs/contract.md).
+
+``setup``'s ``outputs``/``inplace``/``partial``/``scratch`` are claims (kept in :attr:`Case.declared`); once the
+roles are observed (:func:`kernelpilot.kernels.roles.observe_roles`), :meth:`Case.apply_roles` makes the case
+follow the observation: only pure outputs are poisoned, every other written tensor is restored."""
 
 from __future__ import annotations
 
@@ -12,9 +16,10 @@ from kernelpilot.errors import ContractError
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
+    from kernelpilot.kernels.roles import RoleReport
 
 __all__ = ["Case", "POOL_BYTES", "POOL_SETS", "draw_values", "make_case", "poison_tensor", "refreshed_names",
-           "scale_span"]
+           "scale_span", "shape_key"]
 
 
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
@@ -28,14 +33,20 @@ class Case:
 
     Attributes:
         inputs: name -> tensor or scalar, passed to ``run_kernel`` and ``reference`` as keywords.
-        outputs: names of the tensors ``run_kernel`` writes.
-        inplace: the outputs ``run_kernel`` also reads (their values are inputs); restored by :meth:`restore`.
+        outputs: names of the tensors ``run_kernel`` writes, compared with the reference (declared; once roles are
+            applied, those the reference was observed to write).
+        inplace: the outputs whose prior values matter (read by the kernel, or kept where written only in part);
+            restored by :meth:`restore` before each launch, never poisoned; the other outputs are poisoned.
         pristine: copies of the in-place tensors as ``setup`` built them (taken by :func:`make_case`).
-        partial: inputs the kernel reads only in part (``setup()["partial"]``), left out of the minimum bytes.
+        partial: tensors the kernel reads only in part (``setup()["partial"]``): a claim checked against the
+            observed read fraction (docs/contract.md, "Buffer roles").
         scratch: inputs the kernel (or an autotune ``pre_hook``) may write freely: workspaces, locks, counters
             (``setup()["scratch"]``); not checked for modification, not counted in the minimum bytes.
         redraw: ``seed -> Case``: the same kernel file's ``setup`` at the same shape and device, another seed (set
             by :func:`make_case`); the refresh's source of values (:func:`draw_values`).
+        declared: what ``setup`` declared (``outputs``, ``inplace``, ``partial``, ``scratch``, and ``may_write``:
+            the seed ABI's non-const pointers), kept as claims when :meth:`apply_roles` rewrites the lists above.
+        roles: the observed :class:`~kernelpilot.kernels.roles.RoleReport` once applied, else None.
     """
 
     inputs: dict[str, Any]
@@ -48,6 +59,30 @@ class Case:
     scratch: list[str] = field(default_factory=list)
     redraw: Callable[[int], Case] | None = field(default=None, repr=False, compare=False)
     _pool: Any = field(default=None, repr=False, compare=False)
+    declared: dict[str, list[str]] = field(default_factory=dict)
+    roles: RoleReport | None = field(default=None, repr=False)
+
+    def apply_roles(self, report: RoleReport) -> None:
+        """Follow observed roles: ``outputs`` (compared) become the tensors the reference writes, ``inplace``
+        (restored before each launch, never poisoned) the written ones whose prior values matter or that are written
+        only in part; pristine copies are taken of newly restored tensors (call before any launch). The declared
+        lists stay in :attr:`declared`. A report naming no written tensor of this case leaves the lists as they are.
+        """
+        self.roles = report
+        compared = [n for n in report.compared if n in self.inputs]
+        if not compared:
+            return
+        self.outputs = compared
+        self.inplace = [n for n in report.restored if n in self.inputs]
+        self.pristine = {n: self.pristine[n] if n in self.pristine else self.inputs[n].detach().clone()
+                         for n in self.inplace}
+        self._pool = None  # the refresh's sets were drawn for the declared roles
+
+    def refreshed_names(self) -> list[str]:
+        """Tensor inputs the per-launch refresh and the re-check give new values (:func:`refreshed_names`): those
+        the kernel reads, by the observed roles once :meth:`apply_roles` ran (e.g. a seed non-const pointer that is
+        only read)."""
+        return refreshed_names(self)
 
     def restore(self) -> None:
         """Copy the pristine values back into the in-place tensors (``copy_``, asynchronous on a GPU; same storage,
@@ -276,6 +311,10 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
 
     ``device`` is passed only when ``setup`` accepts it (a ``device`` parameter or ``**kwargs``).
 
+    Roles observed earlier in this process (``kf.extras["roles_by_shape"]`` at this shape, else the last one
+    observed, ``kf.extras["roles"]``; :func:`kernelpilot.measure.correctness.observe_case_roles`) are applied
+    (:meth:`Case.apply_roles`); the declarations stay in :attr:`Case.declared`.
+
     When setup returns ``"inplace": [names]`` (outputs that ``run_kernel`` also reads), each named tensor is cloned
     once here into :attr:`Case.pristine` (extra memory: one copy of each in-place tensor) for :meth:`Case.restore`.
 
@@ -322,10 +361,26 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
                          ("scratch", '"scratch": ["workspace"] for a buffer the kernel or a pre_hook writes')):
         names = result.get(key, [])
         if isinstance(names, str) or not isinstance(names, (list, tuple)) or any(
-                n not in inputs or n in outputs or not isinstance(inputs[n], torch.Tensor) for n in names):
-            raise ContractError(f"{kf.path}: setup()[{key!r}] must list input tensors that are not outputs, "
-                                f"got {names!r}", f"e.g. {example}")
+                n not in inputs or (key == "scratch" and n in outputs) or not isinstance(inputs[n], torch.Tensor)
+                for n in names):
+            what = "input tensors that are not outputs" if key == "scratch" else "tensors among the inputs"
+            raise ContractError(f"{kf.path}: setup()[{key!r}] must list {what}, got {names!r}", f"e.g. {example}")
         extra[key] = list(names)
+    extras = getattr(kf, "extras", None) or {}
+    may_write = list(outputs) if extras.get("synthesized") and extras.get("signature") is not None else []
+    declared = {"outputs": list(outputs), "inplace": list(inplace), "may_write": may_write, **extra}
     pristine = {name: inputs[name].detach().clone() for name in inplace}
-    return Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
-                pristine=pristine, redraw=lambda s: make_case(kf, shape, s, device), **extra)
+    case = Case(inputs=dict(inputs), outputs=list(outputs), shape=dict(shape), seed=seed, inplace=list(inplace),
+                pristine=pristine, declared=declared,
+                redraw=lambda s: make_case(kf, shape, s, device), **extra)
+    observed = (extras.get("roles_by_shape") or {}).get(shape_key(shape), extras.get("roles"))
+    if observed is not None:  # observed earlier in this process (the check), at this shape if it was: follow it
+        case.apply_roles(observed)
+    return case
+
+
+def shape_key(shape: Shape) -> str:
+    """The key of a shape in ``kf.extras["roles_by_shape"]`` (JSON, sorted keys)."""
+    import json
+
+    return json.dumps(dict(shape), sort_keys=True, default=str)

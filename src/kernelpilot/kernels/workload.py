@@ -20,15 +20,34 @@ class Workload(BaseModel):
 def minimum_bytes(case: Case) -> int:
     """The fewest bytes any kernel computing ``case`` must move, from the tensors themselves (bytes).
 
-    Every input tensor read once, every output written once, an in-place tensor (``case.inplace``) read once and
-    written once; inputs the case says are read only in part (``case.partial``: an embedding table read by
-    index), scratch buffers (``case.scratch``) and the pristine copies kernelpilot keeps are not counted (docs/measuring.md, "Roofline"). An author's
+    With observed roles (``case.roles``, :mod:`kernelpilot.kernels.roles`): each tensor's read part once
+    (``read_fraction`` × its bytes: a lower bound, a gather into a table counts only what probes showed read) plus
+    its written part (``written_fraction`` × its bytes: an in-place tensor written in part counts the part
+    written); scratch and unused tensors 0. The fractions observed at one shape are applied to this case's
+    tensors (exact at the observed shape).
+
+    Without observed roles, the declarations: every input tensor read once, every output written once, an in-place
+    tensor (``case.inplace``) read once and written once; tensors declared read only in part (``case.partial``: an
+    embedding table read by index) and scratch buffers (``case.scratch``) not counted.
+
+    The pristine copies kernelpilot keeps are never counted (docs/measuring.md, "Roofline"). An author's
     ``bytes_moved()`` below this is refused, and without one this is the bytes of the roofline: the
     speed-of-light floor can never be switched off by declaring less traffic than the tensors hold.
     """
+    import math
+
     import torch
 
     total = 0
+    if case.roles is not None:
+        for name, role in case.roles.tensors.items():
+            value = case.inputs.get(name)
+            if not isinstance(value, torch.Tensor) or role.role in ("scratch", "unused"):
+                continue
+            nbytes = value.numel() * value.element_size()
+            total += math.floor(role.read_fraction * nbytes) if role.read else 0
+            total += math.floor(role.written_fraction * nbytes)
+        return total
     for name, value in case.inputs.items():
         if isinstance(value, torch.Tensor) and name not in case.partial and name not in case.scratch:
             total += value.numel() * value.element_size() * (2 if name in case.inplace else 1)
@@ -96,8 +115,11 @@ def workload(kf: KernelFile, case: Case) -> Workload:
         if nbytes < floor_bytes * (1 - 1e-9):
             raise DeclarationError(f"{kf.path}: bytes_moved() = {nbytes:.6g} at {case.shape} is below the "
                                 f"{floor_bytes:.6g} bytes its tensors hold (inputs read once, outputs written once)",
-                                'declare the real traffic; inputs read only in part go in setup()["partial"]')
+                                'declare the real traffic; inputs read only in part go in setup()["partial"] (the '
+                                "check observes the parts read and written: its roles record says what it saw)")
     else:
-        nbytes, bsrc = floor_bytes, ("minimum from the tensors: inputs read once, outputs written once, in-place "
-                                     "ones read and written")
+        nbytes, bsrc = floor_bytes, (
+            "observed by running the reference: the parts of each tensor read and written (kernels/roles.py)"
+            if case.roles is not None else
+            "minimum from the tensors: inputs read once, outputs written once, in-place ones read and written")
     return Workload(flops=flops, bytes_moved=nbytes, flops_source=fsrc, bytes_source=bsrc)

@@ -4,8 +4,11 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
 
 - the reference runs on float64 copies of the floating inputs where it can (falls back to the native dtype,
   and says so); what it returns must not share memory with any tensor the kernel sees;
-- outputs are filled with NaN (integers with a sentinel) before every kernel run, so unwritten elements fail;
-  in-place outputs (``setup()["inplace"]``, e.g. RoPE's q and k) are restored to their pristine values instead;
+- every tensor's role is observed by running the reference once per check, at the check's shape
+  (:func:`observe_case_roles`, :mod:`kernelpilot.kernels.roles`); the declarations are claims checked against it;
+- pure outputs written in full are filled with NaN (integers with a sentinel) before every kernel run, so
+  unwritten elements fail; every other written tensor (in-place, written in part, e.g. RoPE's q and k) is restored
+  to its pristine value instead; the reference may return its outputs, write them in place, or both;
 - no output may share memory with another input; inputs that are not outputs must be bitwise unchanged by the
   kernel (``aliasing`` / ``inputs`` stages);
 - every seed draws fresh inputs (3 seeds by default); each output is compared per element and per row
@@ -30,6 +33,9 @@ from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, poison_tensor, run_kernel
+from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
+from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles, reference_results
+from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
     TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for)
 
@@ -77,6 +83,7 @@ class CorrectnessResult(BaseModel):
     shapes_checked: list[dict[str, Any]] = []
     tolerances: dict[str, Tolerance] = {}
     notes: list[str] = []
+    roles: RoleReport | None = None
     rule: str = ("elementwise |out-ref| <= atol*rms(row) + rtol*|ref|, per-row and whole relative L2 <= rtol; "
                  "outputs NaN-filled before each run; NaN never passes; no aliasing; inputs unchanged; "
                  "second run, derived shapes and fresh values in the same tensors must pass too")
@@ -106,20 +113,17 @@ def _clone(value: Any) -> Any:
     return value.detach().clone() if _is_tensor(value) else value
 
 
-def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str]) -> dict[str, torch.Tensor]:
-    if result is None:
-        return {name: ref_inputs[name] for name in outputs}
-    if _is_tensor(result):
-        result = (result,)
+def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str],
+                       prior: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    """The reference's result for each of ``outputs``: returned (a tensor, a tuple in order, a dict), written in
+    place, or both (a returned tensor sharing storage with an argument is that argument's result;
+    :func:`kernelpilot.kernels.roles.reference_results`)."""
     if isinstance(result, dict):
-        missing = [n for n in outputs if n not in result]
+        missing = [n for n in outputs if n not in result and n not in ref_inputs]
         if missing:
             raise ValueError(f"reference returned a dict without {missing}")
-        return {n: result[n] for n in outputs}
-    result = tuple(result)
-    if len(result) != len(outputs):
-        raise ValueError(f"reference returned {len(result)} values for {len(outputs)} outputs {outputs}")
-    return dict(zip(outputs, result))
+    results = reference_results(result, ref_inputs, outputs, prior)
+    return {n: results[n] for n in outputs}
 
 
 def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
@@ -131,28 +135,48 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     Raises:
         Exception: whatever the reference raises in its native dtype.
     """
-    ref_inputs = {k: _upcast(v) for k, v in inputs.items()}
+    def run(prepare: Any) -> dict[str, torch.Tensor]:
+        ref_inputs = {k: prepare(v) for k, v in inputs.items()}
+        prior = {n: _clone(ref_inputs[n]) for n in outputs if _is_tensor(ref_inputs.get(n))}
+        return _collect_reference(kf.reference(**ref_inputs), ref_inputs, outputs, prior)
+
     try:
-        return _collect_reference(kf.reference(**ref_inputs), ref_inputs, outputs), "float64"
+        return run(_upcast), "float64"
     except Exception as exc:  # some ops have no float64 kernel; fall back and say so
         note = f"native (float64 failed: {type(exc).__name__}: {exc})"
-    ref_inputs = {k: _clone(v) for k, v in inputs.items()}
-    return _collect_reference(kf.reference(**ref_inputs), ref_inputs, outputs), note
+    return run(_clone), note
 
 
-def _span(t: torch.Tensor) -> tuple[int, int, int]:
-    """(device index, first byte, one past the last byte) a tensor's elements can touch."""
-    if t.numel() == 0:
-        return (-2, 0, 0)
-    extent = sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) + 1
-    start = t.data_ptr()
-    return (t.device.index if t.device.index is not None else -1, start, start + extent * t.element_size())
+def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> RoleReport | None:
+    """The ``roles`` stage: observe every tensor's role on ``case`` (:func:`kernelpilot.kernels.roles.observe_roles`,
+    the reference only, at the case's shape), check the declarations against it, and make ``case`` follow it
+    (:meth:`Case.apply_roles`); ``derived``: a derived shape, where a ``partial`` claim's share of the bytes is not
+    judged (:func:`kernelpilot.kernels.roles.check_claims`). Observed once per kernel file and shape in a process: the report is kept in
+    ``kf.extras["roles_by_shape"]`` and ``kf.extras["roles"]`` (later :func:`make_case` calls follow it).
 
+    Returns:
+        A copy of the report for this check (its ``kernel_written_fraction`` fields are this check's); None when
+        the reference raises on the case's own values (the check then records that failure; the case keeps the
+        declared roles).
 
-def shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when the byte ranges two tensors' elements can reach overlap (same device); False for empty ones."""
-    (da, a0, a1), (db, b0, b1) = _span(a), _span(b)
-    return da == db and a0 < b1 and b0 < a1 and a0 != a1 and b0 != b1
+    Raises:
+        RoleMismatch: a declaration contradicts the observation (:func:`kernelpilot.kernels.roles.check_claims`).
+    """
+    from kernelpilot.kernels.case import shape_key
+
+    cache = kf.extras.setdefault("roles_by_shape", {})
+    key = shape_key(case.shape)
+    if key not in cache:
+        try:
+            report = observe_roles(kf, case)  # the declarations stay in case.declared when cached roles were applied
+        except ReferenceFailed:
+            return None
+        report.notes = check_claims(report, kf.path, judge_partial=not derived)
+        cache[key] = report
+        kf.extras["roles"] = report
+    report = cache[key].model_copy(deep=True)
+    case.apply_roles(report)
+    return report
 
 
 def aliasing_problem(case: Case) -> str | None:
@@ -213,7 +237,16 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
     for name, saved in before.items():
         if not bitwise_equal(saved, case.inputs[name]):
-            return f"the kernel modified input {name!r}, which is not an output (declare it in setup()['inplace'])"
+            changed = int((~same_bits(saved, case.inputs[name])).sum())
+            seen = ""
+            if case.roles is not None and name in case.roles.tensors:
+                t = case.roles.tensors[name]
+                t.kernel_written_fraction = changed / max(t.numel, 1)
+                seen = (f" (observed by running the reference: {t.role}, "
+                        f"{'read' if t.read else 'not read'}, never written; declared {t.declared})")
+            return (f"the kernel modified input {name!r} ({changed} of {saved.numel()} elements), which the "
+                    f"reference does not write{seen} (declare it in setup()['outputs'] and ['inplace'] if the reference "
+                    "writes it too, or in ['scratch'] if it is a workspace the reference never reads)")
     return None
 
 
@@ -254,6 +287,8 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
         _run_poisoned(kf, case, config, device, poison_outputs)
     except Exception as exc:
         return _fail(seed, shape, stage, f"kernel raised {type(exc).__name__}: {exc}"), "", None
+    if watch_inputs:
+        record_kernel_writes(case, pristine)
     problem = _mutated(watched, case)
     if problem:
         return _fail(seed, shape, "inputs", problem), "", None
@@ -368,12 +403,15 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         A :class:`CorrectnessResult`; kernel or reference exceptions are recorded in it, not raised.
 
     Raises:
-        ContractError: ``setup`` broke the contract at ``shape``.
+        ContractError: ``setup`` broke the contract at ``shape``; RoleMismatch (a ContractError): a declared role
+            contradicts the observed one (:func:`observe_case_roles`, run once per file and shape).
     """
     results: list[SeedCheck] = []
     precision, deterministic = "", None
     first = make_case(kf, shape, seeds[0] if seeds else 0, device)  # the first seed's inputs, checked below too
+    roles = observe_case_roles(kf, first)  # RoleMismatch (a ContractError) when a declaration is contradicted
     tols, refusal, notes = _tolerance_notes(kf, first, strict)
+    notes = [*(roles.notes if roles is not None else []), *notes]
     shapes_checked = [dict(shape)]
     if refusal:
         results.append(_fail(seeds[0] if seeds else 0, shape, "tolerance", refusal))
@@ -395,6 +433,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
             except ContractError as exc:
                 notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
                 continue
+            observe_case_roles(kf, case, derived=True)  # a tensor written in full at one shape may be written in part at another
             check, _, _ = run_and_compare(kf, case, config, device, "shapes", watch_inputs=False)
             shapes_checked.append(dict(other))
             results.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
@@ -403,12 +442,12 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         skipped = [n for n in notes if "not checked" in n or "CHECK_SHAPES = []" in n]
         if strict and skipped and all(r.passed for r in results):
             results.append(_fail(FRESH_SEED, shape, "tolerance", f"--strict refuses: {skipped[0]}"))
-    return _result(kf, shape, config, device, results, precision, deterministic, shapes_checked, tols, notes)
+    return _result(kf, shape, config, device, results, precision, deterministic, shapes_checked, tols, notes, roles)
 
 
 def _result(kf: KernelFile, shape: Shape, config: Config, device: str, results: list[SeedCheck], precision: str,
             deterministic: bool | None, shapes_checked: list[Shape], tols: dict[str, Tolerance],
-            notes: list[str]) -> CorrectnessResult:
+            notes: list[str], roles: RoleReport | None = None) -> CorrectnessResult:
     passed = bool(results) and all(r.passed for r in results)
     if passed:
         worst = max((o.rel_l2_error or 0.0) for r in results for o in r.outputs)
@@ -429,4 +468,4 @@ def _result(kf: KernelFile, shape: Shape, config: Config, device: str, results: 
     return CorrectnessResult(passed=passed, summary=summary, shape=shape, config=config, device=device,
                              reference_dtype=precision or "not run", deterministic=deterministic, seeds=results,
                              failed_stage=None if passed else next(r.stage for r in results if not r.passed),
-                             shapes_checked=shapes_checked, tolerances=tols, notes=notes)
+                             shapes_checked=shapes_checked, tolerances=tols, notes=notes, roles=roles)

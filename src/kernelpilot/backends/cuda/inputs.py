@@ -3,9 +3,12 @@ seed workflows do it (docs/cuda.md, "Inputs").
 
 One element count for every buffer (:func:`element_count`): ``ptr_size`` when given (``--ptr-size`` /
 ``--shape ptr_size=N``), else 1,048,576 when ``solve`` has no integer parameter, else the single integer, else the
-product of the two largest; capped at :data:`MAX_ELEMENTS`. Floating buffers are ``randn``, integer buffers random
-in ``[0, min(100, count))`` (valid indices into any buffer), outputs zero (the check poisons them anyway); the
-generator is seeded with ``42 + seed`` (the seed workflows' 42 for the first check seed).
+product of the two largest; capped at :data:`MAX_ELEMENTS`. Every buffer, ``const`` or not, is filled: floating
+ones ``randn``, integer ones random in ``[0, min(100, count))`` (valid indices into any buffer). A non-const
+pointer is one ``solve`` *may* write (the seed harness clones them all and runs the reference on the clones): the
+check observes which it really writes (:mod:`kernelpilot.kernels.roles`), poisons only pure outputs and treats a
+non-const buffer the reference only reads (the seed GEMM's ``float* A``) as an input. The generator is seeded with
+``42 + seed`` (the seed workflows' 42 for the first check seed).
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ def synthesized_setup(sig: Signature, inplace: list[str] | None = None) -> Calla
     """A contract ``setup(**dims, ptr_size=0, seed=0, device="cuda")`` building one tensor per buffer of ``sig``
     (dtype from its type, :func:`element_count` elements) and passing the dimensions through; float scalars
     cannot be synthesized. ``inplace``: outputs ``solve`` also reads (``// kernelpilot: INPLACE = ["C"]``, e.g. a
-    GEMM computing ``alpha*A@B + beta*C``): returned as ``"inplace"``, so kernelpilot restores them (zeros) before
-    every launch instead of leaving the check's NaN poison in them.
+    GEMM computing ``alpha*A@B + beta*C``): returned as ``"inplace"``, so kernelpilot restores them (their synthesized values) before
+    every launch instead of leaving the check's NaN poison in them (the check also observes this by running the
+    reference: an output whose prior values the reference reads is restored without the directive).
 
     Raises (when called):
         ContractError: a float scalar parameter, a missing dimension, or an ``inplace`` name that is no output.
@@ -87,9 +91,7 @@ def synthesized_setup(sig: Signature, inplace: list[str] | None = None) -> Calla
                 inputs[p.name] = int(dims[p.name])
                 continue
             dtype = getattr(torch, p.dtype)
-            if p.is_output:
-                t = torch.zeros(count, dtype=dtype)
-            elif dtype.is_floating_point:
+            if dtype.is_floating_point:
                 t = torch.randn(count, generator=g).to(dtype)
             elif dtype == torch.bool:
                 t = torch.randint(0, 2, (count,), generator=g).bool()
