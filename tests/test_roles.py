@@ -389,3 +389,20 @@ def test_seed_gemm_reference_returning_its_result_is_matched_to_the_last_pointer
                                other_shapes=False)
     assert result.passed, result.summary
     assert [n for n, t in result.roles.tensors.items() if t.role == "output"] == ["C"]
+
+
+def test_a_campaign_floor_counts_the_bytes_observed_in_its_worker(tmp_path):
+    # prepare() asks its worker process (the spare the first evaluation takes over) for the roles at the shape: the
+    # roofline of optimize/tune/session counts x once read and 1/8 written, not x read and written in full
+    from kernelpilot.app.context import prepare
+
+    path = tmp_path / "liger_like.py"
+    path.write_text(LIGER_LIKE.replace('SHAPE = {"R": 64, "V": 256}', 'SHAPE = {"R": 64, "V": 256}\nCPU_SHAPE = SHAPE'))
+    ctx = prepare(path, gpu="H100-SXM", spare_worker=True, search=False)
+    try:
+        x_bytes, loss_bytes, target_bytes = 64 * 256 * 4, 64 * 4, 64 * 8
+        assert ctx.work.bytes_moved == x_bytes + x_bytes // 8 + loss_bytes + target_bytes
+        assert ctx.roofline is not None and ctx.roofline.bytes_moved == ctx.work.bytes_moved
+        assert ctx.spare is not None and ctx.spare.ready  # the observing process is the one the search will use
+    finally:
+        ctx.discard_spare()

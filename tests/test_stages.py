@@ -23,7 +23,7 @@ VECTOR_ADD = ROOT / "src" / "kernelpilot" / "examples" / "vector_add.py"
 
 #: The brief's order: config validation, first launch, timer guard, check, derived shapes, timing, re-check,
 #: device activity, floor.
-ORDER = ("config", "first_launch", "timer_guard", "check", "shapes", "timing", "recheck", "device_activity", "floor")
+ORDER = ("config", "roles", "first_launch", "timer_guard", "check", "shapes", "timing", "recheck", "device_activity", "floor")
 COMMANDS = ("check", "bench", "profile", "verify", "optimize", "tune", "audit", "session", "bundle_bench")
 
 
@@ -35,7 +35,8 @@ def _is_subsequence(part: tuple[str, ...], whole: tuple[str, ...]) -> bool:
 def test_stage_names_are_unique_and_in_the_order_the_defences_run() -> None:
     assert len(set(STAGE_NAMES)) == len(STAGE_NAMES)
     assert STAGE_NAMES == ORDER
-    assert all(s.title and callable(s.run) and s.statuses for s in STAGES)
+    # a stage gives statuses, or (roles) raises a typed declaration error that stops the command: its title says so
+    assert all(s.title and callable(s.run) and (s.statuses or "raises" in s.title) for s in STAGES)
 
 
 def test_every_command_is_a_subsequence_of_the_table() -> None:
@@ -120,7 +121,7 @@ def test_every_command_refuses_an_input_mutating_kernel_at_the_check_with_the_sa
     assert status_check == status_bench == verified.status == status_eval == "inputs_mutated"
     assert verified.stage == stage_of(status_bench) == "check"
     # the search's evaluation stopped at the check: its seconds per stage name the stages it ran, no more
-    assert list(phases) == ["config", "first_launch", "timer_guard", "check"]
+    assert list(phases) == ["config", "roles", "first_launch", "timer_guard", "check"]
 
 
 def test_a_result_cached_by_pointer_passes_check_and_is_refused_at_the_recheck_by_every_command_that_times() -> None:
@@ -142,7 +143,7 @@ def test_a_timer_patched_after_three_calls_is_seen_by_the_guard_after_the_stage_
     assert caught.value.failure == _bench_status(cheat) == verified.status == status_eval == "timer_tampered"
     assert verified.stage == "timer_guard"
     # the third call is the check's first seed's second run: the guard's check right after the check stage sees it
-    assert list(phases) == ["config", "first_launch", "timer_guard", "check"]
+    assert list(phases) == ["config", "roles", "first_launch", "timer_guard", "check"]
 
 
 def test_the_audit_and_bundle_subsets_run_in_the_worker_and_refuse_like_verify() -> None:

@@ -192,7 +192,10 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
 
     dev = _here(device)
     shp, cfg = _shape(kf, shape), resolve_config(kf, config)
-    roof, _, _ = roofline_for(kf, shp, dev, gpu)  # an unknown --gpu fails before any timing
+    from kernelpilot.measure.correctness import observed_roles_at
+
+    roles = observed_roles_at(kf, shp, dev)  # RoleMismatch: a declaration to fix, before any timing
+    roof, _, _ = roofline_for(kf, shp, dev, gpu, roles)  # an unknown --gpu fails before any timing
     failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), device, cfg)
     if failure is not None:
         raise refusal(ctx, failure)
@@ -285,13 +288,15 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     """
     import torch
 
+    from kernelpilot.kernels.roles import RoleReport
     from kernelpilot.profile.light import light_profile
     from kernelpilot.search.stages import refusal, run_command
 
     failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
     if failure is not None:
         raise refusal(ctx, failure)
-    roof, _, _ = roofline_for(kf, shape, "cuda", None)
+    roles = ctx.records.get("roles")
+    roof, _, _ = roofline_for(kf, shape, "cuda", None, RoleReport.model_validate(roles) if roles else None)
     card, _ = light_profile(kf.path, config, shape, timing_ns=ctx.results["timing"].median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
     return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()

@@ -76,12 +76,14 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
         DeclarationError: the declared work is below what the tensors move (stage ``declaration``).
     """
     from kernelpilot.app.context import roofline_at
+    from kernelpilot.measure.correctness import observed_roles_at
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import StageContext, evaluate
 
     dev = "cuda" if device.startswith("cuda") else "cpu"
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
-    roof, _, _ = roofline_at(kf, shp, dev, None)  # DeclarationError: declared work below the tensors'
+    roles = observed_roles_at(kf, shp, dev)  # RoleMismatch (a DeclarationError): a declared role contradicted
+    roof, _, _ = roofline_at(kf, shp, dev, None, roles)  # DeclarationError: declared work below the tensors'
     wopts = opts.model_copy(update={"shape": shp, "strict": strict,
                                     "floor_ns": roof.floor_ns if roof else None,
                                     "sol_tolerance": roof.sol_tolerance if roof else 0.05})

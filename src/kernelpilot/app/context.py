@@ -19,7 +19,7 @@ from kernelpilot.kernels.workload import Workload, workload
 from kernelpilot.options import check_kernel_path, check_shape_values
 
 __all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "gpu_name", "prepare",
-           "roofline_at", "roofline_for"]
+           "observe_roles", "roofline_at", "roofline_for"]
 
 
 class UnguardedScriptError(KernelpilotError):
@@ -149,9 +149,14 @@ def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, 
         return None, f"no spec for this GPU: {exc.message} ({exc.hint})"
 
 
-def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "") -> tuple[Roofline | None, Workload, str]:
+def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "",
+                 roles: Any = None) -> tuple[Roofline | None, Workload, str]:
     """The roofline at ``shape`` on ``spec`` (measured ceilings preferred), the workload, and a note saying why there
     is no roofline when there is none (no spec, or no bytes moved). Inputs are built on the CPU only to count bytes.
+
+    ``roles``: the :class:`~kernelpilot.kernels.roles.RoleReport` observed at ``shape`` (by a worker: the reference
+    runs where the kernel runs, :func:`observe_roles`); the bytes then count what was observed read and written
+    (:func:`kernelpilot.kernels.workload.minimum_bytes`), else what ``setup`` declares.
 
     Raises:
         ContractError: ``setup``, ``flops`` or ``bytes_moved`` fail at the shape.
@@ -161,8 +166,12 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
     from kernelpilot.kernels.compute_unit import check_unit_dtypes, operand_dtypes
 
     case = make_case(kf, shape, 0, "cpu")
-    check_unit_dtypes(kf.compute_unit, operand_dtypes(case.inputs, case.outputs, case.inplace, case.scratch),
-                      str(kf.path))
+    outputs, inplace = case.outputs, case.inplace
+    if roles is not None:
+        case.roles = roles
+        outputs = [n for n in roles.compared if n in case.inputs] or outputs
+        inplace = [n for n in roles.restored if n in case.inputs]
+    check_unit_dtypes(kf.compute_unit, operand_dtypes(case.inputs, outputs, inplace, case.scratch), str(kf.path))
     work = workload(kf, case)
     if spec is None:
         return None, work, note or "no GPU spec: no speed-of-light floor"
@@ -171,15 +180,16 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
     return compute_roofline(work.flops, work.bytes_moved, kf.compute_unit, spec), work, ""
 
 
-def roofline_at(kf: KernelFile, shape: dict[str, Any], device: str, gpu: str | None) -> tuple[Roofline | None, Workload, str]:
+def roofline_at(kf: KernelFile, shape: dict[str, Any], device: str, gpu: str | None,
+                roles: Any = None) -> tuple[Roofline | None, Workload, str]:
     """:func:`roofline_for` on the spec of ``gpu`` (a name the user gave: SpecError when unknown) or of the GPU
-    present (``device == "cuda"``; no spec only gives a note).
+    present (``device == "cuda"``; no spec only gives a note), with the observed ``roles`` when given.
 
     Raises:
         SpecError: ``gpu`` names no known GPU. ContractError: as :func:`roofline_for`.
     """
     spec, note = _spec_for(gpu, device, gpu_name() if device == "cuda" else None)
-    return roofline_for(kf, shape, spec, note)
+    return roofline_for(kf, shape, spec, note, roles)
 
 
 @dataclass
@@ -219,7 +229,8 @@ class RunContext:
 
 def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[str, Any] | None = None,
             config: dict[str, Any] | None = None, gpu: str | None = None, constraints: list[str] | None = None,
-            replay: Any = None, search: bool = True, spare_worker: bool = False) -> RunContext:
+            replay: Any = None, search: bool = True, spare_worker: bool = False,
+            timeout_s: float = 300.0) -> RunContext:
     """Set up a campaign (see the module docstring).
 
     Args:
@@ -233,10 +244,13 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         spare_worker: start the first worker process now (not for a replay), before the roofline: counting the
             reference's FLOPs imports Dynamo on its first use (1.9 s on a 2-core CPU machine, 4-5 s on an H100
             machine whose torch has no bytecode), and the worker's boot takes as long; done one after the other,
-            every tune and optimize paid both (issue 11).
+            every tune and optimize paid both (issue 11). Without it a worker is started all the same, to observe
+            the buffers' roles for the floor (:func:`observe_roles`), and stopped afterwards.
+        timeout_s: seconds that observation may take (the worker's boot and the reference's runs).
 
     Raises:
         UnguardedScriptError: called from a script's top level outside ``if __name__ == "__main__":``.
+        RoleMismatch: a buffer role declared by ``setup`` contradicts what running the reference showed.
         ContractError: the kernel file breaks the contract (or is a folder), or a shape/config override is wrong.
         OptionError: a shape override of the wrong type (``N=abc`` where SHAPE holds a number).
         SpecError: ``gpu`` names no known GPU.
@@ -273,9 +287,15 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         if space.size == 0:
             raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
                               "relax CONSTRAINTS or add candidate values to TUNABLES")
-    spare = _spare(kf, ref, shp, interpreted) if spare_worker and device != "replay" else None
+    spare = _spare(kf, ref, shp, interpreted) if device != "replay" else None
     try:
-        roof, work, note = roofline_for(kf, shp, spec, note)  # while the spare boots
+        roof, work, note = roofline_for(kf, shp, spec, note)  # while the spare boots (FLOPs counted: Dynamo warm)
+        roles = observe_roles(spare, shp, timeout_s) if spare is not None else None
+        if roles is not None:  # the floor counts the bytes observed, not the ones declared
+            roof, work, note = roofline_for(kf, shp, spec, note, roles)
+        if not spare_worker and spare is not None:
+            spare.kill()
+            spare = None
     except BaseException:
         if spare is not None:
             spare.kill()
@@ -283,6 +303,22 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=start,
                       gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof, work=work,
                       roofline_note=note, space=space, spare=spare)
+
+
+def observe_roles(spare: Any, shape: dict[str, Any], timeout_s: float = 300.0) -> Any:
+    """The roles of the kernel file's tensors observed at ``shape`` by the worker process ``spare`` (a
+    :class:`~kernelpilot.search.worker.SpareWorker`: the reference runs where the kernel will, isolated from this
+    process; :func:`kernelpilot.search.stage_steps.observe_roles_in_worker`), or None when ``setup`` or the
+    reference raises there (the first evaluation's check records why).
+
+    Raises:
+        RoleMismatch: a declaration of ``setup`` contradicts what was observed (docs/contract.md, "Buffer roles").
+        KernelpilotError: the worker could not load the kernel file (as the first evaluation would).
+    """
+    from kernelpilot.kernels.roles import RoleReport
+
+    data = spare.call("kernelpilot.search.stage_steps:observe_roles_in_worker", dict(shape), timeout_s=timeout_s)
+    return None if data is None else RoleReport.model_validate(data)
 
 
 def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], interpreted: bool) -> Any:

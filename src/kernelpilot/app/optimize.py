@@ -105,7 +105,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
     check_options(iterations, budget_s, timeout_s)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
     ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer,
-                  spare_worker=True)
+                  spare_worker=True, timeout_s=timeout_s or 300.0)
     try:
         kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
         if budget_s is None:

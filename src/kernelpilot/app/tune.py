@@ -189,7 +189,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     strat = get_strategy(strategy)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
     ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer,
-                  spare_worker=True)
+                  spare_worker=True, timeout_s=timeout_s or 300.0)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
     try:
         folder, prior, spent_s = _folder(kf, out, resume_from, dict(

@@ -179,6 +179,29 @@ def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> 
     return report
 
 
+def observed_roles_at(kf: KernelFile, shape: Shape, device: str) -> RoleReport | None:
+    """The roles observed at ``shape`` on ``device`` (:func:`observe_case_roles` on a fresh case, seed 0), once per
+    kernel file and shape in a process (later calls return the kept report). For the speed-of-light floor, which
+    counts the observed bytes (:func:`kernelpilot.kernels.workload.minimum_bytes`), and for the ``roles`` stage.
+
+    Returns:
+        The report, or None when ``setup`` or the reference raises at the shape (the check records why).
+
+    Raises:
+        RoleMismatch: a declaration contradicts the observation.
+    """
+    from kernelpilot.kernels.case import shape_key
+
+    kept = kf.extras.get("roles_by_shape", {}).get(shape_key(shape))
+    if kept is not None:
+        return kept
+    try:
+        case = make_case(kf, shape, 0, device)
+    except ContractError:
+        return None
+    return observe_case_roles(kf, case)
+
+
 def aliasing_problem(case: Case) -> str | None:
     """Why the case's outputs share memory with another input (None when they do not)."""
     for out in case.outputs:

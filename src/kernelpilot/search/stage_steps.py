@@ -146,6 +146,32 @@ def _config(ctx: StageContext) -> Failure | None:
     return None
 
 
+def _roles(ctx: StageContext) -> Failure | None:
+    from kernelpilot.measure.correctness import observed_roles_at
+
+    report = observed_roles_at(ctx.kf, ctx.opts.shape, ctx.dev)  # RoleMismatch raises: a declaration to fix
+    if report is not None:
+        ctx.records["roles"] = report.model_dump(mode="json")
+        if ctx.case is not None:  # built on the declared roles: built again on the observed ones
+            ctx.case, ctx.fn = None, None
+    return None
+
+
+def observe_roles_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any]) -> dict[str, Any] | None:
+    """Worker side of a campaign's set-up (:func:`kernelpilot.app.context.prepare`): the roles observed at ``shape``
+    on the worker's device (:func:`kernelpilot.measure.correctness.observed_roles_at`, kept for the worker's later
+    checks) as a JSON dict of :class:`~kernelpilot.kernels.roles.RoleReport`, or None when setup or the reference
+    raises there (the first evaluation's check says why).
+
+    Raises:
+        RoleMismatch: a declaration contradicts the observation.
+    """
+    from kernelpilot.measure.correctness import observed_roles_at
+
+    report = observed_roles_at(kf, dict(shape), "cuda" if device.startswith("cuda") else "cpu")
+    return None if report is None else report.model_dump(mode="json")
+
+
 def _first_launch(ctx: StageContext) -> Failure | None:
     import torch
 

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from kernelpilot.search.model import Evaluation, Status
 from kernelpilot.search.stage_steps import (Failure, StageContext, _check, _config, _device_activity, _first_launch,
-                                            _floor, _guard_failure, _recheck, _shapes, _timer_guard, _timing,
+                                            _floor, _guard_failure, _recheck, _roles, _shapes, _timer_guard, _timing,
                                             correctness_status, guard_check, install_guard)
 
 __all__ = ["FAULTS", "LOAD_STAGES", "STAGES", "STAGE_NAMES", "SUBSETS", "Failure", "Stage", "StageContext",
@@ -60,6 +60,10 @@ class Stage:
 STAGES: tuple[Stage, ...] = (
     Stage("config", ("invalid_config",), _config,
           "the config is inside TUNABLES and meets CONSTRAINTS (never run otherwise)"),
+    Stage("roles", (), _roles,
+          "each tensor's role observed by running the reference (read, written in full or in part, in-place or a pure "
+          "output; kernels/roles.py) before the kernel ever runs; a declaration that contradicts it raises "
+          "RoleMismatch (a declaration to fix, which stops the command)"),
     Stage("first_launch", _RUN_FAULTS, _first_launch,
           "setup at the shape (seed 0) and one launch: compile (or cache hit) and module load, timed as compile_s"),
     Stage("timer_guard", ("timer_tampered",), _timer_guard,
@@ -85,23 +89,24 @@ _ALL = STAGE_NAMES
 #: Each command's subset of :data:`STAGES` (names, in table order).
 SUBSETS: dict[str, tuple[str, ...]] = {
     # kernelpilot check: correctness only; its answer is the CorrectnessResult
-    "check": ("config", "timer_guard", "check", "shapes"),
+    "check": ("config", "roles", "timer_guard", "check", "shapes"),
     # kernelpilot bench: checked before it is timed (like verify); the floor is reported (``impossible``), not refused
-    "bench": ("config", "first_launch", "timer_guard", "check", "shapes", "timing", "recheck", "device_activity"),
+    "bench": ("config", "roles", "first_launch", "timer_guard", "check", "shapes", "timing", "recheck",
+              "device_activity"),
     # kernelpilot profile's light card (no ncu): a checked timing
-    "profile": ("config", "first_launch", "timer_guard", "check", "timing", "recheck", "device_activity"),
+    "profile": ("config", "roles", "first_launch", "timer_guard", "check", "timing", "recheck", "device_activity"),
     # kernelpilot verify: every stage
     "verify": _ALL,
     # one config of optimize/tune: derived shapes and device activity wait for the audit (once per leader)
-    "optimize": ("config", "first_launch", "timer_guard", "check", "timing", "recheck", "floor"),
-    "tune": ("config", "first_launch", "timer_guard", "check", "timing", "recheck", "floor"),
+    "optimize": ("config", "roles", "first_launch", "timer_guard", "check", "timing", "recheck", "floor"),
+    "tune": ("config", "roles", "first_launch", "timer_guard", "check", "timing", "recheck", "floor"),
     # the search's audit of a config before it becomes the incumbent
     "audit": ("timer_guard", "shapes", "device_activity"),
     # session try/finish: a version through every stage
     "session": _ALL,
     # bundle bench: the JIT kernel at each entry's config and shape is checked before the bundle is compared with
     # it bit for bit (the comparison and both timings are kernelpilot.bundle.bench's)
-    "bundle_bench": ("config", "first_launch", "timer_guard", "check"),
+    "bundle_bench": ("config", "roles", "first_launch", "timer_guard", "check"),
 }
 
 

@@ -84,6 +84,11 @@ class Worker:
         from kernelpilot.errors import KernelFailed
 
         spare, self._spare = self._spare, None
+        if spare is not None and spare.matches(self.opts, self.device) and spare.ready:
+            self.device, self.opts = spare.device, self.opts.model_copy(update={"interpreted": spare.opts.interpreted})
+            self._proc, self._conn = spare.take()  # started and answering already (SpareWorker.call)
+            self._conn.send(("options", self.opts.model_dump_json()))
+            return
         if spare is not None and spare.matches(self.opts, self.device):
             proc, parent = spare.take()  # already booting: the wait below is what is left of its start
         else:
@@ -277,8 +282,29 @@ class SpareWorker:
 
     def __init__(self, opts: WorkerOptions, device: str):
         self.opts, self.device = opts, device
+        self.ready = False  # True once a call() waited for its boot: a taker skips the boot messages
         self._proc, self._conn = _spawn(opts, device)
         self._finalizer = weakref.finalize(self, _kill_process, self._proc)
+
+    def call(self, target: str, *args: Any, timeout_s: float = 120.0) -> Any:
+        """Run ``target`` (``"module:function"``) in the spare before any worker takes it, as
+        :meth:`Worker.call` does (waiting for its boot first): a campaign's set-up asks it for the roles observed at
+        the shape while nothing else needs the process. The process stays the spare's unless the call killed it (a
+        fault of the kernel code: the taker then starts a fresh one).
+
+        Raises:
+            KernelpilotError: as :meth:`Worker.call` (a typed error of kernelpilot keeps its class).
+        """
+        worker = Worker(self.opts, self.device, timeout_s=timeout_s, start_timeout_s=timeout_s, spare=self)
+        try:
+            return worker.call(target, *args)
+        finally:
+            proc, conn = worker._proc, worker._conn
+            worker._proc = worker._conn = None
+            if proc is not None and proc.is_alive():
+                self.opts, self.device, self.ready = worker.opts, worker.device, True
+                self._proc, self._conn = proc, conn
+                self._finalizer = weakref.finalize(self, _kill_process, proc)
 
     @staticmethod
     def _key(opts: WorkerOptions, device: str) -> tuple[Any, ...]:
