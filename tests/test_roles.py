@@ -406,3 +406,13 @@ def test_a_campaign_floor_counts_the_bytes_observed_in_its_worker(tmp_path):
         assert ctx.spare is not None and ctx.spare.ready  # the observing process is the one the search will use
     finally:
         ctx.discard_spare()
+
+
+def test_a_reference_returning_a_tuple_keeps_the_declared_order_after_the_roles(tmp_path):
+    # x (argument 1) is observed written before loss (argument 3); the reference returns (loss, x) in the declared
+    # order of "outputs": the comparison must pair them as declared, not in argument order
+    src = LIGER_LIKE.replace("    return out\n", "    return out, x\n")
+    kf = _py(tmp_path, src)
+    result = check_correctness(kf, {"R": 64, "V": 256}, {"BLOCK": 64}, "cpu", other_shapes=False)
+    assert result.passed, result.summary
+    assert make_case(kf, {"R": 64, "V": 256}, 0, "cpu").outputs == ["loss", "x"]

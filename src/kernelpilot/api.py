@@ -316,7 +316,13 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     """FLOPs, bytes, arithmetic intensity and (with ``gpu`` or a GPU present) floor and target. No GPU needed.
 
     The shape is ``SHAPE`` (the GPU shape) unless overridden, also on a CPU machine: inputs are built on the CPU
-    only to count bytes.
+    only to count bytes. On a GPU the bytes are the ones observed by running the reference in a worker (each
+    tensor's parts read and written, :mod:`kernelpilot.kernels.roles`), as every command that times the kernel
+    counts them; without a GPU, the declared roles (the reference at the GPU shape on a CPU can take minutes), and
+    ``workload.bytes_source`` says which.
+
+    Raises:
+        RoleMismatch: (GPU) a declared role contradicts the observation.
     """
     check_kernel_path(kernel)
     device = detect_device()
@@ -324,7 +330,14 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     kf = load_kernel(kernel, None, interpreted=(device == "cpu" and Path(kernel).suffix.lower() == ".py"))
     shp = dict(kf.shape)
     shp.update(_shape(kf, shape) if shape else {})
-    roof, work, note = roofline_for(kf, shp, device, gpu)
+    roles = None
+    if device == "cuda":  # the roles observed in a worker (the reference on the GPU); without one, the declared roles
+        from kernelpilot.kernels.roles import RoleReport
+
+        with IsolatedKernel(kernel, None, interpreted=False) as iso:
+            data = iso.call("kernelpilot.search.stage_steps:observe_roles_in_worker", shp)
+        roles = RoleReport.model_validate(data) if data else None
+    roof, work, note = roofline_for(kf, shp, device, gpu, roles)
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 
 

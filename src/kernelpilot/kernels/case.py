@@ -69,7 +69,11 @@ class Case:
         lists stay in :attr:`declared`. A report naming no written tensor of this case leaves the lists as they are.
         """
         self.roles = report
-        compared = [n for n in report.compared if n in self.inputs]
+        declared = self.declared.get("outputs", self.outputs)
+        order = {n: (declared.index(n) if n in declared else len(declared), i) for i, n in enumerate(self.inputs)}
+        # the declared outputs keep their order (a reference returning a tuple returns it in that order), then the
+        # tensors observed written that were not declared outputs, in argument order
+        compared = sorted((n for n in report.compared if n in self.inputs), key=order.__getitem__)
         if not compared:
             return
         self.outputs = compared
