@@ -416,3 +416,14 @@ def test_a_reference_returning_a_tuple_keeps_the_declared_order_after_the_roles(
     result = check_correctness(kf, {"R": 64, "V": 256}, {"BLOCK": 64}, "cpu", other_shapes=False)
     assert result.passed, result.summary
     assert make_case(kf, {"R": 64, "V": 256}, 0, "cpu").outputs == ["loss", "x"]
+
+
+def test_other_integer_content_never_leaves_the_tensors_own_values():
+    # an index out of range is a device-side assert on a GPU (Liger's ignore_index -100 became -99 there)
+    from kernelpilot.kernels.roles import _other_content
+
+    target = torch.randint(0, 7, (4096,))
+    target[::8] = -100
+    other = _other_content(target, torch.Generator().manual_seed(0))
+    assert set(other.unique().tolist()) <= set(target.unique().tolist())
+    assert (other != target).float().mean() > 0.5  # and it is other content almost everywhere

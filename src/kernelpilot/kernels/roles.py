@@ -234,8 +234,11 @@ def _all_same(a: Any, b: Any) -> bool:
 
 def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """Values of ``t``'s dtype and shape that differ from ``t`` at (almost) every element: floats ×[1.25, 1.5)
-    (zeros and non-finite values → 1, so signs and ranges stay), integers resampled from ``t``'s own values (valid
-    indices stay valid; an element that drew its own value gets +1, or −1 at the dtype's maximum), booleans flipped."""
+    (zeros and non-finite values → 1, so signs and ranges stay), integers resampled from ``t``'s own values (an
+    element that drew its own value draws again, up to 4 times, and may keep it: a constant tensor stays as it is),
+    booleans flipped. Integers never leave the tensor's own set of values: an index out of range is a device-side
+    assert on a GPU, which no later call in the process survives (Liger's ``ignore_index = -100`` + 1 = −99 was one,
+    on an H100)."""
     import torch
 
     if t.dtype == torch.bool:
@@ -252,11 +255,13 @@ def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         return out.to(t.dtype).reshape(t.shape)
     if t.dtype.is_complex:
         return (t * 1.3 + 1).reshape(t.shape)
-    idx = torch.randint(0, max(flat.numel(), 1), flat.shape, generator=dev, device=t.device)
-    out = flat[idx].clone() if flat.numel() else flat.clone()
-    same = out == flat
-    top = torch.iinfo(t.dtype).max
-    out[same] = torch.where(flat[same] == top, flat[same] - 1, flat[same] + 1)
+    n = max(flat.numel(), 1)
+    out = flat[torch.randint(0, n, flat.shape, generator=dev, device=t.device)].clone() if flat.numel() else flat.clone()
+    for _ in range(4):  # an element that drew its own value draws again, still among the tensor's own values
+        same = out == flat
+        if not bool(same.any()):
+            break
+        out[same] = flat[torch.randint(0, n, (int(same.sum()),), generator=dev, device=t.device)]
     return out.reshape(t.shape)
 
 
