@@ -25,7 +25,7 @@ from typing import Any, get_args
 from kernelpilot.records.evaluation import Evaluation, Status
 from kernelpilot.versions.measure import ab_files, open_worker, same_check_problem
 
-__all__ = ["VERSION", "VersionRunner", "version_config", "version_of", "version_space"]
+__all__ = ["VERSION", "SampledOnce", "VersionRunner", "version_config", "version_of", "version_space"]
 
 #: The one "tunable" of a session's space: the version index.
 VERSION = "version"
@@ -78,8 +78,6 @@ class VersionRunner:
         self.workers: dict[int, Any] = {}
         #: each evaluated version's starting config (its file's ``DEFAULT_CONFIG``), by index
         self.configs: dict[int, dict[str, Any]] = {}
-        #: A/B samples taken, by (a, b) version indices: a pair is timed once per session step
-        self.samples: dict[tuple[int, int], tuple[list[float], list[float]]] = {}
         #: why an A/B of a version failed (its KernelpilotError), by the version's index
         self.ab_errors: dict[int, Any] = {}
 
@@ -123,17 +121,12 @@ class VersionRunner:
 
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
         """``n`` interleaved samples (ns) of version ``a`` and version ``b``, each at its file's default config, on
-        the same inputs in the worker of whichever was evaluated here (``b``'s file is loaded beside it); a pair
-        already sampled (either order) is answered from memory. None when neither has a worker here, or the timing
-        failed (the error is kept in :attr:`ab_errors` under the version that was evaluated)."""
+        the same inputs in the worker of whichever was evaluated here (the other's file is loaded beside it). None
+        when neither has a worker here, or the timing failed (the error is kept in :attr:`ab_errors` under the
+        version that was evaluated)."""
         from kernelpilot.errors import KernelpilotError
 
         ia, ib = version_of(a), version_of(b)
-        if (ia, ib) in self.samples:
-            return self.samples[(ia, ib)]
-        if (ib, ia) in self.samples:
-            sb, sa = self.samples[(ib, ia)]
-            return sa, sb
         here, other, swapped = (ia, ib, False) if ia in self.configs else (ib, ia, True)
         if here not in self.configs:
             return None
@@ -143,7 +136,6 @@ class VersionRunner:
         except KernelpilotError as exc:
             self.ab_errors[here] = exc
             return None
-        self.samples[(here, other)] = (mine, theirs)
         return (theirs, mine) if swapped else (mine, theirs)
 
     def close(self) -> None:
@@ -151,3 +143,50 @@ class VersionRunner:
         for worker in self.workers.values():
             worker.close()
         self.workers.clear()
+
+
+class SampledOnce:
+    """A :class:`~kernelpilot.engine.runner.Runner` that asks ``runner`` for each pair's A/B samples once: the
+    Evaluator's A/B against the incumbent and the session's comparison with the parent (the same version, by
+    default) then rest on the same samples, in either order. Everything else is ``runner``'s.
+
+    Attributes:
+        runner: the wrapped runner. samples: (key of a, key of b) -> (a's samples, b's samples), ns.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+        self.samples: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+
+    @property
+    def parallel(self) -> int:
+        """The wrapped runner's."""
+        return int(self.runner.parallel)
+
+    def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
+        """The wrapped runner's evaluation."""
+        return self.runner.evaluate(config, race_against_ns)
+
+    def map(self, configs: Sequence[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
+        """The wrapped runner's evaluations."""
+        return self.runner.map(configs, race_against_ns)
+
+    def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
+        """The pair's samples taken before (either order), else ``n`` new ones from the wrapped runner (kept when
+        it answered). None when it could not time them."""
+        from kernelpilot.records.evaluation import config_key
+
+        ka, kb = config_key(a), config_key(b)
+        if (ka, kb) in self.samples:
+            return self.samples[(ka, kb)]
+        if (kb, ka) in self.samples:
+            sb, sa = self.samples[(kb, ka)]
+            return sa, sb
+        got = self.runner.ab_samples(a, b, n)
+        if got:
+            self.samples[(ka, kb)] = (list(got[0]), list(got[1]))
+        return got
+
+    def close(self) -> None:
+        """Close the wrapped runner."""
+        self.runner.close()

@@ -49,12 +49,15 @@ def _detail(cmp: Any) -> dict[str, Any]:
     return detail
 
 
-def _evidence(run: Any, index: int, ev: Evaluation) -> tuple[Evaluation, Any]:
-    """The version's card (ncu when possible, else light) and its ncu metrics (None without a profile)."""
+def _evidence(run: Any, index: int, ev: Evaluation, kernel_config: dict[str, Any]) -> tuple[Evaluation, Any]:
+    """The version's card (ncu when possible, else light) and its ncu metrics (None without a profile); the card is
+    made for the file at ``kernel_config`` (its default config; ``ev.config`` names the version) and ``ev`` keeps
+    its own config."""
     from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
 
     if not ev.ok or not ev.measured:
         return ev, None
+    version_cfg, ev = ev.config, ev.model_copy(update={"config": dict(kernel_config)})
     vdir = run.root / f"v{index}"
     light = LightEvidence(run.kernel(index), run.state.shape, run.roofline, run.state.device_name,
                           run.state.kernel_name,
@@ -71,7 +74,7 @@ def _evidence(run: Any, index: int, ev: Evaluation) -> tuple[Evaluation, Any]:
         ev = ncu.profile(ev)
     else:
         ev = light.evidence(ev)
-    return ev, got.get("metrics")
+    return ev.model_copy(update={"config": version_cfg}), got.get("metrics")
 
 
 class SessionRecorder:
@@ -149,7 +152,7 @@ class SessionRecorder:
                 continue
             cmp = compare_ab(runner, ev.config, version_config(other), n)
             if cmp is None:
-                exc = getattr(runner, "ab_errors", {}).get(index)
+                exc = getattr(getattr(runner, "runner", runner), "ab_errors", {}).get(index)
                 return _invalid(index, parent, hyp, getattr(exc, "failure", None) or "runtime_error",
                                 f"A/B timing failed: {exc.message if exc is not None else 'no samples'}", expects,
                                 before)
@@ -163,7 +166,7 @@ class SessionRecorder:
         write_json(run.root / f"v{index}" / "ab.json", ab)
         if ev.measured:
             run.step("bottleneck card (Nsight Compute)" if run.profile else "light bottleneck card")
-        ev, metrics = _evidence(run, index, ev)
+        ev, metrics = _evidence(run, index, ev, records.get("kernel_config") or {})
         if ev.card:
             write_json(run.root / f"v{index}" / "verdict.json", ev.card)
         after = flat_metrics(ev, metrics)

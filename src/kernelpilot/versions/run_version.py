@@ -25,7 +25,7 @@ from typing import Any
 
 from kernelpilot.progress import Steps
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.versions.candidates import VersionRunner, version_config, version_space
+from kernelpilot.versions.candidates import SampledOnce, VersionRunner, version_config, version_space
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
@@ -157,7 +157,8 @@ def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_
 
 def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord], parent: MemoryRecord | None,
                 hypothesis: str = "", expects: list[Expectation] | None = None, change: str = "",
-                finalize: Callable[[MemoryRecord], str | None] = lambda _m: None) -> tuple[MemoryRecord, str | None]:
+                finalize: Callable[[MemoryRecord], str | None] = lambda _m: None,
+                runner: Any = None) -> tuple[MemoryRecord, str | None]:
     """Evaluate ``vN``'s file through the Evaluator (see the module docstring) and record it.
 
     Args:
@@ -166,6 +167,9 @@ def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord]
         parent: the parent's memory record (None for v0). hypothesis / expects / change: the version's.
         finalize: the session's part of the record, called with the memory record once ``vN/memory.json`` is
             written (state, experience log, commit); returns the commit.
+        runner: what measures the versions (default: a :class:`~kernelpilot.versions.candidates.VersionRunner`
+            over the session's files; tests pass a scripted :class:`~kernelpilot.engine.runner.Runner` over
+            ``{"version": N}`` configs). A runner passed in is not closed here.
 
     Returns:
         (the version's memory record, the commit that recorded it or None).
@@ -178,12 +182,13 @@ def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord]
     from kernelpilot.versions.recorder import SessionRecorder
 
     state = run.state
-    runner = VersionRunner(run.kernel, run.reference, state.shape, interpreted=run.interpreted,
+    own = runner is None
+    runner = runner if runner is not None else VersionRunner(run.kernel, run.reference, state.shape, interpreted=run.interpreted,
                            floor_ns=state.floor_ns, timeout_s=run.timeout_s, step=run.step,
                            sol_tolerance=run.roofline.sol_tolerance if run.roofline is not None else 0.0)
     recorder = SessionRecorder(run, parent=parent, hypothesis=hypothesis, expects=list(expects or []),
                                change=change, finalize=finalize)
-    evaluator = Evaluator(version_space([*state.versions, index]), runner, recorder=recorder, roofline=run.roofline,
+    evaluator = Evaluator(version_space([*state.versions, index]), SampledOnce(runner), recorder=recorder, roofline=run.roofline,
                           ab_samples=AB_SAMPLES_CPU if run.interpreted else AB_SAMPLES_GPU, race=False,
                           strategy="session", unmeasured_leads=False)
     recorder.evaluator = evaluator
@@ -191,6 +196,7 @@ def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord]
     try:
         evaluator(version_config(index))
     finally:
-        runner.close()
+        if own:
+            runner.close()
     assert recorder.memory is not None
     return recorder.memory, recorder.commit

@@ -189,7 +189,8 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
 
 
 def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryRecord | None, hypothesis: str,
-              expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log) -> TryResult:
+              expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log,
+              runner: Any = None) -> TryResult:
     """Evaluate version ``index`` through the Evaluator (:func:`kernelpilot.versions.run_version.run_version`); the
     session's part of its record — ``session.json`` (its incumbent is the Evaluator's), the experience log, the
     commit — is written as soon as ``memory.json`` is, also when the floor or a broken v0 then stops the session.
@@ -221,7 +222,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
         return commit
 
     mem, commit = run_version(run, index, memories=list(mems.values()), parent=parent, hypothesis=hypothesis,
-                              expects=expects, change=change, finalize=finalize)
+                              expects=expects, change=change, finalize=finalize, runner=runner)
     mems[index] = mem
     return TryResult(run=root, memory=mem, incumbent=state.incumbent, target_ns=state.target_ns,
                      target_met=_target_met(state, mems), experience_recorded=recorded.get("experience", False),
@@ -230,8 +231,10 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
 
 def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
                 parent: str | int | None = None, profile: bool = True, timeout_s: float = 300.0,
-                log: Log = lambda _m: None) -> TryResult:
+                log: Log = lambda _m: None, runner: Any = None) -> TryResult:
     """Evaluate the next version (see the module docstring). ``parent``: ``v2`` or ``2`` (default: the incumbent).
+    ``runner``: what measures the versions (default: each version file in its own worker; see
+    :func:`kernelpilot.versions.run_version.run_version`).
 
     Raises:
         RunFolderError: ``run`` is not a session (or it is finished). OptionError: no hypothesis, a bad ``--expect``,
@@ -274,7 +277,7 @@ def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect:
     _commit(root, state, [vdir], f"v{index}: hypothesis — {hypothesis.strip()[:100]}")
     log(f"v{index}: {hypothesis.strip()[:120]} (parent v{p}, {change})")
     return _evaluate(root, state, index, parent=mems[p], hypothesis=hypothesis.strip(), expects=expects,
-                     change=change, profile=profile, timeout_s=timeout_s, log=log)
+                     change=change, profile=profile, timeout_s=timeout_s, log=log, runner=runner)
 
 
 def _version_index(value: str | int, state: SessionState) -> int:
