@@ -25,7 +25,18 @@ from typing import Any, get_args
 from kernelpilot.records.evaluation import Evaluation, Status
 from kernelpilot.versions.measure import ab_files, open_worker, same_check_problem
 
-__all__ = ["VERSION", "SampledOnce", "VersionRunner", "version_config", "version_of", "version_space"]
+__all__ = ["KERNEL_SUFFIXES", "VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
+           "version_of", "version_space"]
+
+#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
+KERNEL_SUFFIXES = (".cu", ".py")
+
+
+def version_kernel(root: Path, index: int) -> Path:
+    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
+    vdir = Path(root) / f"v{index}"
+    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
+
 
 #: The one "tunable" of a session's space: the version index.
 VERSION = "version"
@@ -81,6 +92,28 @@ class VersionRunner:
         #: why an A/B of a version failed (its KernelpilotError), by the version's index
         self.ab_errors: dict[int, Any] = {}
 
+    @classmethod
+    def for_session(cls, root: Path, state: Any, roofline: Any, *, timeout_s: float,
+                    step: Callable[[str], None] = lambda _w: None) -> VersionRunner:
+        """The runner of a session folder ``root`` with its :class:`~kernelpilot.versions.records.SessionState`
+        and roofline (None: no floor): its version files, frozen reference, shape, device and floor."""
+        return cls(lambda i: version_kernel(root, i), Path(root) / state.reference, state.shape,
+                   interpreted=state.device != "cuda", floor_ns=state.floor_ns, timeout_s=timeout_s, step=step,
+                   sol_tolerance=roofline.sol_tolerance if roofline is not None else 0.0)
+
+    def open(self, index: int) -> Any:
+        """A started worker for version ``index`` (kept until :meth:`close`; the same one when already open).
+
+        Raises:
+            ContractError / ScreenRefused: the file breaks the contract or the static screen refuses it.
+            KernelFailed: importing it crashed, hung or raised.
+        """
+        if index not in self.workers:
+            self.workers[index] = open_worker(self.kernel_of(index), self.reference, self.shape,
+                                              interpreted=self.interpreted, floor_ns=self.floor_ns,
+                                              sol_tolerance=self.sol_tolerance, timeout_s=self.timeout_s)
+        return self.workers[index]
+
     def _failed(self, config: dict[str, Any], status: str, message: str, t0: float) -> Evaluation:
         shared = status if status in get_args(Status) else "runtime_error"
         return Evaluation(config=config, status=shared, message=message[:2000], wall_s=time.monotonic() - t0,
@@ -95,12 +128,10 @@ class VersionRunner:
         del race_against_ns
         t0, index = time.monotonic(), version_of(config)
         try:
-            worker = open_worker(self.kernel_of(index), self.reference, self.shape, interpreted=self.interpreted,
-                                 floor_ns=self.floor_ns, sol_tolerance=self.sol_tolerance, timeout_s=self.timeout_s)
+            worker = self.open(index)
         except KernelpilotError as exc:
             return self._failed(config, getattr(exc, "failure", None) or type(exc).__name__,
                                 f"{exc.message}\nhint: {exc.hint}", t0)
-        self.workers[index] = worker
         try:
             problem = same_check_problem(worker, self.kernel_of(0)) if index > 0 else None
             kernel_config = worker.call("kernelpilot.versions.measure:_default_config_in_worker")

@@ -25,21 +25,12 @@ from typing import Any
 
 from kernelpilot.progress import Steps
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.versions.candidates import SampledOnce, VersionRunner, version_config, version_space
+from kernelpilot.versions.candidates import (KERNEL_SUFFIXES, SampledOnce, VersionRunner, version_config,
+                                             version_kernel, version_space)
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
 __all__ = ["VersionRun", "copy_version", "remembered", "run_version", "target_met", "version_kernel"]
-
-#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
-KERNEL_SUFFIXES = (".cu", ".py")
-
-
-def version_kernel(root: Path, index: int) -> Path:
-    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
-    vdir = Path(root) / f"v{index}"
-    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
-
 
 def copy_version(src: Path, vdir: Path) -> Path:
     """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>``; for a ``.cu`` file also its sidecar
@@ -152,7 +143,8 @@ def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_
         return False
     # the same arithmetic as Roofline.pct_of_roofline (floor / time * 100), so a median of exactly target_ns meets it
     rule = TargetMet(state.floor_ns / state.target_ns * 100.0, dict(baselines_ns or {}))
-    return rule.check(SimpleNamespace(incumbent=remembered(best, state.incumbent))) is not None  # type: ignore[arg-type]
+    lead = SimpleNamespace(incumbent=remembered(best, state.incumbent))  # what TargetMet reads of an Evaluator
+    return rule.check(lead) is not None  # type: ignore[arg-type]
 
 
 def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord], parent: MemoryRecord | None,
@@ -183,14 +175,13 @@ def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord]
 
     state = run.state
     own = runner is None
-    runner = runner if runner is not None else VersionRunner(run.kernel, run.reference, state.shape, interpreted=run.interpreted,
-                           floor_ns=state.floor_ns, timeout_s=run.timeout_s, step=run.step,
-                           sol_tolerance=run.roofline.sol_tolerance if run.roofline is not None else 0.0)
+    runner = runner if runner is not None else VersionRunner.for_session(run.root, state, run.roofline,
+                                                                         timeout_s=run.timeout_s, step=run.step)
     recorder = SessionRecorder(run, parent=parent, hypothesis=hypothesis, expects=list(expects or []),
                                change=change, finalize=finalize)
-    evaluator = Evaluator(version_space([*state.versions, index]), SampledOnce(runner), recorder=recorder, roofline=run.roofline,
-                          ab_samples=AB_SAMPLES_CPU if run.interpreted else AB_SAMPLES_GPU, race=False,
-                          strategy="session", unmeasured_leads=False)
+    evaluator = Evaluator(version_space([*state.versions, index]), SampledOnce(runner), recorder=recorder,
+                          roofline=run.roofline, ab_samples=AB_SAMPLES_CPU if run.interpreted else AB_SAMPLES_GPU,
+                          race=False, strategy="session", unmeasured_leads=False)
     recorder.evaluator = evaluator
     evaluator.preload([remembered(m, state.incumbent) for m in memories])
     try:
