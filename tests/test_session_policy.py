@@ -172,3 +172,61 @@ def test_a_v0_that_kills_its_worker_stops_the_session(tmp_path):
     mem = json.loads((tmp_path / "run" / "v0" / "memory.json").read_text())
     assert mem["outcome"] == "invalid" and mem["status"] == "worker_crash"
     assert load_state(tmp_path / "run").incumbent is None
+
+
+def test_the_evaluator_keeps_an_unmeasured_time_from_leading_only_when_asked():
+    from kernelpilot.engine.evaluator import Evaluator
+    from kernelpilot.versions.candidates import version_config, version_space
+
+    for leads in (True, False):
+        runner = ScriptedVersions({0: 100_000.0, 1: 50_000.0}, measured=False)
+        ev = Evaluator(version_space([0, 1]), runner, ab_samples=20, race=False, unmeasured_leads=leads)
+        assert ev(version_config(0)).accepted  # the first correct answer leads either way
+        second = ev(version_config(1))
+        assert second.accepted is leads
+        assert (runner.ab_calls == [(1, 0)]) is leads  # kept out before any A/B is taken
+
+
+def test_compare_ab_applies_the_one_rule_both_ways():
+    from kernelpilot.engine.runner import compare_ab
+    from kernelpilot.versions.candidates import SampledOnce, version_config
+
+    runner = ScriptedVersions({0: 100_000.0, 1: 80_000.0, 2: 100_050.0})
+    once = SampledOnce(runner)
+    fast = compare_ab(once, version_config(1), version_config(0), 30)
+    assert fast.faster.replace and not fast.slower.replace and fast.faster.ratio < 0.85
+    slow = compare_ab(once, version_config(0), version_config(1), 30)  # the same samples, sides swapped
+    assert runner.ab_calls == [(1, 0)]
+    assert slow.slower.replace and not slow.faster.replace and slow.a_ns == fast.b_ns
+    same = compare_ab(once, version_config(2), version_config(0), 30)
+    assert not same.faster.replace and not same.slower.replace
+    assert compare_ab(runner, version_config(2), version_config(0), 0) is None  # no samples asked for: no decision
+
+
+def test_the_version_runner_measures_a_version_file_in_its_own_worker(tmp_path):
+    """Real parts: two files of the softmax series under the interpreter; v1 in its worker, A/B in both orders."""
+    from kernelpilot.versions.candidates import VersionRunner, version_config
+
+    root = tmp_path / "run"
+    for i in (0, 1):
+        (root / f"v{i}").mkdir(parents=True)
+        shutil.copy2(SERIES / f"v{i}.py", root / f"v{i}" / "kernel.py")
+    (root / "check").mkdir()
+    shutil.copy2(SERIES / "v0.py", root / "check" / "reference.py")  # the series' reference lives in v0's file
+    state = SessionState(kernel_name="softmax", device="cpu", shape={"M": 8, "N": 256, "dtype": "float32"})
+    steps: list[str] = []
+    runner = VersionRunner.for_session(root, state, None, timeout_s=300, step=steps.append)
+    try:
+        ev = runner.evaluate(version_config(1))
+        assert ev.ok and ev.config == {"version": 1} and not ev.measured
+        assert ev.records["kernel_config"] and ev.records["correctness"] is not None
+        mine, theirs = runner.ab_samples(version_config(1), version_config(0), 3)
+        v0_first, v1_second = runner.ab_samples(version_config(0), version_config(1), 3)  # v1's worker, swapped
+        assert len(mine) == len(theirs) == len(v0_first) == len(v1_second) == 3
+        assert steps[0].startswith("checking and timing")
+        assert steps[1:] == ["A/B against v0 (3 interleaved samples per side)"] * 2
+        missing = runner.evaluate(version_config(2))  # no file: a failure as data, the session's status kept
+        assert not missing.ok and missing.records["session_status"]
+    finally:
+        runner.close()
+    assert runner.workers == {}
