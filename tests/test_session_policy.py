@@ -230,3 +230,22 @@ def test_the_version_runner_measures_a_version_file_in_its_own_worker(tmp_path):
     finally:
         runner.close()
     assert runner.workers == {}
+
+
+def test_after_a_mask_the_latest_version_that_led_leads_not_the_lowest_median(tmp_path):
+    runner = ScriptedVersions({0: 100_000.0, 1: 80_000.0, 2: 79_000.0, 3: 60_000.0}, noise=0.05)
+    root = _session(tmp_path, runner)
+    assert _try(root, 1, runner).incumbent == 1
+    v2 = _try(root, 2, runner)  # 1 % faster under 5 % noise: not beyond noise, though its median is lower
+    assert v2.incumbent == 1 and v2.memory.duration_ns < _try_memory(root, 1)["duration_ns"]
+    assert _try(root, 3, runner, parent="v1").incumbent == 3
+    assert manage.mask(root, "v3", why="throttled").incumbent == 1  # v1 led; v2 never did
+    assert manage.mask(root, "v1", why="throttled").incumbent == 0
+    assert manage.unmask(root, "v3").incumbent == 3
+    restarted = manage.restart(root, from_version="v2")  # a restart's version leads by the author's choice
+    assert restarted.incumbent == 2
+    assert manage.unmask(root, "v1").incumbent == 2  # v1 led before the restart's v2
+
+
+def _try_memory(root: Path, n: int) -> dict:
+    return json.loads((root / f"v{n}" / "memory.json").read_text())

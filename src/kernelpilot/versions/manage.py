@@ -11,16 +11,10 @@ from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
 from kernelpilot.versions.render import render_session_report, versions_table
+from kernelpilot.versions.run_version import standing_incumbent
 from kernelpilot.versions.session import Log, SessionStatus, _commit, _roofline, _target_met, _version_index
 
 __all__ = ["finish", "mask", "restart", "status", "unmask"]
-
-
-def _pick_incumbent(memories: list[MemoryRecord]) -> int | None:
-    """After a mask or a restart: the fastest unmasked valid version by its median (the A/B chain that chose the old
-    incumbent may run through a masked version, so it is re-derived from the medians; v0 when all else is masked)."""
-    live = [m for m in memories if not m.masked and m.outcome != "invalid" and m.duration_ns]
-    return min(live, key=lambda m: m.duration_ns).version if live else None  # type: ignore[arg-type,return-value]
 
 
 def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
@@ -102,7 +96,7 @@ def mask(run: str | Path, version: str | int, *, why: str, masked: bool = True) 
     if masked and not why.strip():
         raise OptionError("say why the version is masked", '--why "measured on a throttled GPU"')
     _set_mask(root, state, index, masked, why.strip())
-    state.incumbent = _pick_incumbent(load_memories(root, state))
+    state.incumbent = standing_incumbent(state, load_memories(root, state))
     save_state(root, state)
     _commit(root, state, [root], f"{'mask' if masked else 'unmask'}: v{index}" + (f" — {why.strip()[:100]}"
                                                                                    if masked else ""))

@@ -30,7 +30,8 @@ from kernelpilot.versions.candidates import (KERNEL_SUFFIXES, SampledOnce, Versi
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
-__all__ = ["VersionRun", "copy_version", "remembered", "run_version", "target_met", "version_kernel"]
+__all__ = ["VersionRun", "copy_version", "remembered", "run_version", "standing_incumbent", "target_met",
+           "version_kernel"]
 
 def copy_version(src: Path, vdir: Path) -> Path:
     """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>``; for a ``.cu`` file also its sidecar
@@ -128,6 +129,22 @@ def remembered(mem: MemoryRecord, incumbent: int | None) -> Evaluation:
                       duration_ns=mem.duration_ns if ok else None, iqr_ns=mem.iqr_ns, measured=mem.measured,
                       pct_of_roofline=mem.pct_of_roofline, accepted=(mem.version == incumbent) if ok else None,
                       index=mem.version, message=mem.message, cached=True)
+
+
+def standing_incumbent(state: SessionState, memories: Sequence[MemoryRecord]) -> int | None:
+    """The incumbent once versions are masked or unmasked: the Evaluator's own rule for a preloaded history
+    (:meth:`~kernelpilot.engine.evaluator.Evaluator.preload`: the last accepted evaluation leads) over the unmasked
+    versions, where a version was accepted when it led as it was judged (``incumbent_after`` is itself: the first
+    valid version, then each one faster than the incumbent beyond noise) or a restart started from it. Each of
+    those beat the one before it by the A/B rule, so no A/B is re-run and no median decides alone. None when no
+    unmasked valid version ever led."""
+    from kernelpilot.engine.evaluator import Evaluator
+
+    led = {m.version for m in memories if m.incumbent_after == m.version}
+    led |= {int(r["from"]) for r in state.restarts if "from" in r}
+    evaluator = Evaluator(version_space([m.version for m in memories] or [0]), None)  # type: ignore[arg-type]
+    evaluator.preload([remembered(m, m.version if m.version in led else None) for m in memories if not m.masked])
+    return int(evaluator.incumbent.config["version"]) if evaluator.incumbent is not None else None
 
 
 def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_ns: dict[str, float] | None = None,
