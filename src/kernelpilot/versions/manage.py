@@ -58,7 +58,8 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
         baselines = read_json(bench_file, BenchmarkResult).baselines_ns
     return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent, baselines_ns=baselines,
                          incumbent_ns=best.duration_ns if best else None, target_ns=state.target_ns,
-                         target_met=_target_met(state, by, baselines), card_suggests=suggests, experience_recommends=recs,
+                         target_met=_target_met(state, by, baselines), card_suggests=suggests,
+                         experience_recommends=recs,
                          table_md=versions_table(live, state.incumbent, first.duration_ns if first else None))
 
 

@@ -3,9 +3,9 @@
 ``start`` freezes the check (the reference and its tolerances are copied to ``check/reference.py``; v0's ``setup``
 defines the inputs; the shape is fixed), writes ``README.md`` (task, cited specs, roofline, stop conditions) and
 evaluates v0. ``try`` commits the hypothesis (and its expectations) *before* the new file runs, copies it in as
-``vN/kernel.py`` with ``change.diff`` against its parent, evaluates it (:func:`kernelpilot.versions.run_version.run_version`),
-classifies the outcome, updates the incumbent, writes ``vN/memory.json``, adds the outcome to the experience log and
-commits. ``mask``/``unmask``/``restart`` change what counts without deleting anything, each as a commit; ``finish``
+``vN/kernel.py`` with ``change.diff`` against its parent, evaluates it through the one Evaluator
+(:func:`kernelpilot.versions.run_version.run_version`: the Evaluator's incumbent, floor and broken-v0 rules),
+classifies the outcome, writes ``vN/memory.json``, adds the outcome to the experience log and commits. ``mask``/``unmask``/``restart`` change what counts without deleting anything, each as a commit; ``finish``
 writes ``final_report.md`` and ``benchmark.md`` (the incumbent vs PyTorch eager and torch.compile).
 """
 
