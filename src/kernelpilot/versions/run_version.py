@@ -33,6 +33,7 @@ from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 __all__ = ["VersionRun", "copy_version", "remembered", "run_version", "standing_incumbent", "target_met",
            "version_kernel"]
 
+
 def copy_version(src: Path, vdir: Path) -> Path:
     """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>``; for a ``.cu`` file also its sidecar
     (``STEM.py`` → ``kernel.py``) and every local ``#include`` it reaches, at the same relative paths. Returns the
