@@ -4,7 +4,8 @@ at a time (:mod:`kernelpilot.versions`).
 Exit codes (every command; ``--json`` prints one object on stdout either way):
 
 * 0 — done (for ``start``/``try``: the version ran correctly and was recorded, whatever its outcome);
-* 1 — an error; nothing beyond the commits already made was recorded (``{"error", "message", "hint"}``);
+* 1 — an error; nothing beyond the commits already made was recorded (``{"error", "message", "hint"}``); a time under
+  the speed-of-light floor and a v0 that crashed or hung end here too, after that version was recorded and committed;
 * 2 — a bad option (no hypothesis, a bad ``--expect``, an unknown version);
 * 3 — ``start``/``try`` only: the version was recorded as **invalid** (incorrect, failed, or it changed the check);
 * 128 + N — interrupted by signal N.

@@ -155,17 +155,19 @@ class Evaluator:
         tunables: the kernel's TUNABLES (for derived moves' directions).
         log: progress callback: one :class:`~kernelpilot.progress.ProgressLine` per evaluation (its ``step``: the
             evaluations made of :meth:`total_estimate`, the best time, the budget's clock).
+        unmeasured_leads: False: an interpreted answer (``measured`` False) never replaces an incumbent (session).
     """
 
     def __init__(self, space: SearchSpace, runner: Runner, *, cache: Any = None, budget: Budget | None = None,
                  pruner: Pruner | None = None, evidence: EvidenceSource | None = None, recorder: Recorder | None = None,
                  stop: Sequence[StopRule] = (), roofline: Roofline | None = None, ab_samples: int = 30,
-                 race: bool = True, strategy: str = "", log: Callable[[str], None] | None = None) -> None:
+                 race: bool = True, strategy: str = "", log: Callable[[str], None] | None = None,
+                 unmeasured_leads: bool = True) -> None:
         self.space, self.runner, self.cache = space, runner, cache
         self.budget = (budget or Budget()).start()
         self.pruner, self.evidence, self.recorder, self.stop = pruner, evidence, recorder, list(stop)
         self.roofline, self.ab_samples, self.race, self.strategy = roofline, ab_samples, race, strategy
-        self.log = log or (lambda _msg: None)
+        self.log, self.unmeasured_leads = log or (lambda _msg: None), unmeasured_leads
         self.seen: dict[str, Evaluation] = {}
         self.order: list[Evaluation] = []
         self.incumbent: Evaluation | None = None
@@ -461,6 +463,8 @@ class Evaluator:
                                          "decision": "raced out: clearly slower" if ev.ok else ""})
         if self.incumbent is None:
             return self._accept(ev, "first correct config", None)
+        if not self.unmeasured_leads and not ev.measured:
+            return ev.model_copy(update={"accepted": False, "decision": "not a measurement: incumbent kept"})
         if ev.duration_ns >= self.incumbent.duration_ns:  # type: ignore[operator]
             return ev.model_copy(update={"accepted": False, "decision": (
                 f"not faster: median {format_duration_ns(ev.duration_ns)} >= incumbent's "

@@ -8,12 +8,13 @@ filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.cache import ReplayRunner as CacheReplay
 
-__all__ = ["ReplayRunner", "Runner"]
+__all__ = ["Comparison", "ReplayRunner", "Runner", "compare_ab"]
 
 
 @runtime_checkable
@@ -76,3 +77,30 @@ class ReplayRunner(CacheReplay):
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+@dataclass
+class Comparison:
+    """Interleaved A/B samples of two configs ``a`` and ``b`` (ns, same inputs, one worker) and the one decision
+    rule (:func:`kernelpilot.search.stats.decide`, a :class:`~kernelpilot.search.stats.Decision` each way):
+    ``faster`` says whether ``a`` is faster than ``b`` beyond noise, ``slower`` whether ``b`` is faster than ``a``
+    beyond noise (both not ``replace``: neither is). A session classifies a version against its parent with it."""
+
+    faster: Any
+    slower: Any
+    a_ns: list[float]
+    b_ns: list[float]
+
+
+def compare_ab(runner: Runner, a: dict[str, Any], b: dict[str, Any], n: int) -> Comparison | None:
+    """``a`` against ``b`` both ways (:class:`Comparison`) on ``n`` interleaved samples per side from
+    ``runner.ab_samples`` (a runner may answer a pair it already sampled from memory, as the session's does). None
+    when ``n`` is 0 or the runner could not time them (None, or an empty side). Raises nothing the runner does
+    not."""
+    from kernelpilot.search.stats import decide
+
+    got = runner.ab_samples(a, b, n) if n > 0 else None
+    if not got or not got[0] or not got[1]:
+        return None
+    x, y = list(got[0]), list(got[1])
+    return Comparison(faster=decide(x, y), slower=decide(y, x), a_ns=x, b_ns=y)

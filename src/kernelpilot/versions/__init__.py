@@ -6,7 +6,10 @@ Public API::
 
 ``start`` → v0 with the check frozen; ``try_version`` → one version per hypothesis (committed before it runs);
 ``status``; ``mask``/``unmask``/``restart`` (nothing deleted); ``finish`` → final_report.md + benchmark.md. The
-records: :mod:`kernelpilot.versions.records`; the outcome rules: :mod:`kernelpilot.versions.outcome`.
+records: :mod:`kernelpilot.versions.records`; the outcome rules: :mod:`kernelpilot.versions.outcome`. A version is
+evaluated by the one :class:`~kernelpilot.engine.evaluator.Evaluator` (:mod:`kernelpilot.versions.run_version`):
+its file is the candidate (:mod:`kernelpilot.versions.candidates`), and :mod:`kernelpilot.versions.recorder`
+writes its folder.
 """
 
 from kernelpilot.versions.manage import finish, mask, restart, status, unmask

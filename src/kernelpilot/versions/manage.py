@@ -11,17 +11,10 @@ from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import write_json, write_text
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, memory_path, save_state
 from kernelpilot.versions.render import render_session_report, versions_table
-from kernelpilot.versions.run_version import version_kernel
+from kernelpilot.versions.run_version import standing_incumbent
 from kernelpilot.versions.session import Log, SessionStatus, _commit, _roofline, _target_met, _version_index
 
 __all__ = ["finish", "mask", "restart", "status", "unmask"]
-
-
-def _pick_incumbent(memories: list[MemoryRecord]) -> int | None:
-    """After a mask or a restart: the fastest unmasked valid version by its median (the A/B chain that chose the old
-    incumbent may run through a masked version, so it is re-derived from the medians; v0 when all else is masked)."""
-    live = [m for m in memories if not m.masked and m.outcome != "invalid" and m.duration_ns]
-    return min(live, key=lambda m: m.duration_ns).version if live else None  # type: ignore[arg-type,return-value]
 
 
 def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
@@ -65,7 +58,8 @@ def status(run: str | Path, *, recommend: bool = True) -> SessionStatus:
         baselines = read_json(bench_file, BenchmarkResult).baselines_ns
     return SessionStatus(run=root, state=state, versions=mems, incumbent=state.incumbent, baselines_ns=baselines,
                          incumbent_ns=best.duration_ns if best else None, target_ns=state.target_ns,
-                         target_met=_target_met(state, by), card_suggests=suggests, experience_recommends=recs,
+                         target_met=_target_met(state, by, baselines), card_suggests=suggests,
+                         experience_recommends=recs,
                          table_md=versions_table(live, state.incumbent, first.duration_ns if first else None))
 
 
@@ -103,7 +97,7 @@ def mask(run: str | Path, version: str | int, *, why: str, masked: bool = True) 
     if masked and not why.strip():
         raise OptionError("say why the version is masked", '--why "measured on a throttled GPU"')
     _set_mask(root, state, index, masked, why.strip())
-    state.incumbent = _pick_incumbent(load_memories(root, state))
+    state.incumbent = standing_incumbent(state, load_memories(root, state))
     save_state(root, state)
     _commit(root, state, [root], f"{'mask' if masked else 'unmask'}: v{index}" + (f" — {why.strip()[:100]}"
                                                                                    if masked else ""))
@@ -154,24 +148,23 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     from kernelpilot.errors import KernelpilotError
     from kernelpilot.report.benchmark import BenchmarkResult, render_benchmark_md
     from kernelpilot.report.html import try_write_report_html
-    from kernelpilot.versions.measure import open_worker
+    from kernelpilot.versions.candidates import VersionRunner
 
     root = Path(run)
     state = load_state(root)
     bench_md = None
     if benchmark and state.incumbent is not None:
         timing = Phase(log, "baselines", f"v{state.incumbent} vs PyTorch eager and torch.compile")
+        # the incumbent's own worker, as its evaluation had it (the session's floor and tolerance)
+        runner = VersionRunner.for_session(root, state, _roofline(root), timeout_s=timeout_s)
         try:
-            roof = _roofline(root)  # the session's own tolerance: 0 under a datasheet floor, 5 % under a measured one
-            worker = open_worker(version_kernel(root, state.incumbent), root / state.reference, state.shape,
-                                 interpreted=state.device != "cuda", floor_ns=state.floor_ns,
-                                 sol_tolerance=roof.sol_tolerance if roof is not None else 0.0, timeout_s=timeout_s)
             try:
+                worker = runner.open(state.incumbent)
                 config = worker.call("kernelpilot.versions.measure:_default_config_in_worker")
                 bench = BenchmarkResult.model_validate_json(
                     worker.call("kernelpilot.app.session:_baselines_in_worker", state.shape, config))
             finally:
-                worker.close()
+                runner.close()
             write_json(root / "benchmark.json", bench)
             bench_md = render_benchmark_md(bench)
             write_text(root / "benchmark.md", bench_md)

@@ -1,39 +1,37 @@
-"""Running one version of a session and writing its evidence: ``vN/correctness.json``, ``timing.json``,
-``verdict.json`` (the card), ``metrics.json`` and ``profile.ncu-rep`` (when ncu could profile it), ``ab.json``
-(the A/B decisions) and ``memory.json`` (:class:`~kernelpilot.versions.records.MemoryRecord`).
+"""Running one version of a session: the session is one more configuration of the one
+:class:`~kernelpilot.engine.evaluator.Evaluator`.
 
-The version is evaluated in its own worker (:func:`kernelpilot.versions.measure.open_worker`) through the
-``session`` subset of the one stage table (every stage: :data:`kernelpilot.search.stages.SUBSETS`, the same rows
-``verify`` runs), checked against the session's frozen reference and against v0's inputs (``check_changed``),
-A/B-timed against its parent and the incumbent, given a card
-(Nsight Compute where it can read counters, else a light card), and classified
-(:mod:`kernelpilot.versions.outcome`). Nothing here raises for a fault of the version's code: a file that fails to
-load, crashes, hangs or is wrong is an ``invalid`` version with its status and message.
+:func:`run_version` builds it: the candidates are version files (:mod:`kernelpilot.versions.candidates`: the
+config ``{"version": N}``, a :class:`~kernelpilot.versions.candidates.VersionRunner` that evaluates ``vN``'s file
+in its own worker through the ``session`` subset of the stage table and takes A/B samples of two files), the
+versions already recorded are preloaded (the incumbent is the session's), and a
+:class:`~kernelpilot.versions.recorder.SessionRecorder` writes the version folder (``correctness.json``,
+``timing.json``, ``ab.json``, ``verdict.json``, ``metrics.json``, ``memory.json``) and hands the record to the
+session to commit. So the incumbent changes by the Evaluator's one rule (the first correct version; later only one
+faster than the incumbent beyond noise on interleaved A/B samples: :func:`kernelpilot.search.stats.decide`; never
+on the interpreter's times), the floor stops the session (:class:`~kernelpilot.engine.guards.ImpossibleTime`) and a
+v0 that kills its worker or hangs stops it too (:class:`~kernelpilot.engine.guards.BrokenFirstConfig`), and the
+target is the Evaluator's :class:`~kernelpilot.engine.evaluator.TargetMet` (:func:`target_met`). Nothing here
+raises for any other fault of the version's code: a file that fails to load, crashes, or is wrong is an ``invalid``
+version with its status and message.
 """
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from kernelpilot.progress import Steps
-from kernelpilot.records.models import now_utc
-from kernelpilot.records.workspace import write_json
-from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU, ab_files, open_worker, same_check_problem
-from kernelpilot.versions.outcome import classify, flat_metrics, judge_expectations
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.versions.candidates import (KERNEL_SUFFIXES, SampledOnce, VersionRunner, version_config,
+                                             version_kernel, version_space)
+from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
 
-__all__ = ["VersionRun", "copy_version", "run_version", "version_kernel"]
-
-#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
-KERNEL_SUFFIXES = (".cu", ".py")
-
-
-def version_kernel(root: Path, index: int) -> Path:
-    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
-    vdir = Path(root) / f"v{index}"
-    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
+__all__ = ["VersionRun", "copy_version", "remembered", "run_version", "standing_incumbent", "target_met",
+           "version_kernel"]
 
 
 def copy_version(src: Path, vdir: Path) -> Path:
@@ -122,151 +120,92 @@ class VersionRun:
         return self.root / self.state.reference
 
 
-def _invalid(index: int, parent: MemoryRecord | None, hypothesis: str, status: str, message: str,
-             expects: list[Expectation], before: dict[str, float]) -> MemoryRecord:
-    return MemoryRecord(version=index, parent=parent.version if parent else None, hypothesis=hypothesis,
-                        expectations=[e.model_copy(update={"before": before.get(e.metric)}) for e in expects],
-                        status=status, message=message[:2000], outcome="invalid", metrics_before=before,
-                        bottleneck_before=parent.bottleneck_after if parent else None,
-                        pitfalls=[f"{status}: {message.strip().splitlines()[0][:300]}" if message.strip() else status],
-                        recorded_utc=now_utc())
+def remembered(mem: MemoryRecord, incumbent: int | None) -> Evaluation:
+    """A recorded version as the Evaluator's :class:`~kernelpilot.records.evaluation.Evaluation` (preloaded before
+    the next one runs): ``ok`` with its median when it was valid, ``accepted`` only when it is the session's
+    ``incumbent`` (so the Evaluator's incumbent is the session's, after masks and restarts too), ``cached`` (it
+    costs nothing now). Raises nothing."""
+    ok = mem.outcome != "invalid" and mem.duration_ns is not None
+    return Evaluation(config=version_config(mem.version), status="ok" if ok else "runtime_error",
+                      duration_ns=mem.duration_ns if ok else None, iqr_ns=mem.iqr_ns, measured=mem.measured,
+                      pct_of_roofline=mem.pct_of_roofline, accepted=(mem.version == incumbent) if ok else None,
+                      index=mem.version, message=mem.message, cached=True)
 
 
-def _decide(mine: list[float], theirs: list[float]) -> tuple[dict[str, Any], bool, bool]:
-    """(the decision as a dict, mine faster beyond noise, theirs faster beyond noise)."""
-    from kernelpilot.search.stats import decide
+def standing_incumbent(state: SessionState, memories: Sequence[MemoryRecord]) -> int | None:
+    """The incumbent once versions are masked or unmasked: the Evaluator's own rule for a preloaded history
+    (:meth:`~kernelpilot.engine.evaluator.Evaluator.preload`: the last accepted evaluation leads) over the unmasked
+    versions, where a version was accepted when it led as it was judged (``incumbent_after`` is itself: the first
+    valid version, then each one faster than the incumbent beyond noise) or a restart started from it. Each of
+    those beat the one before it by the A/B rule, so no A/B is re-run and no median decides alone. None when no
+    unmasked valid version ever led."""
+    from kernelpilot.engine.evaluator import Evaluator
 
-    faster = decide(mine, theirs)
-    slower = decide(theirs, mine)
-    detail = faster.model_dump()
-    detail["reverse_replace"] = slower.replace
-    detail["median_ns"] = statistics.median(mine)
-    detail["other_median_ns"] = statistics.median(theirs)
-    return detail, faster.replace, slower.replace
-
-
-def _evidence(run: VersionRun, index: int, ev: Any, worker: Any) -> tuple[Any, Any]:
-    """The version's card (ncu when possible, else light) and its ncu metrics (None without a profile)."""
-    from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
-
-    if not ev.ok or not ev.measured:
-        return ev, None
-    vdir = run.root / f"v{index}"
-    kernel_name = run.state.kernel_name
-    light = LightEvidence(run.kernel(index), run.state.shape, run.roofline, run.state.device_name, kernel_name,
-                          "no Nsight Compute profile (--no-profile)" if not run.profile else "ncu unavailable")
-    got: dict[str, Any] = {}
-
-    def on_metrics(_ev: Any, metrics: Any, names: list[str]) -> None:
-        got["metrics"] = metrics
-        write_json(vdir / "metrics.json", {"main_kernel": metrics.model_dump(), "all_kernels": names})
-
-    if run.profile:
-        ncu = NcuEvidence(run.kernel(index), run.reference, run.state.shape, lambda _e: vdir / "profile.ncu-rep",
-                          light, on_metrics=on_metrics, log=run.log)
-        ev = ncu.profile(ev)
-    else:
-        ev = light.evidence(ev)
-    return ev, got.get("metrics")
+    led = {m.version for m in memories if m.incumbent_after == m.version}
+    led |= {int(r["from"]) for r in state.restarts if "from" in r}
+    evaluator = Evaluator(version_space([m.version for m in memories] or [0]), None)  # type: ignore[arg-type]
+    evaluator.preload([remembered(m, m.version if m.version in led else None) for m in memories if not m.masked])
+    return int(evaluator.incumbent.config["version"]) if evaluator.incumbent is not None else None
 
 
-def run_version(run: VersionRun, index: int, *, parent: MemoryRecord | None, incumbent: MemoryRecord | None,
-                hypothesis: str = "", expects: list[Expectation] | None = None, change: str = "") -> MemoryRecord:
-    """Evaluate ``vN/kernel.py`` and write its records (see the module docstring); returns its memory record (also
-    written to ``vN/memory.json``). ``parent``/``incumbent``: their memory records (None for v0)."""
-    from kernelpilot.errors import KernelpilotError
+def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_ns: dict[str, float] | None = None,
+               ) -> bool:
+    """Whether the session's stop condition holds: the Evaluator's
+    :class:`~kernelpilot.engine.evaluator.TargetMet` rule on the session's incumbent — measured, at or above
+    ``floor_ns / target_ns`` of the roofline (the session's ``target_ns``), and no measured baseline
+    (``baselines_ns``, from ``finish``'s benchmark) more than its margin faster. False without a roofline."""
+    from kernelpilot.engine.evaluator import TargetMet
 
-    expects = list(expects or [])
-    before = dict(parent.metrics_after) if parent else {}
-    vdir = run.root / f"v{index}"
+    best = next((m for m in memories if m.version == state.incumbent), None)
+    if not (state.target_ns and state.floor_ns) or best is None or not best.measured:
+        return False
+    # the same arithmetic as Roofline.pct_of_roofline (floor / time * 100), so a median of exactly target_ns meets it
+    rule = TargetMet(state.floor_ns / state.target_ns * 100.0, dict(baselines_ns or {}))
+    lead = SimpleNamespace(incumbent=remembered(best, state.incumbent))  # what TargetMet reads of an Evaluator
+    return rule.check(lead) is not None  # type: ignore[arg-type]
+
+
+def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord], parent: MemoryRecord | None,
+                hypothesis: str = "", expects: list[Expectation] | None = None, change: str = "",
+                finalize: Callable[[MemoryRecord], str | None] = lambda _m: None,
+                runner: Any = None) -> tuple[MemoryRecord, str | None]:
+    """Evaluate ``vN``'s file through the Evaluator (see the module docstring) and record it.
+
+    Args:
+        run: the session's :class:`VersionRun`. index: N.
+        memories: every version recorded so far (preloaded; the incumbent is ``run.state.incumbent``).
+        parent: the parent's memory record (None for v0). hypothesis / expects / change: the version's.
+        finalize: the session's part of the record, called with the memory record once ``vN/memory.json`` is
+            written (state, experience log, commit); returns the commit.
+        runner: what measures the versions (default: a :class:`~kernelpilot.versions.candidates.VersionRunner`
+            over the session's files; tests pass a scripted :class:`~kernelpilot.engine.runner.Runner` over
+            ``{"version": N}`` configs). A runner passed in is not closed here.
+
+    Returns:
+        (the version's memory record, the commit that recorded it or None).
+
+    Raises:
+        ImpossibleTime: the version's median is under the speed-of-light floor (recorded and committed first).
+        BrokenFirstConfig: v0 killed its worker or hung (recorded and committed first).
+    """
+    from kernelpilot.engine.evaluator import Evaluator
+    from kernelpilot.versions.recorder import SessionRecorder
+
+    state = run.state
+    own = runner is None
+    runner = runner if runner is not None else VersionRunner.for_session(run.root, state, run.roofline,
+                                                                         timeout_s=run.timeout_s, step=run.step)
+    recorder = SessionRecorder(run, parent=parent, hypothesis=hypothesis, expects=list(expects or []),
+                               change=change, finalize=finalize)
+    evaluator = Evaluator(version_space([*state.versions, index]), SampledOnce(runner), recorder=recorder,
+                          roofline=run.roofline, ab_samples=AB_SAMPLES_CPU if run.interpreted else AB_SAMPLES_GPU,
+                          race=False, strategy="session", unmeasured_leads=False)
+    recorder.evaluator = evaluator
+    evaluator.preload([remembered(m, state.incumbent) for m in memories])
     try:
-        worker = open_worker(run.kernel(index), run.reference, run.state.shape, interpreted=run.interpreted,
-                             floor_ns=run.state.floor_ns, sol_tolerance=run.roofline.sol_tolerance
-                             if run.roofline is not None else 0.0, timeout_s=run.timeout_s)
-    except KernelpilotError as exc:
-        status = getattr(exc, "failure", None) or type(exc).__name__
-        mem = _invalid(index, parent, hypothesis, status, f"{exc.message}\nhint: {exc.hint}", expects, before)
-        write_json(vdir / "memory.json", mem.model_copy(update={"change": change}))
-        return mem.model_copy(update={"change": change})
-    try:
-        mem = _measure(run, index, worker, parent, incumbent, hypothesis, expects, before)
+        evaluator(version_config(index))
     finally:
-        worker.close()
-    mem = mem.model_copy(update={"change": change})
-    write_json(vdir / "memory.json", mem)
-    return mem
-
-
-def _measure(run: VersionRun, index: int, worker: Any, parent: MemoryRecord | None, incumbent: MemoryRecord | None,
-             hypothesis: str, expects: list[Expectation], before: dict[str, float]) -> MemoryRecord:
-    from kernelpilot.errors import KernelpilotError
-
-    vdir = run.root / f"v{index}"
-    try:
-        problem = same_check_problem(worker, run.kernel(0)) if index > 0 else None
-        config = worker.call("kernelpilot.versions.measure:_default_config_in_worker")
-    except KernelpilotError as exc:
-        return _invalid(index, parent, hypothesis, getattr(exc, "failure", None) or "runtime_error", exc.message,
-                        expects, before)
-    if problem:
-        return _invalid(index, parent, hypothesis, "check_changed",
-                        f"this version measures another problem than v0: {problem} (the check is frozen at v0: "
-                        "same reference, shape, inputs, seeds and tolerances)", expects, before)
-    run.step(f"checking and timing at {run.state.shape}")
-    ev, correctness, timing = worker.version(config)
-    for name, record in (("correctness", correctness), ("timing", timing)):
-        if record is not None:
-            write_json(vdir / f"{name}.json", record)
-    if not ev.ok:
-        return _invalid(index, parent, hypothesis, ev.status, ev.message, expects, before)
-    if run.roofline is not None and ev.measured and ev.duration_ns:
-        ev = ev.model_copy(update={"pct_of_roofline": run.roofline.pct_of_roofline(ev.duration_ns)})
-    n = AB_SAMPLES_CPU if run.interpreted else AB_SAMPLES_GPU
-    ab: dict[str, Any] = {"config": config}
-    faster = slower = None
-    slower_than_incumbent = False
-    try:
-        if parent is not None and parent.outcome != "invalid":
-            run.step(f"A/B against v{parent.version} ({n} interleaved samples per side)")
-            mine, theirs = ab_files(worker, run.kernel(parent.version), config, n)
-            ab["vs_parent"], faster, slower = _decide(mine, theirs)
-        if incumbent is not None and incumbent.outcome != "invalid" and (parent is None
-                                                                          or incumbent.version != parent.version):
-            run.step(f"A/B against the incumbent v{incumbent.version}")
-            mine, theirs = ab_files(worker, run.kernel(incumbent.version), config, n)
-            ab["vs_incumbent"], _, slower_than_incumbent = _decide(mine, theirs)
-        elif "vs_parent" in ab and incumbent is not None:
-            ab["vs_incumbent"], slower_than_incumbent = ab["vs_parent"], bool(slower)
-    except KernelpilotError as exc:
-        return _invalid(index, parent, hypothesis, getattr(exc, "failure", None) or "runtime_error",
-                        f"A/B timing failed: {exc.message}", expects, before)
-    write_json(vdir / "ab.json", ab)
-    if ev.measured:
-        run.step("bottleneck card (Nsight Compute)" if run.profile else "light bottleneck card")
-    ev, metrics = _evidence(run, index, ev, worker)
-    if ev.card:
-        write_json(vdir / "verdict.json", ev.card)
-    after = flat_metrics(ev, metrics)
-    if ev.measured:
-        judged = judge_expectations(expects, before, after, faster, slower)
-    else:  # interpreted: the times say nothing; neither do the decisions drawn from them
-        judged = [e.model_copy(update={"before": before.get(e.metric), "after": after.get(e.metric)})
-                  for e in expects]
-        for detail in (ab.get("vs_parent"), ab.get("vs_incumbent")):
-            if detail is not None:
-                detail.update({"replace": False, "reverse_replace": False, "measured": False})
-    outcome = classify(True, faster, slower, slower_than_incumbent, judged, measured=ev.measured,
-                       first=parent is None)
-    pitfalls = [f"expected {e.metric} {e.direction}, it was {e.verdict}"
-                + (f" ({e.change_rel:+.1%})" if e.change_rel is not None else "")
-                for e in judged if e.verdict in ("contradicted", "unchanged")]
-    if ev.profile_error:
-        pitfalls.append(f"profile: {ev.profile_error[:300]}")
-    return MemoryRecord(version=index, parent=parent.version if parent else None, hypothesis=hypothesis,
-                        expectations=judged, status=ev.status, message=ev.message, outcome=outcome,
-                        duration_ns=ev.duration_ns, iqr_ns=ev.iqr_ns, pct_of_roofline=ev.pct_of_roofline,
-                        vs_parent=ab.get("vs_parent"), vs_incumbent=ab.get("vs_incumbent"),
-                        metrics_before=before, metrics_after=after,
-                        bottleneck_before=parent.bottleneck_after if parent else None, bottleneck_after=ev.bound,
-                        pitfalls=pitfalls, measured=ev.measured, recorded_utc=now_utc())
-
+        if own:
+            runner.close()
+    assert recorder.memory is not None
+    return recorder.memory, recorder.commit

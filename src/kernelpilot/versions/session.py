@@ -3,9 +3,9 @@
 ``start`` freezes the check (the reference and its tolerances are copied to ``check/reference.py``; v0's ``setup``
 defines the inputs; the shape is fixed), writes ``README.md`` (task, cited specs, roofline, stop conditions) and
 evaluates v0. ``try`` commits the hypothesis (and its expectations) *before* the new file runs, copies it in as
-``vN/kernel.py`` with ``change.diff`` against its parent, evaluates it (:func:`kernelpilot.versions.run_version.run_version`),
-classifies the outcome, updates the incumbent, writes ``vN/memory.json``, adds the outcome to the experience log and
-commits. ``mask``/``unmask``/``restart`` change what counts without deleting anything, each as a commit; ``finish``
+``vN/kernel.py`` with ``change.diff`` against its parent, evaluates it through the one Evaluator
+(:func:`kernelpilot.versions.run_version.run_version`: the Evaluator's incumbent, floor and broken-v0 rules),
+classifies the outcome, writes ``vN/memory.json``, adds the outcome to the experience log and commits. ``mask``/``unmask``/``restart`` change what counts without deleting anything, each as a commit; ``finish``
 writes ``final_report.md`` and ``benchmark.md`` (the incumbent vs PyTorch eager and torch.compile).
 """
 
@@ -24,10 +24,9 @@ from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.versions.outcome import parse_expect
-from kernelpilot.versions.records import (MemoryRecord, SessionState, load_memories, load_state, memory_path,
-                                          save_state)
+from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, save_state
 from kernelpilot.versions.render import render_hypothesis_md, render_readme
-from kernelpilot.versions.run_version import VersionRun, copy_version, run_version, version_kernel
+from kernelpilot.versions.run_version import VersionRun, copy_version, run_version, target_met, version_kernel
 
 __all__ = ["SessionStatus", "TryResult", "start", "try_version"]
 
@@ -132,10 +131,11 @@ def _experience_path(given: str | Path | None) -> str | None:
     return str(given or default_db_path())
 
 
-def _target_met(state: SessionState, mems: dict[int, MemoryRecord]) -> bool:
-    best = mems.get(state.incumbent) if state.incumbent is not None else None
-    return bool(state.target_ns and best is not None and best.measured and best.duration_ns
-                and best.duration_ns <= state.target_ns)
+def _target_met(state: SessionState, mems: dict[int, MemoryRecord],
+                baselines_ns: dict[str, float] | None = None) -> bool:
+    """The session's stop condition: the Evaluator's target rule on its incumbent
+    (:func:`kernelpilot.versions.run_version.target_met`)."""
+    return target_met(state, list(mems.values()), baselines_ns)
 
 
 def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
@@ -189,39 +189,52 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
 
 
 def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryRecord | None, hypothesis: str,
-              expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log) -> TryResult:
+              expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log,
+              runner: Any = None) -> TryResult:
+    """Evaluate version ``index`` through the Evaluator (:func:`kernelpilot.versions.run_version.run_version`); the
+    session's part of its record — ``session.json`` (its incumbent is the Evaluator's), the experience log, the
+    commit — is written as soon as ``memory.json`` is, also when the floor or a broken v0 then stops the session.
+
+    Raises:
+        ImpossibleTime / BrokenFirstConfig: see :func:`~kernelpilot.versions.run_version.run_version`.
+    """
     mems = _memories_by_index(root, state)
     incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
     run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
                      log=log)
     steps = run.steps = Steps(log, f"v{index}", run.planned_steps(parent, incumbent))
-    mem = run_version(run, index, parent=parent, incumbent=incumbent, hypothesis=hypothesis, expects=expects,
-                      change=change)
-    if mem.outcome != "invalid" and (incumbent is None or bool((mem.vs_incumbent or {}).get("replace"))):
-        state.incumbent = index  # the first valid version, then only one faster than the incumbent beyond noise
-    mem = mem.model_copy(update={"incumbent_after": state.incumbent})
-    write_json(memory_path(root, index), mem)
-    if index not in state.versions:
-        state.versions.append(index)
-    save_state(root, state)
-    recorded = _record_experience(state, root, mem)
+    recorded: dict[str, bool] = {}
+
+    def finalize(mem: MemoryRecord) -> str | None:
+        state.incumbent = mem.incumbent_after
+        if index not in state.versions:
+            state.versions.append(index)
+        save_state(root, state)
+        recorded["experience"] = _record_experience(state, root, mem)
+        speed = (f", {format_ratio(1 / mem.vs_parent['ratio'], decimals=3)} vs v{mem.parent}"
+                 if mem.vs_parent and mem.vs_parent.get("ratio") and mem.measured else "")
+        commit = _commit(root, state, [root], f"v{index}: {mem.outcome}"
+                         + (f" ({mem.status})" if mem.outcome == "invalid" else "") + f" — {hypothesis[:80]}{speed}")
+        steps.finish(f"{mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
+                                         if mem.outcome == "invalid" and mem.message else "")
+                     + (f", {format_duration_ns(mem.duration_ns)}" if mem.duration_ns else "")
+                     + f"; incumbent v{state.incumbent}")
+        return commit
+
+    mem, commit = run_version(run, index, memories=list(mems.values()), parent=parent, hypothesis=hypothesis,
+                              expects=expects, change=change, finalize=finalize, runner=runner)
     mems[index] = mem
-    speed = (f", {format_ratio(1 / mem.vs_parent['ratio'], decimals=3)} vs v{mem.parent}"
-             if mem.vs_parent and mem.vs_parent.get("ratio") and mem.measured else "")
-    commit = _commit(root, state, [root], f"v{index}: {mem.outcome}"
-                     + (f" ({mem.status})" if mem.outcome == "invalid" else "") + f" — {hypothesis[:80]}{speed}")
-    steps.finish(f"{mem.outcome}" + (f" ({mem.status}: {mem.message.splitlines()[0][:160]})"
-                                     if mem.outcome == "invalid" and mem.message else "")
-                 + (f", {format_duration_ns(mem.duration_ns)}" if mem.duration_ns else "")
-                 + f"; incumbent v{state.incumbent}")
     return TryResult(run=root, memory=mem, incumbent=state.incumbent, target_ns=state.target_ns,
-                     target_met=_target_met(state, mems), experience_recorded=recorded, commit=commit)
+                     target_met=_target_met(state, mems), experience_recorded=recorded.get("experience", False),
+                     commit=commit)
 
 
 def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
                 parent: str | int | None = None, profile: bool = True, timeout_s: float = 300.0,
-                log: Log = lambda _m: None) -> TryResult:
+                log: Log = lambda _m: None, runner: Any = None) -> TryResult:
     """Evaluate the next version (see the module docstring). ``parent``: ``v2`` or ``2`` (default: the incumbent).
+    ``runner``: what measures the versions (default: each version file in its own worker; see
+    :func:`kernelpilot.versions.run_version.run_version`).
 
     Raises:
         RunFolderError: ``run`` is not a session (or it is finished). OptionError: no hypothesis, a bad ``--expect``,
@@ -264,7 +277,7 @@ def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect:
     _commit(root, state, [vdir], f"v{index}: hypothesis — {hypothesis.strip()[:100]}")
     log(f"v{index}: {hypothesis.strip()[:120]} (parent v{p}, {change})")
     return _evaluate(root, state, index, parent=mems[p], hypothesis=hypothesis.strip(), expects=expects,
-                     change=change, profile=profile, timeout_s=timeout_s, log=log)
+                     change=change, profile=profile, timeout_s=timeout_s, log=log, runner=runner)
 
 
 def _version_index(value: str | int, state: SessionState) -> int:
