@@ -176,3 +176,17 @@ def test_the_experience_log_takes_nothing_from_a_run_whose_first_config_broke_or
         assert untrusted_run(run)
         assert entries_from_optimize(run, run="r", kernel="k", kernel_type="other") == []
         assert entry_from_tune(run, run="r", kernel="k", kernel_type="other") is None
+
+
+def test_readme_main_job_runs_as_written(tmp_path):
+    # the README's first command after its install: `kernelpilot optimize` with no argument optimizes the bundled
+    # softmax (here under the interpreter at CPU_SHAPE, its 45 s budget) and leaves a complete run folder
+    import shutil
+
+    command = _readme_commands()[0].split(" && ", 1)[1]
+    exe = shutil.which("kernelpilot")
+    assert command == "kernelpilot optimize" and exe, (command, exe)
+    proc = subprocess.run([exe, "optimize"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reports = list(tmp_path.rglob("final_report.md"))
+    assert len(reports) == 1 and (reports[0].parent / "v0" / "outcome.json").exists(), proc.stdout[-2000:]
