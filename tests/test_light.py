@@ -121,7 +121,17 @@ def gpu_without_ncu(monkeypatch):
     monkeypatch.setattr(api, "detect_device", lambda *a, **k: "cuda")
     monkeypatch.setattr(contract, "make_case", lambda kf, shape, seed, device: real_make_case(kf, shape, seed, "cpu"))
     monkeypatch.setattr(timing, "time_callable", lambda fn, device, *a, **k: _fake_timing(10_000.0))
-    monkeypatch.setattr(api, "roofline_for", lambda kf, shape, device, gpu: (_small_roofline(), None, ""))
+    monkeypatch.setattr(api, "roofline_for", lambda kf, shape, device, gpu, roles=None: (_small_roofline(), None, ""))
+    # the profile subset of the stage table launches the kernel (a GPU launch here); its stages have their own tests
+    # (tests/test_stages.py): here it answers a checked timing of 10 µs, as on a GPU
+    import kernelpilot.search.stages as stages
+
+    def checked_timing(name, kf, opts, device, config, **_):
+        ctx = stages.StageContext(kf, opts, device, config)
+        ctx.results["timing"] = _fake_timing(10_000.0)
+        return None, ctx
+
+    monkeypatch.setattr(stages, "run_command", checked_timing)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "NVIDIA H200")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # static inspection compiles for sm_90
     from kernelpilot.search.isolated import InProcessKernel  # the patches above hold in this process only
