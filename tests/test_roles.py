@@ -438,3 +438,24 @@ def test_a_tensor_read_in_part_counts_a_tight_lower_bound(tmp_path):
     x = observe_roles(kf, case).tensors["x"]
     assert x.read and x.probes > 16 and x.probes_read < x.probes
     assert 0.9 * 7 / 8 <= x.read_fraction <= 7 / 8
+
+
+def test_a_campaign_judges_declared_bytes_against_the_observed_minimum_only(tmp_path):
+    # Liger's case in issue 23: a bytes_moved() equal to what the kernel moves (x once, 1/8 of x written) is below
+    # the declared roles' minimum (x read and written in full) but not below the observed one: accepted; one byte
+    # under the observed minimum is still refused
+    from kernelpilot.app.context import prepare
+    from kernelpilot.errors import DeclarationError
+
+    x_bytes, loss_bytes, target_bytes = 64 * 256 * 4, 64 * 4, 64 * 8
+    observed = x_bytes + x_bytes // 8 + loss_bytes + target_bytes
+    for declared, ok in ((observed, True), (observed - 1, False)):
+        path = tmp_path / f"liger_like_{declared}.py"
+        path.write_text(LIGER_LIKE.replace('SHAPE = {"R": 64, "V": 256}', 'SHAPE = {"R": 64, "V": 256}\nCPU_SHAPE = SHAPE')
+                        + f"\n\ndef bytes_moved(**_):\n    return {declared}\n")
+        if ok:
+            ctx = prepare(path, gpu="H100-SXM", search=False)
+            assert ctx.work.bytes_moved == observed
+        else:
+            with pytest.raises(DeclarationError, match="bytes_moved"):
+                prepare(path, gpu="H100-SXM", search=False)

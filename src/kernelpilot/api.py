@@ -288,15 +288,14 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     """
     import torch
 
-    from kernelpilot.kernels.roles import RoleReport
+    from kernelpilot.measure.correctness import observed_roles_at
     from kernelpilot.profile.light import light_profile
     from kernelpilot.search.stages import refusal, run_command
 
     failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
     if failure is not None:
         raise refusal(ctx, failure)
-    roles = ctx.records.get("roles")
-    roof, _, _ = roofline_for(kf, shape, "cuda", None, RoleReport.model_validate(roles) if roles else None)
+    roof, _, _ = roofline_for(kf, shape, "cuda", None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage
     card, _ = light_profile(kf.path, config, shape, timing_ns=ctx.results["timing"].median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
     return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()

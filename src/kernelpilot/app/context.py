@@ -15,7 +15,7 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError, SearchError, SpecError
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
-from kernelpilot.kernels.workload import Workload, workload
+from kernelpilot.kernels.workload import Workload, counted_flops, workload
 from kernelpilot.options import check_kernel_path, check_shape_values
 
 __all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "gpu_name", "prepare",
@@ -150,13 +150,14 @@ def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, 
 
 
 def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "",
-                 roles: Any = None) -> tuple[Roofline | None, Workload, str]:
+                 roles: Any = None, case: Any = None) -> tuple[Roofline | None, Workload, str]:
     """The roofline at ``shape`` on ``spec`` (measured ceilings preferred), the workload, and a note saying why there
     is no roofline when there is none (no spec, or no bytes moved). Inputs are built on the CPU only to count bytes.
 
     ``roles``: the :class:`~kernelpilot.kernels.roles.RoleReport` observed at ``shape`` (by a worker: the reference
     runs where the kernel runs, :func:`observe_roles`); the bytes then count what was observed read and written
-    (:func:`kernelpilot.kernels.workload.minimum_bytes`), else what ``setup`` declares.
+    (:func:`kernelpilot.kernels.workload.minimum_bytes`), else what ``setup`` declares. ``case``: the CPU case at
+    ``shape`` (seed 0) when the caller built it already (it is given ``roles``).
 
     Raises:
         ContractError: ``setup``, ``flops`` or ``bytes_moved`` fail at the shape.
@@ -165,7 +166,7 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
     """
     from kernelpilot.kernels.compute_unit import check_unit_dtypes, operand_dtypes
 
-    case = make_case(kf, shape, 0, "cpu")
+    case = case if case is not None else make_case(kf, shape, 0, "cpu")
     outputs, inplace = case.outputs, case.inplace
     if roles is not None:
         case.roles = roles
@@ -289,10 +290,12 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
                               "relax CONSTRAINTS or add candidate values to TUNABLES")
     spare = _spare(kf, ref, shp, interpreted) if device != "replay" else None
     try:
-        roof, work, note = roofline_for(kf, shp, spec, note)  # while the spare boots (FLOPs counted: Dynamo warm)
+        case = make_case(kf, shp, 0, "cpu")  # inputs on the CPU, only to count FLOPs and bytes
+        if spare is not None:
+            counted_flops(kf, case)  # its first use imports Dynamo (seconds): done while the spare boots
         roles = observe_roles(spare, shp, timeout_s) if spare is not None else None
-        if roles is not None:  # the floor counts the bytes observed, not the ones declared
-            roof, work, note = roofline_for(kf, shp, spec, note, roles)
+        # once, on the observed roles: declared bytes are judged against what was observed, never the declared minimum
+        roof, work, note = roofline_for(kf, shp, spec, note, roles, case)
         if not spare_worker and spare is not None:
             spare.kill()
             spare = None
