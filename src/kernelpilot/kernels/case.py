@@ -8,7 +8,6 @@ follow the observation: only pure outputs are poisoned, every other written tens
 from __future__ import annotations
 
 import inspect
-import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
     from kernelpilot.kernels.roles import RoleReport
 
-__all__ = ["Case", "POOL_BYTES", "POOL_SETS", "draw_values", "make_case", "poison_tensor", "refreshed_names",
+__all__ = ["Case", "Draw", "POOL_BYTES", "Refresher", "POOL_SETS", "draw_values", "make_case", "poison_tensor", "refreshed_names",
            "scale_span", "shape_key"]
 
 
@@ -124,12 +123,87 @@ class Case:
         """
         draw_values(self, index)
 
-    def refresher(self) -> Callable[[], None]:
-        """A ``before_each`` for the timers: :meth:`refresh` with a counter (one call per launch, warm-ups too).
-        Counters of several refreshers on one case share the case's pool; each launch's factor is drawn anew
-        whatever the counter, so two refreshers never replay one set of values."""
-        counter = itertools.count()
-        return lambda: self.refresh(next(counter))
+    def refresher(self, keep: int = 0) -> Refresher:
+        """A ``before_each`` for the timers (:class:`Refresher`: :meth:`refresh` before every launch, warm-ups too),
+        which with ``keep`` > 0 also keeps the outputs of ``keep`` launches chosen in secret (its ``after``, the
+        timers' ``after_each``), for :func:`kernelpilot.measure.timed_check.check_timed`. Refreshers of one case
+        share the case's pool; each launch's factor is drawn anew, so two refreshers never replay one set of
+        values."""
+        return Refresher(self, keep)
+
+
+@dataclass
+class Draw:
+    """The values one launch got (:func:`draw_values`): the ``setup`` seed, the base set (a pool set, or a fresh
+    ``setup`` call's values when nothing is floating), the uniform number ``u`` that fixed the factors, and the
+    text for a failure message. :meth:`values` rebuilds the launch's inputs into new tensors."""
+
+    seed: int
+    base: dict[str, Any]
+    u: float
+    text: str
+
+    def values(self, case: Case) -> dict[str, Any]:
+        """The launch's inputs, as new tensors: ``case.inputs`` with every refreshed tensor replaced by this draw's
+        values (the same arithmetic as the refresh, so bit for bit what the launch saw)."""
+        import torch
+
+        out = dict(case.inputs)
+        with torch.no_grad():
+            for name, src in self.base.items():
+                dst = torch.empty_like(case.inputs[name])
+                _write_one(src, dst, self.u, name in _floating(case, self.base))
+                out[name] = dst
+        return out
+
+
+def _floating(case: Case, base: dict[str, Any]) -> set[str]:
+    return {n for n in base if case.inputs[n].dtype.is_floating_point or case.inputs[n].dtype.is_complex}
+
+
+class Refresher:
+    """``before_each``/``after_each`` of one timed run on a case (:meth:`Case.refresher`).
+
+    Calling it (``before_each``) writes a new draw into the case's tensors (:func:`draw_values`) and logs it.
+    :meth:`after` (``after_each``, called after the launch's end event, outside the timed region) keeps a copy of
+    the outputs of ``keep`` launches chosen by reservoir sampling over all launches (each launch equally likely to be
+    kept, whatever the run's length), with a generator seeded from :mod:`secrets`: the kernel cannot know which of
+    its launches will be compared (issue 24: "check what you time"). Memory: ``keep`` copies of the outputs.
+
+    Attributes:
+        launches: launches refreshed so far. kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
+    """
+
+    def __init__(self, case: Case, keep: int = 0) -> None:
+        import random
+        import secrets
+
+        self.case, self.keep = case, keep
+        self.launches = 0
+        self.current: Draw | None = None
+        self.kept: list[tuple[int, str, Draw, dict[str, Any]]] = []
+        self.seen = 0
+        self._rng = random.Random(secrets.randbits(64))
+
+    def __call__(self) -> None:
+        self.launches += 1
+        self.current = draw_values(self.case, self.launches)
+
+    def after(self, tag: str = "") -> None:
+        """After a launch: keep its outputs when the reservoir draws it (``tag`` names the side of an A/B)."""
+        if not self.keep or self.current is None:
+            return
+        self.seen += 1
+        t = self.seen
+        slot = len(self.kept) if len(self.kept) < self.keep else self._rng.randrange(t)
+        if slot >= self.keep:
+            return
+        snap = {n: self.case.inputs[n].detach().clone() for n in self.case.outputs}
+        item = (t, tag, self.current, snap)
+        if slot == len(self.kept):
+            self.kept.append(item)
+        else:
+            self.kept[slot] = item
 
 
 #: Sets of input values drawn from ``setup`` and kept for the refresh (each launch scales one of them anew).
@@ -228,10 +302,11 @@ class _Pool:
         return self.seeds[i], self.sets[i], u
 
 
-def draw_values(case: Case, index: int = 0) -> str:
+def draw_values(case: Case, index: int = 0) -> Draw:
     """Write one launch's values into the case's refreshed tensors (:func:`refreshed_names`); the refresh of every
     timed launch and the re-check both call this, so both draw from one distribution. Returns where the values
-    came from (for a failure message), e.g. ``"setup(seed=1051234) scaled by 0.9791 (float32)"``.
+    came from as a :class:`Draw` (its ``text`` for a failure message, e.g.
+    ``"setup(seed=1051234) scaled by 0.9791 (float32)"``; :meth:`Draw.values` rebuilds the launch's inputs).
 
     The rule, against a kernel that is an adversary (docs/measuring.md, "The kernel is an adversary"):
 
@@ -265,28 +340,35 @@ def draw_values(case: Case, index: int = 0) -> str:
     with torch.no_grad():  # inputs that require grad take values too (out= and copy_ refuse them under autograd)
         parts = _write(pool, base, u, case)
     how = f" scaled by {', '.join(dict.fromkeys(parts))}" if parts else " (integer/bool inputs as drawn)"
-    return f"setup(seed={seed}){how}"
+    return Draw(seed=seed, base={n: base[n] for n in pool.names}, u=u, text=f"setup(seed={seed}){how}")
 
 
 def _write(pool: _Pool, base: dict[str, Any], u: float, case: Case) -> list[str]:
     """Copy one draw into the case's tensors, floating ones scaled by their dtype's factor for ``u``; returns the
     factors as text."""
-    import torch
-
-    mul_ok = {torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
     parts = []
     for name in pool.names:
-        src, dst = base[name], case.inputs[name]
-        if name not in pool.floating:
-            dst.copy_(src)
-            continue
-        f = 1.0 - scale_span(dst.dtype) * (1.0 + u) / 2.0
-        if dst.dtype not in mul_ok:  # fp8 and kin have no mul kernel: through a float32 temporary
-            dst.copy_(src.to(torch.float32).mul_(f))
-        else:
-            torch.mul(src, f, out=dst)  # one pass, rounded once to the tensor's dtype
-        parts.append(f"{f:.6g} ({str(dst.dtype).removeprefix('torch.')})")
+        f = _write_one(base[name], case.inputs[name], u, name in pool.floating)
+        if f is not None:
+            parts.append(f"{f:.6g} ({str(case.inputs[name].dtype).removeprefix('torch.')})")
     return parts
+
+
+def _write_one(src: Any, dst: Any, u: float, floating: bool) -> float | None:
+    """Write ``src`` into ``dst`` (same shape and dtype), scaled by the factor of ``u`` for ``dst``'s dtype when
+    ``floating``; returns the factor (None: copied as drawn)."""
+    import torch
+
+    if not floating:
+        dst.copy_(src)
+        return None
+    f = 1.0 - scale_span(dst.dtype) * (1.0 + u) / 2.0
+    if dst.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
+                         torch.complex128):  # fp8 and kin have no mul kernel: through a float32 temporary
+        dst.copy_(src.to(torch.float32).mul_(f))
+    else:
+        torch.mul(src, f, out=dst)  # one pass, rounded once to the tensor's dtype
+    return f
 
 
 def poison_tensor(t: Any) -> None:

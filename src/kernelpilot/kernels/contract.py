@@ -16,8 +16,9 @@ Loading and launching belong to the file's backend (:func:`kernelpilot.backends.
   ``bytes_moved(**shape)``, ``atol``/``rtol``, ``CONSTRAINTS`` (a list of Python expressions over tunable
   names that every searched config must satisfy, e.g. ``"BLOCK_M * BLOCK_K * 2 * num_stages <= 200_000"``;
   solved by :mod:`kernelpilot.search.space`); ``CHECK_SHAPES`` (shapes, each merged over the checked one, at
-  which correctness is also checked: default one shape with every integer dimension halved; ``[]`` turns that
-  off, visibly, and ``--strict`` refuses it); ``setup()["partial"]``: inputs the kernel reads only in part (an
+  which correctness is also checked, added to the shapes kernelpilot draws itself: :mod:`kernelpilot.kernels.shapes`);
+  ``SHAPE_RULES`` (the sizes the kernel is right at: a dimension a multiple of an int or of a tunable expression,
+  a power of two, or fixed; the drawn shapes stay inside it and every verdict records it); ``setup()["partial"]``: inputs the kernel reads only in part (an
   embedding table), left out of the minimum bytes of the speed-of-light floor.
 
 Every violation raises :class:`~kernelpilot.errors.ContractError` naming the missing or wrong piece.
@@ -37,6 +38,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from kernelpilot.errors import ContractError
+from kernelpilot.kernels.shapes import parse_rules
 
 COMPUTE_UNITS = ("fp32", "fp64", "tf32_tensor", "bf16_tensor", "fp16_tensor", "fp8_tensor", "int8_tensor")
 
@@ -84,6 +86,7 @@ class KernelFile:
     atol: float | None = None
     rtol: float | None = None
     check_shapes: list[Shape] | None = None
+    shape_rules: dict[str, Any] = field(default_factory=dict)
     extras: dict[str, Any] = field(default_factory=dict)
     constraints: list[str] = field(default_factory=list)
     backend: Any = None
@@ -291,6 +294,7 @@ def build_kernel_file(path: Path, module: ModuleType, ref_path: Path | None, *, 
         flops_fn=getattr(module, "flops", None), bytes_fn=getattr(module, "bytes_moved", None),
         atol=getattr(tol_src, "atol", None), rtol=getattr(tol_src, "rtol", None), constraints=constraints,
         check_shapes=[dict(c) for c in check_shapes] if check_shapes is not None else None,
+        shape_rules=parse_rules(getattr(module, "SHAPE_RULES", None), path),
         extras=dict(derived.extras) if derived is not None else {}, backend=backend,
     )
 

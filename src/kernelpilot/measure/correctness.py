@@ -16,13 +16,14 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
 - the kernel runs a second time on the first seed's inputs: that run must pass too (a kernel that only works
   once, or leaves the poison on its second call, fails), and a bitwise difference is reported as
   non-deterministic;
-- the check repeats at shapes the author did not pick (``shapes`` stage: :func:`derived_shapes`) on a new seed;
+- the check repeats at shapes the author did not pick, drawn per run to break divisibility (``shapes`` stage:
+  :func:`derived_shapes`), on a new seed;
 - :func:`recheck` runs after timing: values no call has seen (drawn as every timed launch's are) are written into the
   *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
   pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
   launch itself sees refreshed inputs and poisoned outputs (:meth:`kernelpilot.kernels.contract.Case.refresh`);
 - a file's own ``atol``/``rtol`` are shown when they loosen the dtype's; past the caps they fail, and
-  ``strict`` refuses any loosening, an empty ``CHECK_SHAPES`` and a derived shape ``setup`` would not build.
+  ``strict`` refuses any loosening and a derived shape ``setup`` would not build.
 """
 
 from __future__ import annotations
@@ -348,19 +349,17 @@ def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: 
                            watch_inputs=test_determinism)
 
 
-def derived_shapes(kf: KernelFile, shape: Shape) -> tuple[list[Shape], list[str]]:
-    """The other shapes correctness runs at, and notes for the record.
+def derived_shapes(kf: KernelFile, shape: Shape, config: Config | None = None) -> tuple[list[Shape], list[str]]:
+    """The other shapes correctness runs at, and notes for the record: shapes kernelpilot draws on every run so
+    they break divisibility (inside the file's declared ``SHAPE_RULES``), then ``CHECK_SHAPES`` — added, never a
+    replacement (:func:`kernelpilot.kernels.shapes.derived_shapes` has the rule).
 
-    ``CHECK_SHAPES`` when the file declares it (each merged over ``shape``), else one shape with every integer
-    dimension (not booleans) of at least 2 halved — smaller, so a kernel whose blocks cover the declared shape
-    still covers it, and different, so dimensions hard-coded in the kernel show.
+    Raises:
+        ContractError: a ``SHAPE_RULES`` expression does not evaluate at ``config``.
     """
-    if kf.check_shapes is not None:
-        if not kf.check_shapes:
-            return [], ["CHECK_SHAPES = []: correctness checked at the declared shape only"]
-        return [{**shape, **c} for c in kf.check_shapes], []
-    halved = {k: (v // 2 if isinstance(v, int) and not isinstance(v, bool) and v >= 2 else v) for k, v in shape.items()}
-    return ([halved], []) if halved != shape else ([], ["no integer dimension to vary: no derived shape checked"])
+    from kernelpilot.kernels.shapes import derived_shapes as drawn
+
+    return drawn(kf, shape, config)
 
 
 def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int = FRESH_SEED) -> SeedCheck:
@@ -385,7 +384,7 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     """
     from kernelpilot.kernels.case import draw_values
 
-    source = draw_values(case)
+    source = draw_values(case).text
     for name, saved in case.pristine.items():
         saved.copy_(case.inputs[name])
     check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
@@ -448,7 +447,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         if not check.passed:
             break
     if other_shapes and results and all(r.passed for r in results):
-        extra, extra_notes = derived_shapes(kf, shape)
+        extra, extra_notes = derived_shapes(kf, shape, config)
         notes += extra_notes
         for other in extra:
             try:
@@ -462,7 +461,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
             results.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
             if not check.passed:
                 break
-        skipped = [n for n in notes if "not checked" in n or "CHECK_SHAPES = []" in n]
+        skipped = [n for n in notes if "not checked" in n]
         if strict and skipped and all(r.passed for r in results):
             results.append(_fail(FRESH_SEED, shape, "tolerance", f"--strict refuses: {skipped[0]}"))
     return _result(kf, shape, config, device, results, precision, deterministic, shapes_checked, tols, notes, roles)

@@ -13,7 +13,9 @@ flush-outside-the-events idea are the same as do_bench's.
 Every timer takes an optional ``before_each`` callable, run before every launch (warm-up ones included) and
 outside the timed region: a kernel that writes its inputs in place gets them restored there
 (:meth:`kernelpilot.kernels.contract.Case.restore`). On a GPU it runs before the L2 flush, so the restored data
-does not start warm in L2.
+does not start warm in L2. When it has an ``after`` method (:class:`kernelpilot.kernels.case.Refresher`), that runs
+after every launch's end event, also outside the timed region: it keeps the outputs of launches chosen in secret,
+compared afterwards with the reference on the values those launches saw (:mod:`kernelpilot.measure.timed_check`).
 
 Without a GPU (the Triton interpreter) the samples are wall-clock times of interpreted Python: recorded with
 ``is_measurement = False`` and the timer labelled "interpreted — not a measurement".
@@ -101,11 +103,21 @@ def flush_size_bytes(l2: int | None) -> int:
     return max(2 * (l2 or 0), MIN_FLUSH_BYTES)
 
 
+def _after(before_each: Any, tag: str = "") -> None:
+    """The ``after_each`` of a ``before_each`` that has one (:class:`kernelpilot.kernels.case.Refresher`: keeps the
+    outputs of launches chosen in secret), called after a launch's end event, outside the timed region."""
+    after = getattr(before_each, "after", None)
+    if after is not None:
+        after(tag)
+
+
 def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None,
-                before_each: Callable[[], None] | None = None) -> list[float]:
+                before_each: Callable[[], None] | None = None, tag: str = "") -> list[float]:
     """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
-    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed. One synchronize at the end. The event
-    functions are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`)."""
+    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed; after each call's end event,
+    ``before_each.after(tag)`` when it has one (a copy of the outputs of launches chosen in secret, enqueued after
+    the end event). One synchronize at the end. The event functions are the ones bound before any kernel file was
+    imported (:func:`kernelpilot.measure.guard.bound`)."""
     t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
     starts = [t.event(enable_timing=True) for _ in range(n)]
     ends = [t.event(enable_timing=True) for _ in range(n)]
@@ -117,6 +129,7 @@ def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None
         t.record(starts[i])
         fn()
         t.record(ends[i])
+        _after(before_each, tag)
     t.synchronize()
     return [t.elapsed_time(s, e) * 1e6 for s, e in zip(starts, ends)]
 
@@ -180,6 +193,7 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samp
     if before_each is not None:
         before_each()
     fn()  # first call: compilation, module load
+    _after(before_each)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     n_warmup, prev, stable = 1, None, False
@@ -216,6 +230,7 @@ def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples
     prepare = before_each if before_each is not None else (lambda: None)
     prepare()
     fn()  # warm-up: imports and interpreter set-up
+    _after(before_each)
     samples: list[float] = []
     t_end = time.perf_counter() + rep_ms / 1e3
     while len(samples) < max_samples and (len(samples) < min_samples or time.perf_counter() < t_end):
@@ -223,6 +238,7 @@ def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples
         t = time.perf_counter_ns()
         fn()
         samples.append(float(time.perf_counter_ns() - t))
+        _after(before_each)
     return TimingResult(timer=f"perf_counter ({INTERPRETED_LABEL})", is_measurement=False, samples_ns=samples,
                         n_samples=len(samples), **summarize(samples), n_warmup=1, warmup_ms=0.0,
                         warmup_stable=False, flush_bytes=0, l2_bytes=None,
@@ -246,7 +262,8 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     kernels, not the moments they were timed. On ``"cuda"`` each sample is one CUDA event pair with L2 flushed before
     it (as :func:`time_cuda`), after two warm-up launches of each; on ``"cpu"`` (the interpreter) wall-clock samples,
     labelled elsewhere as not a measurement. ``before_each`` (if given) runs before every launch, warm-up ones
-    included, outside the timed region.
+    included, outside the timed region; its ``after(tag)`` (if it has one) after every launch, ``tag`` ``"a"`` or
+    ``"b"``.
 
     Raises:
         ValueError: ``n`` < 1.
@@ -261,20 +278,22 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     b: list[float] = []
     if not device.startswith("cuda"):
         for _ in range(n):
-            for out, fn in ((a, fn_a), (b, fn_b)):
+            for out, fn, tag in ((a, fn_a, "a"), (b, fn_b, "b")):
                 prepare()
                 t = time.perf_counter_ns()
                 fn()
                 out.append(float(time.perf_counter_ns() - t))
+                _after(before_each, tag)
         return a, b
     flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
-    for fn in (fn_a, fn_b, fn_a, fn_b):
+    for fn, tag in ((fn_a, "a"), (fn_b, "b"), (fn_a, "a"), (fn_b, "b")):
         prepare()
         fn()
+        _after(before_each, tag)
     torch.cuda.synchronize()
     for _ in range(n):
-        a.extend(time_events(fn_a, 1, flush, before_each))
-        b.extend(time_events(fn_b, 1, flush, before_each))
+        a.extend(time_events(fn_a, 1, flush, before_each, "a"))
+        b.extend(time_events(fn_b, 1, flush, before_each, "b"))
     del flush
     return a, b
 

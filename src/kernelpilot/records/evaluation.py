@@ -40,16 +40,19 @@ __all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", 
 #: * ``wrong_at_shape`` — correct at the declared shape, wrong (or raising) at a derived one;
 #: * ``tolerance_refused`` — the file's tolerance is past the caps, or loosened under ``--strict``;
 #: * ``stale_result`` — wrong on values written into the same tensors after timing (a cached or pre-computed result);
+#: * ``wrong_when_timed`` — the outputs of a timed launch, kept in secret, differ from the reference on the values that
+#:   launch saw (a kernel that behaves differently when timed is wrong on the launches that were timed);
 #: * ``off_timer_work`` — GPU work outside the timed region (an unjoined stream);
 #: * ``kernel_not_launched`` — none of the file's own kernels ran (the work was done by something else).
 Status = Literal["ok", "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access",
                  "timeout", "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased",
-                 "inputs_mutated", "wrong_at_shape", "tolerance_refused", "stale_result", "off_timer_work",
-                 "kernel_not_launched"]
+                 "inputs_mutated", "wrong_at_shape", "tolerance_refused", "stale_result", "wrong_when_timed",
+                 "off_timer_work", "kernel_not_launched"]
 FAILURES: tuple[str, ...] = (
     "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
     "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased", "inputs_mutated",
-    "wrong_at_shape", "tolerance_refused", "stale_result", "off_timer_work", "kernel_not_launched",
+    "wrong_at_shape", "tolerance_refused", "stale_result", "wrong_when_timed", "off_timer_work",
+    "kernel_not_launched",
 )
 #: The integrity failures: a kernel file that earns one is suspect as a whole, not only the config.
 INTEGRITY_FAILURES: tuple[str, ...] = FAILURES[FAILURES.index("timer_tampered"):]

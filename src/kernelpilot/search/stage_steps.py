@@ -202,6 +202,7 @@ def _check(ctx: StageContext) -> Failure | None:
 
 
 def _timing(ctx: StageContext) -> Failure | None:
+    from kernelpilot.measure.timed_check import KEEP, check_timed
     from kernelpilot.measure.timing import time_callable
     from kernelpilot.search.stats import clearly_slower
 
@@ -218,13 +219,16 @@ def _timing(ctx: StageContext) -> Failure | None:
                 return None
         kwargs: dict[str, Any] = {} if opts.interpreted else {
             "rep_ms": opts.rep_ms, "max_samples": opts.max_samples, "min_samples": opts.min_samples}
-        timing = time_callable(ctx.fn, ctx.dev, before_each=case.refresher(), **kwargs)
+        refresher = case.refresher(keep=KEEP)  # the outputs of KEEP launches, chosen in secret, are compared
+        timing = time_callable(ctx.fn, ctx.dev, before_each=refresher, **kwargs)
     except Exception as exc:  # noqa: BLE001
         return Failure(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
     ctx.results.update(timing=timing, duration_ns=timing.median_ns, iqr_ns=timing.iqr_ns,
                        samples_ns=timing.samples_ns)
     ctx.records["timing"] = timing.model_dump(mode="json")
-    return None
+    timed = check_timed(ctx.kf, refresher)
+    ctx.records["timed_check"] = timed.model_dump(mode="json")
+    return None if timed.passed else Failure("wrong_when_timed", timed.error or "a timed launch was wrong")
 
 
 def _recheck(ctx: StageContext) -> Failure | None:
@@ -280,7 +284,10 @@ def _shapes(ctx: StageContext) -> Failure | None:
     from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, derived_shapes, run_and_compare
 
     shape, before = ctx.opts.shape, ctx.results.get("correctness")
-    extra, notes = derived_shapes(ctx.kf, shape)
+    try:
+        extra, notes = derived_shapes(ctx.kf, shape, ctx.config)
+    except ContractError as exc:
+        return Failure("wrong_at_shape", f"SHAPE_RULES: {exc.message}")
     checks: list[Any] = []
     checked: list[dict[str, Any]] = []
     for other in extra:
@@ -294,7 +301,7 @@ def _shapes(ctx: StageContext) -> Failure | None:
         checks.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))
         if not check.passed:
             break
-    skipped = [n for n in notes if "not checked" in n or "CHECK_SHAPES = []" in n]
+    skipped = [n for n in notes if "not checked" in n]
     if ctx.opts.strict and skipped and all(c.passed for c in checks):
         checks.append(SeedCheck(seed=FRESH_SEED, passed=False, error=f"--strict refuses: {skipped[0]}",
                                 stage="tolerance", shape=shape))

@@ -73,9 +73,10 @@ STAGES: tuple[Stage, ...] = (
           "correctness on fresh inputs per seed (3 by default), a second run, no aliasing, inputs watched, "
           "tolerances within the caps"),
     Stage("shapes", ("wrong_at_shape", "aliased", "tolerance_refused"), _shapes,
-          "correctness at the derived shapes (CHECK_SHAPES, else every integer dimension halved)"),
-    Stage("timing", _RUN_FAULTS, _timing,
-          "CUDA-event timing on refreshed inputs (interpreted without a GPU), raced against the incumbent"),
+          "correctness at shapes drawn per run to break divisibility (inside SHAPE_RULES), plus CHECK_SHAPES"),
+    Stage("timing", ("wrong_when_timed", *_RUN_FAULTS), _timing,
+          "CUDA-event timing, every launch on new values (interpreted without a GPU), raced against the incumbent; "
+          "the outputs of launches kept in secret compared with the reference on the values they saw"),
     Stage("recheck", ("stale_result",), _recheck,
           "after timing, values no call has seen written into the same tensors: one more run must match"),
     Stage("device_activity", ("off_timer_work", "kernel_not_launched", *_RUN_FAULTS), _device_activity,

@@ -84,14 +84,17 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
 
 def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
               n: int) -> dict[str, list[float]]:
-    """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns."""
+    """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns; launches of
+    both sides kept in secret are checked (:func:`kernelpilot.measure.timed_check.interleaved_checked`: raises
+    KernelFailed ``wrong_when_timed``)."""
     from kernelpilot.kernels.contract import make_case, run_kernel
-    from kernelpilot.measure.timing import time_interleaved
+    from kernelpilot.measure.timed_check import interleaved_checked
 
     on_gpu = device.startswith("cuda")
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
-    sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, a), lambda: run_kernel(kf, case.inputs, b), n,
-                              "cuda" if on_gpu else "cpu", before_each=case.refresher())
+    sa, sb = interleaved_checked(kf, case, lambda: run_kernel(kf, case.inputs, a),
+                                 lambda: run_kernel(kf, case.inputs, b), n, "cuda" if on_gpu else "cpu",
+                                 {"a": f"config {a}", "b": f"config {b}"})
     _guard_check("after A/B timing")
     return {"a": sa, "b": sb}
 

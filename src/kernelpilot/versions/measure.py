@@ -115,15 +115,15 @@ def _ab_files_in_worker(kf: Any, opts: Any, device: str, other_kernel: str, conf
                         n: int) -> dict[str, list[float]]:
     """Worker side of :func:`ab_files`."""
     from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
-    from kernelpilot.measure.timing import time_interleaved
+    from kernelpilot.measure.timed_check import interleaved_checked
     from kernelpilot.search.worker_child import _guard_check
 
     other = load_kernel(other_kernel, opts.ref, interpreted=bool(opts.interpreted))
     dev = _device(device)
     case = make_case(kf, opts.shape, 0, dev)
-    sa, sb = time_interleaved(lambda: run_kernel(kf, case.inputs, config),
-                              lambda: run_kernel(other, case.inputs, other.default_config), n, dev,
-                              before_each=case.refresher())
+    sa, sb = interleaved_checked(kf, case, lambda: run_kernel(kf, case.inputs, config),
+                                 lambda: run_kernel(other, case.inputs, other.default_config), n, dev,
+                                 {"a": f"{kf.path.parent.name} at {config}", "b": other.path.parent.name})
     _guard_check("after the A/B of two versions")
     return {"a": sa, "b": sb}
 

@@ -6,7 +6,7 @@ backend assembles a module from
 
 - the sidecar ``KERNEL.py`` beside ``KERNEL.cu`` when there is one (``setup``, ``reference``, ``TUNABLES``,
   ``DEFAULT_CONFIG``, ``CONSTRAINTS``, ``SHAPE``, ``COMPUTE_UNIT``, ``flops``, ``bytes_moved``, ``atol``/``rtol``,
-  ``CHECK_SHAPES``, ``NVCC_FLAGS``, ``INCLUDE_DIRS``, ``THREADS_PER_BLOCK``, ``DYNAMIC_SHARED_BYTES``, ``TILE``,
+  ``CHECK_SHAPES``, ``SHAPE_RULES``, ``NVCC_FLAGS``, ``INCLUDE_DIRS``, ``THREADS_PER_BLOCK``, ``DYNAMIC_SHARED_BYTES``, ``TILE``,
   ``STAGES``),
   screened before it is imported;
 - ``// kernelpilot: NAME = literal`` lines of the source for the same constants (the sidecar wins), plus
@@ -43,7 +43,7 @@ _counter = itertools.count()
 
 #: The names a sidecar (or a ``// kernelpilot:`` line) may define, copied onto the kernel's module.
 _CONSTANTS = ("INPLACE", "FLOPS", "BYTES_MOVED", "TUNABLES", "DEFAULT_CONFIG", "CONSTRAINTS", "SHAPE", "CPU_SHAPE", "COMPUTE_UNIT", "atol", "rtol",
-              "CHECK_SHAPES", "NVCC_FLAGS", "INCLUDE_DIRS", "THREADS_PER_BLOCK", "DYNAMIC_SHARED_BYTES", "TILE", "STAGES")
+              "CHECK_SHAPES", "SHAPE_RULES", "NVCC_FLAGS", "INCLUDE_DIRS", "THREADS_PER_BLOCK", "DYNAMIC_SHARED_BYTES", "TILE", "STAGES")
 _FUNCTIONS = ("setup", "flops", "bytes_moved")
 
 

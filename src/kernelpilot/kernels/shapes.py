@@ -1,0 +1,226 @@
+"""Shapes the author cannot pick: the shapes correctness runs at besides the declared one (docs/measuring.md,
+"Shapes the author cannot pick").
+
+A kernel right only at the shapes its author chose — no bounds mask, a dimension hard-coded, a tail loop missing,
+a fast path keyed on a power of two — passes any check whose shapes the author picks, and halving every dimension
+keeps a power of two a power of two and a multiple of a block a multiple of it (issue 24). So kernelpilot draws its
+own shapes on every run, with a generator seeded from :mod:`secrets` (a kernel file cannot predict them):
+
+- **smaller**: every integer dimension ``d ≥ 2`` becomes an odd prime in ``[⌈d/4⌉, ⌊d/2⌋]`` that is none of the
+  tunables' values (so it is a multiple of no block, no power of two, no vector width); where that range holds no
+  prime, the largest odd number in it; ``d = 2, 3`` becomes 1;
+- **near**: every integer dimension ``d ≥ 16`` becomes ``d − r``, ``r`` a random odd number in ``[1, min(63, d/8)]``
+  (the declared size with a ragged tail: a kernel that hard-codes the size or skips the tail fails here, at about
+  the memory of the declared shape and never more).
+
+Both are no larger than the declared shape in any dimension, so they fit wherever it does. ``CHECK_SHAPES`` adds to
+them; it never replaces them.
+
+**A declared domain** (``SHAPE_RULES``) is how an honest kernel that is right only at some sizes says so (a tiled
+GEMM without bounds checks, an attention kernel whose head dimension is a ``tl.arange`` length): per dimension, an
+int ``k`` or a tunable expression (``"BM"``, ``"BM * TM"``, evaluated over the config being checked): the dimension
+must be a multiple of it; or ``"power_of_two"``. Drawn shapes stay inside the declared domain — a multiple ``k·p``
+with ``p`` an odd prime (so a multiple of ``k`` and of nothing above it), a power of two half the declared one
+while that is ≥ 16 — and the restriction is a claim recorded with every verdict (``domain`` notes), never a way to
+pick the shapes: the values are still drawn, not chosen. A dimension set to a bool or a non-integer, and one the
+rules fix with ``"fixed"``, is kept as declared.
+
+Raises nothing at import; :func:`parse_rules` raises ContractError for a malformed ``SHAPE_RULES``.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any
+
+from kernelpilot.errors import ContractError
+
+__all__ = ["POWER_OF_TWO", "FIXED", "derived_shapes", "domain_notes", "parse_rules", "is_prime"]
+
+POWER_OF_TWO = "power_of_two"
+FIXED = "fixed"
+#: A power-of-two dimension is halved while the half is at least this (``tl.dot`` needs 16 along K; smaller
+#: powers of two are rarely what such a kernel supports).
+MIN_POWER_OF_TWO = 16
+#: Largest ragged tail cut off the declared size for the "near" shape.
+MAX_TAIL = 63
+
+_HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "BN", "K": 16, "D": "power_of_two", "H": "fixed"} '
+         "(a multiple of the config's BM, of 16, a power of two, kept as declared)")
+
+
+def parse_rules(rules: Any, path: Any = "SHAPE_RULES") -> dict[str, int | str]:
+    """Validate a kernel file's ``SHAPE_RULES``: a dict from dimension name to a positive int, a tunable expression
+    (a non-empty string other than the two keywords), :data:`POWER_OF_TWO` or :data:`FIXED`.
+
+    Raises:
+        ContractError: not a dict, a key that is not a string, or a value of another kind (the message names it).
+    """
+    if rules is None:
+        return {}
+    if not isinstance(rules, dict):
+        raise ContractError(f"{path}: SHAPE_RULES must be a dict of dimension -> rule", _HINT)
+    out: dict[str, int | str] = {}
+    for name, rule in rules.items():
+        ok = isinstance(name, str) and (
+            (isinstance(rule, int) and not isinstance(rule, bool) and rule >= 1)
+            or (isinstance(rule, str) and rule.strip() != ""))
+        if not ok:
+            raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r} is not a positive int, a tunable "
+                                "expression, 'power_of_two' or 'fixed'", _HINT)
+        out[name] = rule.strip() if isinstance(rule, str) else rule
+    return out
+
+
+def is_prime(n: int) -> bool:
+    """True when ``n`` is a prime (trial division; ``n`` up to ~10^12 in well under a millisecond)."""
+    if n < 2:
+        return False
+    if n % 2 == 0:
+        return n == 2
+    return all(n % f for f in range(3, math.isqrt(n) + 1, 2))
+
+
+def _multiple(rule: int | str, config: dict[str, Any], name: str, path: Any) -> int:
+    """The divisor a rule asks for, at ``config``."""
+    if isinstance(rule, int):
+        return rule
+    try:
+        value = _eval(rule, config)
+    except Exception as exc:  # a name that is not a tunable, a syntax error
+        raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r} cannot be evaluated over the config "
+                            f"{config}: {exc}", _HINT) from exc
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r} gives {value!r} at {config}, not a positive "
+                            "int", _HINT)
+    return value
+
+
+def _eval(expr: str, names: dict[str, Any]) -> Any:
+    """Integer arithmetic (``+ - * // %``, parentheses, ints, names from ``names``) over a config; nothing else."""
+    import ast
+    import operator
+
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Mod: operator.mod}
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.BinOp) and type(node.op) in ops:
+            return ops[type(node.op)](ev(node.left), ev(node.right))
+        raise ValueError(f"{ast.dump(node)[:60]} is not integer arithmetic over the config's tunables")
+
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def _odd_prime(lo: int, hi: int, avoid: set[int], rng: secrets.SystemRandom) -> int | None:
+    """A random odd prime in ``[lo, hi]`` not in ``avoid`` (None when there is none)."""
+    lo, hi = max(lo, 3), max(hi, 0)
+    if hi < lo:
+        return None
+    tries = [rng.randrange(lo, hi + 1) for _ in range(64)]
+    for start in tries:
+        for n in range(start | 1, hi + 1, 2):  # the first odd prime at or after a random point
+            if n not in avoid and is_prime(n):
+                return n
+    primes = [n for n in range(lo | 1, hi + 1, 2) if n not in avoid and is_prime(n)] if hi - lo < 4096 else []
+    return rng.choice(primes) if primes else None
+
+
+def _smaller(d: int, rule: int | str | None, k: int, avoid: set[int], rng: secrets.SystemRandom) -> int:
+    if rule == POWER_OF_TWO:
+        return d // 2 if d // 2 >= MIN_POWER_OF_TWO and d & (d - 1) == 0 else d
+    units = d // k  # the dimension in multiples of k (k = 1 without a rule)
+    if units < 2:
+        return d
+    if units <= 3:
+        return k
+    p = _odd_prime(-(-units // 4), units // 2, avoid if k == 1 else set(), rng)
+    if p is None:
+        hi = units // 2
+        p = hi if hi % 2 else hi - 1
+    return k * max(p, 1)
+
+
+def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom) -> int:
+    if rule == POWER_OF_TWO or d < 16:
+        return d
+    units = d // k
+    most = min(MAX_TAIL, units // 8)
+    if most < 1:
+        return d
+    r = rng.randrange(1, most + 1) | 1
+    r = min(r, most if most % 2 else most - 1) or 1
+    return k * (units - r)
+
+
+def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None = None,
+                   rng: secrets.SystemRandom | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The shapes correctness also runs at, drawn for this run, then ``CHECK_SHAPES`` (each merged over ``shape``);
+    and notes for the record (the declared domain, a dimension left as declared).
+
+    Args:
+        kf: the kernel file (``shape_rules``, ``tunables``, ``check_shapes``, ``path`` are read).
+        shape: the checked shape (name -> value; integer dimensions vary, others are kept).
+        config: the config being checked (its values evaluate the rules' tunable expressions; default
+            ``kf.default_config``).
+        rng: a generator (tests pass a seeded ``random.Random``); default a fresh :class:`secrets.SystemRandom`.
+
+    Returns:
+        (shapes, each different from ``shape`` and from each other, in order smaller, near, CHECK_SHAPES; notes).
+
+    Raises:
+        ContractError: ``SHAPE_RULES`` names an expression that does not evaluate to a positive int at ``config``.
+    """
+    rng = rng or secrets.SystemRandom()
+    rules = getattr(kf, "shape_rules", None) or {}
+    config = dict(config if config is not None else getattr(kf, "default_config", {}) or {})
+    avoid = {int(v) for vals in (getattr(kf, "tunables", {}) or {}).values() for v in vals
+             if isinstance(v, int) and not isinstance(v, bool)}
+    small, near = dict(shape), dict(shape)
+    for name, d in shape.items():
+        rule = rules.get(name)
+        if isinstance(d, bool) or not isinstance(d, int) or d < 2 or rule == FIXED:
+            continue
+        k = 1 if rule in (None, POWER_OF_TWO) else _multiple(rule, config, name, getattr(kf, "path", "kernel"))
+        if d % k:  # the declared shape itself is outside the declared domain: vary it freely
+            k = 1
+        small[name] = _smaller(d, rule, k, avoid, rng)
+        near[name] = _near(d, rule, k, rng)
+    out: list[dict[str, Any]] = []
+    for s in (small, near, *({**shape, **c} for c in (getattr(kf, "check_shapes", None) or []))):
+        if s != shape and s not in out:
+            out.append(s)
+    notes = domain_notes(kf, config)
+    if not out:
+        notes.append("no integer dimension to vary: no derived shape checked")
+    return out, notes
+
+
+def domain_notes(kf: Any, config: dict[str, Any] | None = None) -> list[str]:
+    """What the file's ``SHAPE_RULES`` restrict, in words, for every verdict (a claim the drawn shapes respect and
+    the record keeps): e.g. ``"declared domain: M a multiple of BM (=64); D a power of two"``; empty without rules."""
+    rules = getattr(kf, "shape_rules", None) or {}
+    if not rules:
+        return []
+    config = dict(config if config is not None else getattr(kf, "default_config", {}) or {})
+    parts = []
+    for name, rule in rules.items():
+        if rule == POWER_OF_TWO:
+            parts.append(f"{name} a power of two")
+        elif rule == FIXED:
+            parts.append(f"{name} as declared")
+        elif isinstance(rule, int):
+            parts.append(f"{name} a multiple of {rule}")
+        else:
+            try:
+                parts.append(f"{name} a multiple of {rule} (={_multiple(rule, config, name, kf.path)})")
+            except ContractError:
+                parts.append(f"{name} a multiple of {rule}")
+    return ["declared domain (SHAPE_RULES; correct only there): " + "; ".join(parts)]
