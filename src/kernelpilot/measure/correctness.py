@@ -17,7 +17,7 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
   once, or leaves the poison on its second call, fails), and a bitwise difference is reported as
   non-deterministic;
 - the check repeats at shapes the author did not pick, drawn per run to break divisibility (``shapes`` stage:
-  :func:`derived_shapes`), on a new seed;
+  :func:`kernelpilot.kernels.shapes.derived_shapes`), on a new seed;
 - :func:`recheck` runs after timing: values no call has seen (drawn as every timed launch's are) are written into the
   *same* tensors (same pointers), the outputs keep what timing left, and one more run must match (results cached by
   pointer, work done in ``setup``, a kernel that stops working after some calls all fail there); every timed
@@ -128,18 +128,32 @@ def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[st
 
 
 def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
-    """Run the reference on float64 copies of the inputs (native copies if that fails).
+    """Run the reference on float64 copies of the inputs (native copies if that fails): in the reference process
+    that serves this worker (:mod:`kernelpilot.measure.refproc`: a process that never ran the kernel), else here.
 
     Returns:
         (output name -> reference tensor, the precision used: ``"float64"`` or ``"native (...)"``).
 
     Raises:
-        Exception: whatever the reference raises in its native dtype.
+        Exception: whatever the reference raises in its native dtype (from the reference process: an exception
+            of the same type name and message); ReferenceServerError when that process died.
     """
+    from kernelpilot.measure.refproc import serving
+
+    server = serving(kf)
+    if server is not None:
+        return server.outputs(inputs, outputs)
+    return reference_outputs_local(kf.reference, inputs, outputs)
+
+
+def reference_outputs_local(reference: Any, inputs: dict[str, Any],
+                            outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
+    """:func:`reference_outputs` in this process, with the function ``reference`` (the reference process's own
+    computation; :mod:`kernelpilot.measure.refproc`)."""
     def run(prepare: Any) -> dict[str, torch.Tensor]:
         ref_inputs = {k: prepare(v) for k, v in inputs.items()}
         prior = {n: _clone(ref_inputs[n]) for n in outputs if _is_tensor(ref_inputs.get(n))}
-        return _collect_reference(kf.reference(**ref_inputs), ref_inputs, outputs, prior)
+        return _collect_reference(reference(**ref_inputs), ref_inputs, outputs, prior)
 
     try:
         return run(_upcast), "float64"
@@ -349,19 +363,6 @@ def check_seed(kf: KernelFile, shape: Shape, config: Config, seed: int, device: 
                            watch_inputs=test_determinism)
 
 
-def derived_shapes(kf: KernelFile, shape: Shape, config: Config | None = None) -> tuple[list[Shape], list[str]]:
-    """The other shapes correctness runs at, and notes for the record: shapes kernelpilot draws on every run so
-    they break divisibility (inside the file's declared ``SHAPE_RULES``), then ``CHECK_SHAPES`` — added, never a
-    replacement (:func:`kernelpilot.kernels.shapes.derived_shapes` has the rule).
-
-    Raises:
-        ContractError: a ``SHAPE_RULES`` expression does not evaluate at ``config``.
-    """
-    from kernelpilot.kernels.shapes import derived_shapes as drawn
-
-    return drawn(kf, shape, config)
-
-
 def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int = FRESH_SEED) -> SeedCheck:
     """After timing: give the case's own tensors values no call has seen and run once more with the outputs as the
     last timed launch left them; it must match the reference (stage ``recheck``). The pointers the kernel saw
@@ -419,7 +420,7 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         device: ``"cuda"`` or ``"cpu"`` (the Triton interpreter).
         seeds: one fresh input set per seed (3 by default).
         strict: refuse loosened tolerances and skipped derived shapes.
-        other_shapes: also check at :func:`derived_shapes` (seed :data:`FRESH_SEED`).
+        other_shapes: also check at :func:`kernelpilot.kernels.shapes.derived_shapes` (seed :data:`FRESH_SEED`).
 
     Returns:
         A :class:`CorrectnessResult`; kernel or reference exceptions are recorded in it, not raised.
@@ -428,6 +429,8 @@ def check_correctness(kf: KernelFile, shape: Shape, config: Config, device: str,
         ContractError: ``setup`` broke the contract at ``shape``; RoleMismatch (a ContractError): a declared role
             contradicts the observed one (:func:`observe_case_roles`, run once per file and shape).
     """
+    from kernelpilot.kernels.shapes import derived_shapes
+
     results: list[SeedCheck] = []
     precision, deterministic = "", None
     first = make_case(kf, shape, seeds[0] if seeds else 0, device)  # the first seed's inputs, checked below too

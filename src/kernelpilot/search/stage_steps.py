@@ -277,11 +277,12 @@ def _floor(ctx: StageContext) -> Failure | None:
 
 
 def _shapes(ctx: StageContext) -> Failure | None:
-    """Correctness at :func:`~kernelpilot.measure.correctness.derived_shapes` (seed ``FRESH_SEED``), merged into the
+    """Correctness at :func:`~kernelpilot.kernels.shapes.derived_shapes` (seed ``FRESH_SEED``), merged into the
     check's record when the check ran; a derived shape ``setup`` cannot build is a note (refused under strict)."""
     from kernelpilot.errors import ContractError
     from kernelpilot.kernels.contract import make_case
-    from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, derived_shapes, run_and_compare
+    from kernelpilot.kernels.shapes import derived_shapes
+    from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, run_and_compare
 
     shape, before = ctx.opts.shape, ctx.results.get("correctness")
     try:

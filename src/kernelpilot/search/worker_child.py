@@ -150,10 +150,17 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         from kernelpilot.measure.guard import TimerGuard
 
         install_guard(TimerGuard.snapshot())  # before the kernel file: what it may not replace
+        from kernelpilot.measure import refproc
+
+        torch_device = "cuda" if device.startswith("cuda") else "cpu"
+        early = opts.ref or (opts.kernel if str(opts.kernel).endswith(".py") else None)
+        server = refproc.start_for(early, torch_device) if early else None  # boots while the kernel file loads
 
         # kernelpilot imported: the start timeout now runs for the kernel file alone; the parent learns the device
         conn.send(("booted", {"device": device, "interpreted": opts.interpreted}))
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
+        if server is None:  # a .cu file: its reference is the sidecar's or ref.py, known once it is loaded
+            refproc.start_for(kf.reference_path, torch_device)
         if opts.interpreted and device == "cpu":  # a CUDA .cu file cannot run without a GPU: say so up front
             from kernelpilot.backends.registry import require_runnable
 
@@ -171,6 +178,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         kind = msg[0]
         try:
             if kind == "stop":
+                from kernelpilot.measure.refproc import shutdown
+
+                shutdown()
                 return
             if kind == "eval":
                 rec: dict[str, Any] = {}

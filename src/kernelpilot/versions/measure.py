@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.errors import ContractError
+
 __all__ = ["AB_SAMPLES_GPU", "AB_SAMPLES_CPU", "ab_files", "open_worker", "same_check_problem"]
 
 #: Interleaved samples per side for a version's A/B decisions (the search's number: Evaluator ``ab_samples``).
@@ -80,34 +82,80 @@ def _describe(value: Any) -> tuple:
 
 
 def _same_check_in_worker(kf: Any, opts: Any, device: str, v0_kernel: str) -> str | None:
-    """Worker side of :func:`same_check_problem`: v0's ``setup`` and this file's, on the first and the fresh seed,
-    must give the same names, outputs, in-place/partial/scratch lists, tensor shapes, dtypes and strides, and equal
-    input values; ``CHECK_SHAPES`` must be equal too."""
-    import torch
-
-    from kernelpilot.kernels.contract import load_kernel, make_case
+    """Worker side of :func:`same_check_problem`: v0's ``setup`` and this file's must give the same names, outputs,
+    in-place/partial/scratch lists, tensor shapes, dtypes and strides, and equal input values, on the first and the
+    fresh seed now, and on **every later call** in this worker: this file's ``setup`` is replaced by a twin that
+    calls v0's beside it and raises :class:`SetupChanged` at the first difference (the check's seeds, the shapes
+    drawn per run, the secret seeds of the timed launches' values and the re-check: issue 24, a version's ``setup``
+    compared at two points only could build friendlier inputs everywhere else). ``CHECK_SHAPES`` and
+    ``SHAPE_RULES`` must be equal too."""
+    from kernelpilot.kernels.contract import load_kernel
     from kernelpilot.measure.correctness import FRESH_SEED
 
     base = load_kernel(v0_kernel, opts.ref, interpreted=bool(opts.interpreted))
     if (base.check_shapes or None) != (kf.check_shapes or None):
         return f"CHECK_SHAPES differ from v0's ({kf.check_shapes} vs {base.check_shapes})"
+    if base.shape_rules != kf.shape_rules:
+        return f"SHAPE_RULES differ from v0's ({kf.shape_rules} vs {base.shape_rules})"
+    twin = _TwinSetup(kf.setup, base.setup)
     dev = _device(device)
     for seed in (0, FRESH_SEED):
-        a, b = make_case(base, opts.shape, seed, dev), make_case(kf, opts.shape, seed, dev)
-        for what in ("outputs", "inplace", "partial", "scratch"):
-            if sorted(getattr(a, what)) != sorted(getattr(b, what)):
-                return f"setup's {what} differ from v0's ({getattr(b, what)} vs {getattr(a, what)})"
-        if sorted(a.inputs) != sorted(b.inputs):
-            return f"setup's inputs differ from v0's ({sorted(b.inputs)} vs {sorted(a.inputs)})"
-        for name, va in a.inputs.items():
-            vb = b.inputs[name]
-            if _describe(va) != _describe(vb):
-                return f"input {name!r} differs from v0's: {_describe(vb)} vs {_describe(va)}"
-            if name in a.outputs and name not in a.inplace:
-                continue  # an output's initial values are poisoned by the check anyway
-            same = torch.equal(va, vb) if isinstance(va, torch.Tensor) else va == vb
-            if not same:
-                return f"input {name!r} holds other values than v0's at seed {seed}"
+        try:
+            twin(**opts.shape, seed=seed, **({"device": dev} if twin.takes_device else {}))
+        except SetupChanged as exc:
+            return exc.message
+    kf.setup = twin  # every later make_case in this worker goes through the comparison
+    return None
+
+
+class SetupChanged(ContractError):
+    """A version's ``setup`` built other inputs than v0's at some seed and shape (the session's check is frozen)."""
+
+
+class _TwinSetup:
+    """A version's ``setup`` that calls v0's beside it and raises :class:`SetupChanged` at the first difference."""
+
+    def __init__(self, mine: Any, v0: Any) -> None:
+        import inspect
+
+        self.mine, self.v0 = mine, v0
+        params = inspect.signature(mine).parameters
+        self.takes_device = "device" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD
+                                                      for p in params.values())
+        self.__signature__ = inspect.signature(mine)  # make_case asks whether setup accepts device
+
+    def __call__(self, **kwargs: Any) -> Any:
+        got, want = self.mine(**kwargs), self.v0(**kwargs)
+        problem = _setup_difference(want, got)
+        if problem:
+            where = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k != "device")
+            raise SetupChanged(f"{problem} at setup({where})", "a version must build the inputs v0 builds at every "
+                               "seed and shape (the check is frozen at v0)")
+        return got
+
+
+def _setup_difference(a: Any, b: Any) -> str | None:
+    """Why setup result ``b`` (the version's) differs from ``a`` (v0's), None when it does not."""
+    import torch
+
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None if type(a) is type(b) else "setup returns another kind of value than v0's"
+    for what in ("outputs", "inplace", "partial", "scratch"):
+        if sorted(a.get(what, [])) != sorted(b.get(what, [])):
+            return f"setup's {what} differ from v0's ({b.get(what, [])} vs {a.get(what, [])})"
+    ia, ib = a.get("inputs", {}), b.get("inputs", {})
+    if sorted(ia) != sorted(ib):
+        return f"setup's inputs differ from v0's ({sorted(ib)} vs {sorted(ia)})"
+    outputs, inplace = a.get("outputs", []), a.get("inplace", [])
+    for name, va in ia.items():
+        vb = ib[name]
+        if _describe(va) != _describe(vb):
+            return f"input {name!r} differs from v0's: {_describe(vb)} vs {_describe(va)}"
+        if name in outputs and name not in inplace:
+            continue  # an output's initial values are poisoned by the check anyway
+        same = torch.equal(va, vb) if isinstance(va, torch.Tensor) else va == vb
+        if not same:
+            return f"input {name!r} holds other values than v0's"
     return None
 
 
