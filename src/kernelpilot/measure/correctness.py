@@ -127,9 +127,12 @@ def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[st
     return {n: results[n] for n in outputs}
 
 
-def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
+def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str],
+                      blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, torch.Tensor], str]:
     """Run the reference on float64 copies of the inputs (native copies if that fails): in the reference process
     that serves this worker (:mod:`kernelpilot.measure.refproc`: a process that never ran the kernel), else here.
+    ``blank``: pure outputs (observed written in full, never read): sent as zeros, so their leftover contents do not
+    defeat the reference process's content cache.
 
     Returns:
         (output name -> reference tensor, the precision used: ``"float64"`` or ``"native (...)"``).
@@ -140,6 +143,8 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     """
     from kernelpilot.measure.refproc import serving
 
+    if blank:
+        inputs = {k: (v.new_zeros(v.shape) if k in blank and _is_tensor(v) else v) for k, v in inputs.items()}
     server = serving(kf)
     if server is not None:
         return server.outputs(inputs, outputs)
@@ -332,7 +337,8 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
         return _fail(seed, shape, "inputs", problem), "", None
     first = {n: case.inputs[n].clone() for n in case.outputs}
     try:
-        refs, precision = reference_outputs(kf, pristine, case.outputs)
+        refs, precision = reference_outputs(kf, pristine, case.outputs,
+                                            [n for n in case.outputs if n not in case.inplace])
     except Exception as exc:
         return _fail(seed, shape, stage, f"reference raised {type(exc).__name__}: {exc}"), "", None
     problem = _reference_aliasing(refs, case)
@@ -370,14 +376,10 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     phase here added a launch and a float64 reference per evaluation and caught nothing the first phase missed.)
 
     The values are one more draw of :func:`kernelpilot.kernels.case.draw_values`, the function that gave every
-    timed launch its values: ``setup`` at an unpredictable seed, each floating tensor scaled by a factor never used
-    before, integer and bool tensors as ``setup`` drew them. So the re-check is indistinguishable from a timed
-    launch (a kernel that inspects values to tell "timed" from "checked" has nothing to go on: the old re-check
-    scaled by 1.03–1.08 where timing scaled by at most 1.024, and a kernel skipped its work below the threshold),
-    structure ``setup`` builds is kept (indices valid, masks, RoPE's halves), and with any floating input the
-    values are ones no launch saw and ``setup`` never returned, so a result cached by pointer or content, work
-    done in ``setup`` and stashed, or a kernel that stops working after some calls all fail here. The in-place
-    tensors' pristine copies take the new values (the run restores from them).
+    timed launch its values (``setup`` at an unpredictable seed, floating tensors scaled by a factor never used
+    before), so the re-check is indistinguishable from a timed launch, structure ``setup`` builds is kept, and a
+    result cached by pointer or content, work stashed in ``setup``, or a kernel that stops working after some
+    calls fail here. The in-place tensors' pristine copies take the new values (the run restores from them).
 
     Args:
         seed: unused, kept for callers: the values' ``setup`` seed is drawn unpredictably (a kernel that knew it

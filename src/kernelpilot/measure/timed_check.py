@@ -65,7 +65,8 @@ def check_timed(kf: KernelFile, refresher: Refresher, *, tags: dict[str, str] | 
     for launch, tag, draw, got in sorted(refresher.kept, key=lambda k: k[0]):
         where = f"timed launch {launch}" + (f" of {tags.get(tag, tag)}" if tags and tag else "")
         try:
-            refs, _ = reference_outputs(kf, draw.values(case), list(got))
+            refs, _ = reference_outputs(kf, draw.values(case), list(got),
+                                        [n for n in case.outputs if n not in case.inplace])
         except Exception as exc:  # noqa: BLE001 - recorded
             error = f"{where}: the reference raised {type(exc).__name__}: {exc} on {draw.text}"
             rows.append({"launch": launch, "tag": tag, "values": draw.text, "passed": False})
