@@ -2,6 +2,8 @@
 // scripts/fetch-sgemm-series.sh, not committed): C = A @ B, fp32, row-major, square 4096 by default.
 // kernelpilot: SHAPE = {"M": 4096, "N": 4096, "K": 4096}
 // kernelpilot: CHECK_SHAPES = [{"M": 2048, "N": 2048, "K": 2048}]
+// no bounds checks in this kernel: it is right at multiples of its block tile, a domain it declares
+// kernelpilot: SHAPE_RULES = {"M": 64, "N": 64, "K": 8}
 // kernelpilot: INPLACE = ["C"]
 // kernelpilot: FLOPS = "2 * M * N * K"
 // kernelpilot: BYTES_MOVED = "4 * (M * K + K * N + 2 * M * N)"

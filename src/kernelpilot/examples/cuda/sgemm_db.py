@@ -3,6 +3,7 @@ import torch
 
 SHAPE = {"M": 4096, "N": 4096, "K": 4096}
 CHECK_SHAPES = [{"M": 1024, "N": 512, "K": 256}]  # multiples of every tile below
+SHAPE_RULES = {"M": "BM", "N": "BN", "K": "BK"}   # no bounds checks: right at multiples of the config's tile only
 TUNABLES = {"BM": [64, 128], "BN": [64, 128], "BK": [8, 16, 32], "TM": [4, 8], "TN": [4, 8], "DOUBLE_BUFFER": [1, 0]}
 DEFAULT_CONFIG = {"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "DOUBLE_BUFFER": 1}
 # a block of 32 to 1024 threads (a config over the 48 KB of static shared memory fails to compile: pruned)
