@@ -371,11 +371,16 @@ def _write_one(src: Any, dst: Any, u: float, floating: bool) -> float | None:
     return f
 
 
-def poison_tensor(t: Any) -> None:
+def poison_tensor(t: Any, finite: bool = False) -> None:
     """Fill a tensor so unwritten elements show: NaN for floating dtypes (fp8 included: e4m3fn and e5m2 have NaN,
     the fnuz variants their single NaN, byte 0x80, as ``torch`` encodes them), NaN+NaN·i for complex, True for
     bool, the minimum for signed integers and the maximum for unsigned ones (their minimum, 0, is too common a
     result to show anything). ``float8_e8m0fnu`` (exponents only) gets its NaN, 0xFF.
+
+    ``finite``: floating tensors get a quarter of the dtype's largest finite value instead of NaN — for an output
+    the file declares in place that the reference never reads: a kernel that computes ``alpha·A·B + beta·C`` with
+    ``beta = 0`` (cuBLAS's convention, siboehm's SGEMM series) multiplies the old content away, which NaN would not
+    allow (0·NaN is NaN), while an element left unwritten still holds a value no reference result is near.
 
     Raises:
         whatever ``fill_`` or ``torch.iinfo`` raise for a dtype without addressable elements (the sub-byte
@@ -383,7 +388,9 @@ def poison_tensor(t: Any) -> None:
     """
     import torch
 
-    if t.dtype.is_floating_point or t.dtype.is_complex:
+    if finite and t.dtype.is_floating_point and t.dtype.itemsize > 1:
+        t.fill_(torch.finfo(t.dtype).max / 4)
+    elif t.dtype.is_floating_point or t.dtype.is_complex:
         t.fill_(float("nan"))
     elif t.dtype == torch.bool:
         t.fill_(True)

@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError
-from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, poison_tensor, run_kernel
+from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
+from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
 from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles, reference_results
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
@@ -249,7 +250,7 @@ def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str, poiso
     case.restore()
     for name in case.outputs:
         if name not in case.inplace and poison_outputs:
-            poison(case.inputs[name])
+            poison_tensor(case.inputs[name], finite=name in case.declared.get("inplace", ()))
     run_kernel(kf, case.inputs, config)
     if device.startswith("cuda"):
         import torch

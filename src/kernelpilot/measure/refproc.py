@@ -10,9 +10,11 @@ the worker's modules, patches or kernel code) that imports only the reference's 
 shapes, the re-check and the timed launches kept in secret all ask it (:func:`kernelpilot.measure.correctness.reference_outputs`
 looks it up with :func:`serving`).
 
-Tensors travel through :mod:`torch.multiprocessing`'s sharing (CUDA IPC handles on a GPU, shared memory on the
-CPU): the worker sends copies, the server upcasts them to float64 (native when that fails, as before), runs the
-reference, and answers with its results. Results are cached by content (a keyed fingerprint of every input — key
+Tensors travel through two staging buffers shared once with :mod:`torch.multiprocessing` (a CUDA IPC handle on a
+GPU, shared memory on the CPU): the worker copies the inputs into the first, the server upcasts them to float64
+(native when that fails, as before), runs the reference and copies its results into the second, which the worker
+copies out — one device-to-device copy each way per call and a message on a pipe (a CUDA IPC handle opened per
+tensor and call costs milliseconds: the first version of this module added ~16 ms to each reference call on an H100). Results are cached by content (a keyed fingerprint of every input — key
 drawn in the server, unknown to the worker — plus dtype and shape): the check's seeds, the same in every
 evaluation of a search, are computed once per worker. The cache holds at most :data:`CACHE_BYTES` of results.
 
@@ -73,16 +75,21 @@ class ReferenceProcess:
             me._config["daemon"] = was  # type: ignore[attr-defined]
         child.close()
         self.calls = self.hits = 0
+        self.stage_in: Any = None  # bytes on the device, mapped once by the server (inputs)
+        self.stage_out: Any = None  # the server's, mapped once here (results)
 
     def serves(self, kf: Any) -> bool:
         """True when this process serves ``kf``'s reference (the same file, unchanged)."""
         return str(Path(kf.reference_path).resolve()) == self.path and self.proc.is_alive()
 
     def outputs(self, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, Any], str]:
-        """The reference's results for ``outputs`` on ``inputs`` (name -> tensor or scalar; copied before sending).
+        """The reference's results for ``outputs`` on ``inputs`` (name -> tensor or scalar).
+
+        Tensors are copied (contiguous) into a staging buffer the server mapped once, and the results come back
+        through a second one (:class:`_Stage`): one device-to-device copy each way, no per-call IPC handles.
 
         Returns:
-            (output name -> float64 tensor (native dtype when float64 failed), the precision used).
+            (output name -> float64 tensor (native dtype when float64 failed), the worker's own copy; the precision).
 
         Raises:
             Exception: what the reference raised (re-raised here with its type name and message), or
@@ -90,22 +97,39 @@ class ReferenceProcess:
         """
         import torch
 
-        sent = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        layout = _layout({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        need = max((off + n for _, _, off, n in layout.values()), default=0)
+        if self.stage_in is None or self.stage_in.numel() < need:
+            self.stage_in = _alloc(need, self.device)
+            self._send(("stage_in", self.stage_in))
+        with torch.no_grad():
+            for name, t in tensors.items():
+                _, _, off, n = layout[name]
+                self.stage_in[off:off + n].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
         if self.device == "cuda":
             torch.cuda.synchronize()
-        try:
-            self.conn.send(("ref", sent, list(outputs)))
-            kind, payload = self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError) as exc:
-            raise ReferenceServerError(f"the reference process ended ({exc!r}); exit code {self.proc.exitcode}") \
-                from None
+        scalars = {k: v for k, v in inputs.items() if k not in tensors}
+        kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
+                                    scalars, list(outputs)))
         self.calls += 1
         if kind == "raised":
             name, _, message = payload.partition(": ")
             raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
-        refs, precision, hit = payload
+        out_layout, precision, hit, stage_out = payload
+        if stage_out is not None:
+            self.stage_out = stage_out
         self.hits += int(hit)
-        return {n: refs[n] for n in outputs}, precision
+        refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
+        return refs, precision
+
+    def _send(self, msg: tuple) -> Any:
+        try:
+            self.conn.send(msg)
+            return self.conn.recv() if msg[0] == "ref" else None
+        except (EOFError, OSError, BrokenPipeError) as exc:
+            raise ReferenceServerError(f"the reference process ended ({exc!r}); exit code {self.proc.exitcode}") \
+                from None
 
     def close(self) -> None:
         """Stop the process (it also stops when this one exits)."""
@@ -183,6 +207,8 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
     except BaseException as exc:  # noqa: BLE001 - answered to every request, then exit on stop/EOF
         reference, failure = None, f"{type(exc).__name__}: {exc}"
     cache = _Cache(device)
+    stage_in: Any = None
+    stage_out: Any = None
     while True:
         try:
             msg = conn.recv()
@@ -190,12 +216,73 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             return
         if msg[0] == "stop":
             return
+        if msg[0] == "stage_in":
+            stage_in = msg[1]
+            continue
         try:
             if reference is None:
                 raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
-            conn.send(("ok", cache.answer(reference, msg[1], msg[2])))
+            _, layout, scalars, outputs = msg
+            inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
+            refs, precision, hit = cache.answer(reference, inputs, outputs)
+            out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
+            need = max((off + n for _, _, off, n in out_layout.values()), default=0)
+            fresh = None
+            if stage_out is None or stage_out.numel() < need:
+                stage_out = fresh = _alloc(need, device)
+            for name, t in refs.items():
+                _, _, off, n = out_layout[name]
+                stage_out[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
+            if device == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+            conn.send(("ok", ({k: (str(d), sh, off, n) for k, (d, sh, off, n) in out_layout.items()}, precision,
+                              hit, fresh)))
         except BaseException as exc:  # noqa: BLE001 - the reference's own failure is the check's business
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
+
+
+#: Byte alignment of every tensor in a staging buffer (the largest any dtype or vector load needs).
+_ALIGN = 256
+
+
+def _uint8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def _layout(specs: dict[str, tuple[Any, tuple[int, ...]]]) -> dict[str, tuple[Any, tuple[int, ...], int, int]]:
+    """name -> (dtype, shape, byte offset, byte count) of tensors packed one after the other, each aligned."""
+    import math
+
+    out, off = {}, 0
+    for name, (dtype, shape) in specs.items():
+        n = math.prod(shape) * dtype.itemsize
+        out[name] = (dtype, shape, off, n)
+        off += -(-max(n, 1) // _ALIGN) * _ALIGN
+    return out
+
+
+def _view(stage: Any, dtype: Any, shape: tuple[int, ...], off: int, n: int) -> Any:
+    """The tensor at ``off`` in a staging buffer (``dtype`` may be given by name: ``"torch.float64"``)."""
+    import torch
+
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."))
+    return stage[off:off + n].view(dtype).view(shape)
+
+
+def _alloc(nbytes: int, device: str) -> Any:
+    """A staging buffer of at least ``nbytes`` (rounded up to a power of two, 1 MiB at least, so it grows rarely)."""
+    import torch
+
+    size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
+    buf = torch.empty(size, dtype=torch.uint8, device=device)
+    if device == "cpu":
+        buf.share_memory_()
+    return buf
 
 
 class _Cache:
