@@ -14,9 +14,9 @@ Tensors travel through two staging buffers shared once with :mod:`torch.multipro
 GPU, shared memory on the CPU): the worker copies the inputs into the first, the server upcasts them to float64
 (native when that fails, as before), runs the reference and copies its results into the second, which the worker
 copies out — one device-to-device copy each way per call and a message on a pipe (a CUDA IPC handle opened per
-tensor and call costs milliseconds: the first version of this module added ~16 ms to each reference call on an H100). Results are cached by content (a keyed fingerprint of every input — key
-drawn in the server, unknown to the worker — plus dtype and shape): the check's seeds, the same in every
-evaluation of a search, are computed once per worker. The cache holds at most :data:`CACHE_BYTES` of results.
+tensor and call costs milliseconds: the first version of this module added ~16 ms to each reference call on an H100). Results are cached by content (the exact bytes of the inputs, compared
+with a stored copy): the check's seeds, the same in every evaluation of a search, are computed once per worker.
+The cache holds at most :data:`CACHE_BYTES`.
 
 The server dies with its worker (``PR_SET_DEATHSIG`` on Linux; EOF on its pipe otherwise). Cost: one interpreter
 start per worker, overlapped with the worker's own start (it is spawned before the kernel file is imported), one
@@ -31,12 +31,13 @@ from typing import Any
 __all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "serving", "shutdown",
            "start_for"]
 
-#: Results kept by the server's content cache (bytes of float64 outputs), least recently used dropped first.
-CACHE_BYTES = 2 << 30
+#: Bytes the server's content cache keeps (each entry: its input bytes and its float64 results), least recently
+#: used dropped first: the check's three seeds of a 1 GiB problem fit.
+CACHE_BYTES = 8 << 30
+#: The same on the CPU (shared memory of a small machine).
+CACHE_BYTES_CPU = 1 << 30
 
 _CURRENT: ReferenceProcess | None = None
-#: 32-bit words fingerprinted at a time (two int64 temporaries of this many elements: 256 MiB).
-_CHUNK = 1 << 24
 
 
 class ReferenceServerError(RuntimeError):
@@ -107,6 +108,9 @@ class ReferenceProcess:
             for name, t in tensors.items():
                 _, _, off, n = layout[name]
                 self.stage_in[off:off + n].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
+                end = off + -(-max(n, 1) // _ALIGN) * _ALIGN
+                if end > off + n:  # the alignment gap: zeros, so equal inputs are equal bytes (the server's cache)
+                    self.stage_in[off + n:end].zero_()
         if self.device == "cuda":
             torch.cuda.synchronize()
         scalars = {k: v for k, v in inputs.items() if k not in tensors}
@@ -224,7 +228,8 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
                 raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
             _, layout, scalars, outputs = msg
             inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
-            refs, precision, hit = cache.answer(reference, inputs, outputs)
+            need = max((v[2] + v[3] for v in layout.values()), default=0)
+            refs, precision, hit = cache.answer(reference, inputs, outputs, layout, stage_in[:need])
             out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
             need = max((off + n for _, _, off, n in out_layout.values()), default=0)
             fresh = None
@@ -286,63 +291,41 @@ def _alloc(nbytes: int, device: str) -> Any:
 
 
 class _Cache:
-    """Reference results by a keyed content fingerprint of the inputs (server side)."""
+    """Reference results by the exact bytes of the inputs (server side).
+
+    Entries are grouped by the request's layout (names, dtypes, shapes, scalars, outputs); a lookup compares the
+    staged input bytes with each entry's copy of them (``torch.equal``: one pass over both, where a hash of the
+    contents took a dozen passes of int64 arithmetic) and answers the stored results on an exact match. A worker
+    cannot make two different input sets look equal. At most :data:`CACHE_BYTES` (inputs and results) are kept,
+    least recently used dropped first; an entry larger than that is not kept.
+    """
 
     def __init__(self, device: str) -> None:
-        import secrets
-
         self.device = device
-        self.key = secrets.randbits(61) | 1
-        self.entries: dict[Any, tuple[dict[str, Any], str, int]] = {}
+        self.entries: list[tuple[Any, Any, dict[str, Any], str, int]] = []  # (layout key, bytes, refs, prec, size)
         self.bytes = 0
 
-    def fingerprint(self, inputs: dict[str, Any], outputs: list[str]) -> Any:
-        """A key of the inputs' contents: per tensor, its dtype, shape and two sums of its 32-bit words weighted by
-        powers of a secret odd key modulo 2⁶¹ − 1 (computed on the tensor's device; a worker that does not know the
-        key cannot make two input sets collide); scalars as they are."""
-        import torch
-
-        parts: list[Any] = [tuple(outputs)]
-        for name in sorted(inputs):
-            v = inputs[name]
-            if not isinstance(v, torch.Tensor):
-                parts.append((name, repr(v)))
-                continue
-            raw = v.detach().contiguous().view(-1).view(torch.uint8)
-            pad = (-raw.numel()) % 4
-            if pad:
-                raw = torch.cat([raw, raw.new_zeros(pad)])
-            all_words = raw.view(torch.int32)
-            s1 = s2 = 0
-            for start in range(0, all_words.numel(), _CHUNK):  # bounded temporaries on a multi-GiB input
-                words = all_words[start:start + _CHUNK].to(torch.int64) & 0xFFFFFFFF
-                idx = torch.arange(start, start + words.numel(), device=words.device, dtype=torch.int64)
-                w = (idx * self.key + (self.key >> 7)) & ((1 << 31) - 1)
-                s1 += int((words * w).sum())
-                s2 += int((words ^ w).sum())
-            parts.append((name, str(v.dtype), tuple(v.shape), s1, s2))
-        return tuple(parts)
-
-    def answer(self, reference: Any, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, Any], str, bool]:
-        """(results, precision, cache hit) for one request; the results are the server's own tensors."""
+    def answer(self, reference: Any, inputs: dict[str, Any], outputs: list[str], layout: Any = None,
+               staged: Any = None) -> tuple[dict[str, Any], str, bool]:
+        """(results, precision, cache hit) for one request; ``staged``: the request's input bytes (one tensor),
+        ``layout``: its layout key. The results are the server's own tensors."""
         import torch
 
         from kernelpilot.measure.correctness import reference_outputs_local
 
-        key = self.fingerprint(inputs, outputs)
-        if key in self.entries:
-            refs, precision, size = self.entries.pop(key)
-            self.entries[key] = (refs, precision, size)  # most recently used last
-            return refs, precision, True
+        key = (repr(layout), repr(sorted((k, repr(v)) for k, v in inputs.items()
+                                         if not isinstance(v, torch.Tensor))), tuple(outputs))
+        for i, (k, raw, refs, precision, size) in enumerate(self.entries):
+            if k == key and staged is not None and raw.numel() == staged.numel() and torch.equal(raw, staged):
+                self.entries.append(self.entries.pop(i))  # most recently used last
+                return refs, precision, True
         refs, precision = reference_outputs_local(reference, inputs, outputs)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
         size = sum(t.numel() * t.element_size() for t in refs.values() if isinstance(t, torch.Tensor))
-        while self.entries and self.bytes + size > CACHE_BYTES:
-            _, (_, _, old) = next(iter(self.entries.items()))
-            self.entries.pop(next(iter(self.entries)))
-            self.bytes -= old
-        if size <= CACHE_BYTES:
-            self.entries[key] = (refs, precision, size)
-            self.bytes += size
+        size += staged.numel() if staged is not None else 0
+        if staged is None or size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):
+            return refs, precision, False
+        while self.entries and self.bytes + size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):
+            self.bytes -= self.entries.pop(0)[4]
+        self.entries.append((key, staged.clone(), refs, precision, size))
+        self.bytes += size
         return refs, precision, False
