@@ -19,6 +19,8 @@ from liger_kernel.ops.rope import _triton_rope
 # Llama-3-8B attention: 32 query heads, 8 KV heads (GQA), head dim 128; 4 sequences of 2048 tokens.
 SHAPE = {"B": 4, "S": 2048, "HQ": 32, "HK": 8, "D": 128, "dtype": "bfloat16"}
 CPU_SHAPE = {"B": 2, "S": 8, "HQ": 4, "HK": 2, "D": 16, "dtype": "bfloat16"}
+# RoPE rotates the two halves of each head: the head dimension is even (the reference itself needs it)
+SHAPE_RULES = {"D": 2}
 TUNABLES = {"num_warps": [4, 1, 2, 8, 16]}
 COMPUTE_UNIT = "fp32"
 
