@@ -133,7 +133,7 @@ def test_a_binary_swapped_after_its_check_is_refused_at_load_by_name(cache, kern
     src, inc = kernel
     built = _build(src, inc)
     lib = built.load()  # the honest bytes load on a machine without a GPU (libcuda is opened lazily)
-    assert hasattr(lib, "solve") and hasattr(lib, "kp_sync_calls")
+    assert hasattr(lib, "solve") and lib.kp_sync_calls() == 0
     data = bytearray(built.path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     built.path.write_bytes(bytes(data))
@@ -141,6 +141,18 @@ def test_a_binary_swapped_after_its_check_is_refused_at_load_by_name(cache, kern
         built.load()
     assert built.path.name in info.value.message and built.sha256 in info.value.message
     assert "nothing was loaded" in info.value.message and info.value.hint
+
+
+@needs_nvcc
+def test_each_verified_load_is_its_own_library(cache, tmp_path):
+    """Two builds loaded one after the other are two libraries (the loader must not answer the second with the
+    first: it knows objects by path, and in-memory files have reusable paths)."""
+    from kernelpilot.backends.cuda.build import build_shared
+
+    src = tmp_path / "w.cu"
+    src.write_text('extern "C" int which(void) { return WHICH; }\nextern "C" void solve(float* y) {}\n')
+    libs = [build_shared(src, {"WHICH": n}, "sm_90").load() for n in (1, 2, 3)]
+    assert [lib.which() for lib in libs] == [1, 2, 3]
 
 
 def test_nvcc_dependency_files_are_read_with_make_escapes(tmp_path):

@@ -51,6 +51,10 @@ __all__ = ["RECORD_FORMAT", "BuildCacheTampered", "check_cached", "hash_files", 
 RECORD_FORMAT = "kernelpilot-cuda-build/1"
 
 
+#: memfds of the libraries loaded by :func:`load_library` (kept open; see there).
+_LOADED_FDS: list[int] = []
+
+
 class BuildCacheTampered(UserWarning):
     """A cached binary's bytes do not hash to its build record: it was swapped or corrupted. It was not loaded; it
     was moved to the cache's ``quarantine/`` folder and the build ran again (the message names the file and both
@@ -189,8 +193,10 @@ def load_library(path: Path, sha256: str) -> Any:
     """``ctypes.CDLL`` of the binary at ``path``, loading exactly the bytes that hash to ``sha256``.
 
     The file is read once; its bytes are hashed and, when they match, written to an anonymous in-memory file
-    (``memfd``, Linux) that ``dlopen`` maps, so the bytes checked are the bytes run. Without ``memfd`` (not Linux)
-    the bytes go to a private temporary file instead.
+    (``memfd``, Linux) that ``dlopen`` maps, so the bytes checked are the bytes run. Its descriptor stays open
+    for the life of the process (a loaded library is never unloaded): the loader knows objects by path, and a
+    reused ``/proc/self/fd/N`` would be answered with the library loaded earlier under that name. Without ``memfd``
+    (not Linux, or refused) the bytes go to a private temporary file instead.
 
     Args:
         path: the cached binary. sha256: the hash its build record holds (:attr:`BuildResult.sha256`).
@@ -210,14 +216,18 @@ def load_library(path: Path, sha256: str) -> Any:
             f"the build cache was rewritten during the run; nothing was loaded",
             f"stop whatever writes to {Path(path).parent}, delete that folder, and run again")
     if hasattr(os, "memfd_create"):
-        fd = os.memfd_create(f"kp-{Path(path).name}", 0)
+        # The descriptor stays open for the process's life (a loaded library is never unloaded either): the loader
+        # knows objects by name, and a reused "/proc/self/fd/N" would be answered with the library loaded before.
         try:
+            fd = os.memfd_create(f"kp-{Path(path).name}", 0)
+        except OSError:
+            fd = -1  # memfd refused here (an old kernel, a sandbox): the private copy below
+        if fd >= 0:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
+            _LOADED_FDS.append(fd)
             return ctypes.CDLL(f"/proc/self/fd/{fd}")
-        finally:
-            os.close(fd)
     with tempfile.TemporaryDirectory(prefix="kp-so-") as tmp:
         copy = Path(tmp) / Path(path).name
         copy.write_bytes(data)
