@@ -121,8 +121,10 @@ def test_a_swapped_binary_is_never_loaded_it_is_named_quarantined_and_rebuilt(ca
     from kernelpilot.backends.cuda.buildrecord import sha256_bytes
 
     assert sha256_bytes(again.path.read_bytes()) == again.sha256 == _record(again)["binary_sha256"]
-    kept = list((cache / "quarantine").iterdir())
+    kept = [p for p in (cache / "quarantine").iterdir() if p.suffix != ".jsonl"]
     assert [p.read_bytes() for p in kept] == [forged]  # the evidence is kept, outside the cache's reach
+    finding = json.loads((cache / "quarantine" / "findings.jsonl").read_text())
+    assert finding["recorded_sha256"] == honest.sha256 and finding["kept"] == str(kept[0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _build(src, inc).hit  # the rebuilt entry is honest again

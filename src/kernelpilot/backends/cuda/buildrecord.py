@@ -16,7 +16,8 @@ faster build swapped in gave an 11x false speedup). So each build writes, beside
 Two checks against the recorded hash, with two answers (the choice, and why):
 
 - **At lookup** (:func:`check_cached`): a binary whose bytes do not hash to the record is a swapped or corrupt file.
-  It is never loaded. The file is moved to ``quarantine/`` (the evidence is kept, not deleted), a
+  It is never loaded. The file is moved to ``quarantine/`` (the evidence is kept, not deleted; one line per finding
+  goes to ``quarantine/findings.jsonl``), a
   :class:`BuildCacheTampered` warning names it with both hashes, the build runs again, and the new
   :class:`~kernelpilot.backends.cuda.build.BuildResult` carries the finding (``tampered``). Rebuilding rather than
   refusing: the swapped binary gains its author nothing (it never runs), an honest user whose cache was damaged
@@ -150,8 +151,8 @@ def check_cached(record_path: Path) -> tuple[Path | None, dict[str, Any], str]:
     run again.
 
     ``why`` says what was found: no record, a dependency changed (named), the binary missing, or a binary whose
-    bytes differ from the record. In that last case the binary is moved to ``<cache>/quarantine/`` and a
-    :class:`BuildCacheTampered` warning is issued (the module docstring says why this rebuilds rather than
+    bytes differ from the record. In that last case the binary is moved to ``<cache>/quarantine/``, the finding is
+    appended to ``quarantine/findings.jsonl`` and a :class:`BuildCacheTampered` warning is issued (the module docstring says why this rebuilds rather than
     refuses); ``why`` then starts with ``"tampered: "``.
 
     Args:
@@ -185,6 +186,15 @@ def check_cached(record_path: Path) -> tuple[Path | None, dict[str, Any], str]:
         kept = binary
     why = (f"tampered: {binary} has sha256 {got}, its build record says {want}; it was not loaded (kept as "
            f"{kept}) and the build ran again")
+    try:  # the finding outlives the process (a worker's warning may never reach a terminal)
+        import datetime
+
+        with open(quarantine / "findings.jsonl", "a") as log:
+            log.write(json.dumps({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                  "record": str(record_path), "binary": str(binary), "kept": str(kept),
+                                  "recorded_sha256": want, "found_sha256": got}) + "\n")
+    except OSError:
+        pass
     warnings.warn(BuildCacheTampered(why), stacklevel=3)
     return None, {}, why
 
