@@ -184,3 +184,23 @@ def test_a_record_that_lies_about_a_dependency_or_is_not_a_record_means_rebuild(
     assert check_cached(rec)[0] is None
     rec.write_text("{not json")
     assert check_cached(rec) == (None, {}, "no build record")
+
+
+@pytest.mark.gpu
+@needs_nvcc
+def test_gpu_the_verified_in_memory_library_runs_the_kernel_behind_the_include_path(cache, kernel):
+    """On a GPU: the library loaded from its verified bytes (memfd) launches, and an edit of the header behind -I
+    changes what runs (the stale binary is not served)."""
+    import ctypes
+
+    import torch
+
+    src, inc = kernel
+    x = torch.randn(1000, device="cuda")
+    for factor in (2.0, 3.0):
+        (inc / "scale.cuh").write_text(HEADER.replace("* 2.0f", f"* {factor}f"))
+        lib = _build(src, inc).load()
+        y = torch.zeros_like(x)
+        lib.solve(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(y.data_ptr()), ctypes.c_int(1000))
+        torch.cuda.synchronize()
+        assert torch.equal(y, x * factor)
