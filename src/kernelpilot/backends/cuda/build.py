@@ -254,7 +254,9 @@ def _compile(source: Path, defines: dict[str, Any], arch: str, extra_flags: list
         data = tmp_out.read_bytes()
         sha = sha256_bytes(data)
         out = root / f"{source.stem}-{target}-{key[:24]}-{sha[:16]}.{kind}"
-        os.replace(tmp_out, out)  # content-addressed: a concurrent build never replaces a file another one checked
+        staged = root / f".{out.name}.{os.getpid()}.tmp"
+        staged.write_bytes(data)  # the bytes hashed are the bytes cached, whatever file system /tmp is on
+        os.replace(staged, out)  # content-addressed: a concurrent build never replaces a file another one checked
     out.with_suffix(".log").write_text(log)
     write_record(record_path, {"key": key, "source": str(source), "arch": target, "flags": flags,
                                "nvcc_version": nvcc_version(nvcc), "binary": out.name, "binary_sha256": sha,
