@@ -15,6 +15,7 @@ import torch
 from conftest import EXAMPLES, ROOT
 from kernelpilot import api
 from kernelpilot.bundle import BundleError, export_bundle, load, verify_bundle
+from kernelpilot.bundle.reader import BundleCoverageError, BundleTampered, check_coverage, manifest_id
 from kernelpilot.bundle.export import min_driver_cuda, ptx_isa_cuda, resolve_source
 from kernelpilot.errors import ContractError, ToolMissingError
 
@@ -44,6 +45,17 @@ def _copy(src: Path, dst: Path) -> Path:
 
     shutil.copytree(src, dst)
     return dst
+
+
+def _edit(bundle: Path, change, reseal: bool = True) -> dict:
+    """Apply ``change(manifest dict)`` to ``bundle``'s manifest.json; ``reseal``: give it the id of its new content
+    (a consistent forgery, or a faulty exporter), so the defence behind the identity is what the test meets."""
+    m = json.loads((bundle / "manifest.json").read_text())
+    change(m)
+    if reseal:
+        m["bundle_id"] = manifest_id(m)
+    (bundle / "manifest.json").write_text(json.dumps(m, indent=2))
+    return m
 
 
 def test_export_writes_cubins_and_a_manifest_with_every_field(vadd: Path) -> None:
@@ -89,9 +101,7 @@ def test_one_flipped_byte_fails_verify_and_load_naming_the_file(vadd: Path, tmp_
 
 def test_a_bundle_for_another_arch_is_refused_naming_both(vadd: Path, tmp_path: Path) -> None:
     b = _copy(vadd, tmp_path / "b")
-    m = json.loads((b / "manifest.json").read_text())
-    m["arch"], m["compute_capability"] = "sm_80", [8, 0]
-    (b / "manifest.json").write_text(json.dumps(m))
+    _edit(b, lambda m: m.update(arch="sm_80", compute_capability=[8, 0]))
     with pytest.raises(BundleError) as info:
         load(b, device_arch="sm_90", driver_cuda="13.4")
     assert "sm_80" in info.value.message and "sm_90" in info.value.message
@@ -113,9 +123,7 @@ def test_a_driver_older_than_the_ptx_isa_is_refused_naming_both(vadd: Path) -> N
 
 def test_a_missing_kernel_or_file_is_refused(vadd: Path, tmp_path: Path) -> None:
     b = _copy(vadd, tmp_path / "b")
-    m = json.loads((b / "manifest.json").read_text())
-    m["entries"][0]["kernel_name"] = "_no_such_kernel"
-    (b / "manifest.json").write_text(json.dumps(m))
+    m = _edit(b, lambda m: m["entries"][0].update(kernel_name="_no_such_kernel"))
     with pytest.raises(BundleError, match="has no kernel _no_such_kernel"):
         load(b, **SM90)
     c = _copy(vadd, tmp_path / "c")
@@ -296,11 +304,101 @@ def test_the_launch_view_agrees_with_the_schema_and_refuses_a_broken_manifest(so
         assert light.inputs == {n: (v.model_dump() if hasattr(v, "model_dump") else v) for n, v in full.inputs.items()}
     assert k.manifest == m and k.kernel == m.kernel and k.run_kernel_params == m.run_kernel_params
     b = _copy(softmax, tmp_path / "b")
-    data = json.loads((b / "manifest.json").read_text())
-    del data["entries"][1]["grid"]
-    (b / "manifest.json").write_text(json.dumps(data))
+    _edit(b, lambda m: m["entries"][1].pop("grid"))
     with pytest.raises(BundleError, match="entry 1: breaks the manifest schema"):
         load(b, **SM90)
+
+
+# -- identity and coverage (issue 24: a bundle's manifest is covered by a hash; load refuses a grid that does not
+#    cover the declared output) ------------------------------------------------------------------------------------
+
+def _halve_grid(m: dict) -> None:
+    for e in m["entries"]:
+        e["grid"][0] //= 2
+
+
+def test_an_edited_manifest_is_refused_by_name_by_verify_and_load(vadd: Path, tmp_path: Path) -> None:
+    honest = json.loads((vadd / "manifest.json").read_text())
+    assert honest["bundle_id"] == manifest_id(honest) == verify_bundle(vadd).bundle_id
+    edits = {"grid": _halve_grid,  # the reported cheat: half the output unwritten
+             "scalar": lambda m: m["entries"][1]["args"][3].update(value=1 << 15),  # N halved: the same, by a scalar
+             "file hash": lambda m: m["files"][0].update(sha256="0" * 64),
+             "created": lambda m: m.update(created="2020-01-01T00:00:00+00:00")}  # any field, even a harmless one
+    for what, change in edits.items():
+        b = _copy(vadd, tmp_path / what.replace(" ", "_"))
+        _edit(b, change, reseal=False)
+        for call in (lambda: verify_bundle(b), lambda: load(b, **SM90)):
+            with pytest.raises(BundleTampered, match="edited after export") as info:
+                call()
+            assert "manifest.json" in info.value.message and honest["bundle_id"] in info.value.message, what
+    b = _copy(vadd, tmp_path / "no_id")
+    _edit(b, lambda m: m.pop("bundle_id"), reseal=False)
+    with pytest.raises(BundleError, match="no bundle_id"):
+        load(b, **SM90)
+
+
+def test_a_resealed_manifest_is_refused_when_its_id_is_pinned(vadd: Path, tmp_path: Path) -> None:
+    exported = json.loads((vadd / "manifest.json").read_text())["bundle_id"]
+    assert load(vadd, expect_id=exported, **SM90).kernel == "vector_add.py"
+    assert verify_bundle(vadd, expect_id=exported).ok
+    b = _copy(vadd, tmp_path / "b")
+    _edit(b, lambda m: m.update(created="2020-01-01T00:00:00+00:00"))  # consistent: hashes to its new id
+    assert load(b, **SM90)  # self-consistent, so only a pinned id can tell
+    for call in (lambda: verify_bundle(b, expect_id=exported), lambda: load(b, expect_id=exported, **SM90)):
+        with pytest.raises(BundleTampered, match="is not the expected") as info:
+            call()
+        assert exported in info.value.message
+
+
+def test_a_halved_grid_is_refused_by_load_even_when_resealed(vadd: Path, softmax: Path, tmp_path: Path) -> None:
+    for src, output, tile in ((vadd, "out", [128]), (softmax, "y", [2, 1024])):
+        b = _copy(src, tmp_path / src.name)
+        _edit(b, _halve_grid)
+        for call in (lambda: verify_bundle(b), lambda: load(b, **SM90)):
+            with pytest.raises(BundleCoverageError, match="never be written") as info:
+                call()
+            assert f"`{output}`" in info.value.message and "entry 0" in info.value.message
+        last = json.loads((src / "manifest.json").read_text())["entries"][-1]
+        assert {"input": output, "tile": tile} in last["coverage"]["outputs"]
+    b = _copy(vadd, tmp_path / "nocov")  # the rule itself removed: refused, not skipped
+    _edit(b, lambda m: m["entries"][0].pop("coverage"))
+    for call in (lambda: verify_bundle(b), lambda: load(b, **SM90)):
+        with pytest.raises(BundleError, match="no coverage record"):
+            call()
+    b = _copy(vadd, tmp_path / "y")  # a grid moved to another axis keeps its program count: it still covers
+    _edit(b, lambda m: [e.update(grid=[1, e["grid"][0], 1]) for e in m["entries"]])
+    assert load(b, **SM90)
+
+
+def test_honest_bundles_record_the_tile_each_program_writes_and_load(vadd: Path, softmax: Path) -> None:
+    for b in (vadd, softmax):
+        m = json.loads((b / "manifest.json").read_text())
+        for e in m["entries"]:
+            cov = e["coverage"]
+            assert cov["observed"] and not cov["unchecked"] and cov["why"] == ""
+            last = [g - 1 for g in e["grid"]]
+            assert cov["programs"] == [[0, 0, 0], last]  # the first and the last program ran, interpreted
+        assert verify_bundle(b).ok and load(b, **SM90).entries
+    # vector_add writes only `out` (x and y are read): the inputs are restored, the tile is BLOCK_SIZE
+    assert [c["outputs"] for c in (e["coverage"] for e in json.loads((vadd / "manifest.json").read_text())["entries"])] \
+        == [[{"input": "out", "tile": [128]}]] * 2
+    # softmax's first bucket: one row of 256 per program
+    first = json.loads((softmax / "manifest.json").read_text())["entries"][0]
+    assert first["coverage"]["outputs"] == [{"input": "y", "tile": [1, 256]}] and first["grid"] == [8, 1, 1]
+
+
+def test_the_coverage_rule_checks_what_it_established_and_nothing_else() -> None:
+    spec = {"out": {"shape": [1000], "stride": [1], "dtype": "float32"}}
+    ok = {"observed": True, "programs": [[0, 0, 0]], "outputs": [{"input": "out", "tile": [128]}], "unchecked": {}}
+    check_coverage("e", [8, 1, 1], 1, spec, ok)  # ceil(1000 / 128) = 8 programs
+    with pytest.raises(BundleCoverageError, match="covering it takes 8"):
+        check_coverage("e", [7, 1, 1], 1, spec, ok)
+    check_coverage("e", [4, 1, 1], 2, spec, ok)  # 4 clusters of 2 CTAs
+    check_coverage("e", [1, 1, 1], 1, spec, {**ok, "observed": False, "outputs": []})  # nothing established
+    with pytest.raises(BundleError, match="no coverage record"):
+        check_coverage("e", [8, 1, 1], 1, spec, None)
+    with pytest.raises(BundleError, match="does not fit"):
+        check_coverage("e", [8, 1, 1], 1, spec, {**ok, "outputs": [{"input": "out", "tile": [0]}]})
 
 
 @pytest.mark.gpu

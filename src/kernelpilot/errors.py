@@ -173,3 +173,9 @@ class RoleMismatch(DeclarationError):
     def to_dict(self) -> dict[str, str]:
         """``{"error", "message", "hint", "tensor", "claim", "observed"}``."""
         return {**super().to_dict(), "tensor": self.tensor, "claim": self.claim, "observed": self.observed}
+
+
+class BuildIntegrityError(KernelpilotError):
+    """A cached build is not what its build record says: the binary about to be loaded hashes to another sha256
+    than the one recorded when nvcc wrote it (:mod:`kernelpilot.backends.cuda.buildrecord`). Nothing was loaded;
+    the message names the file and both hashes."""

@@ -2,8 +2,9 @@
 (docs/bundles.md).
 
 - :func:`export_bundle` (``kernelpilot export``): compile the chosen config(s) for one arch, write the folder;
-- :func:`verify_bundle` (``kernelpilot bundle verify``, no GPU): schema, hashes, arch list;
-- :func:`load`: the kernel as a callable with ``run_kernel``'s signature, launched through the CUDA driver.
+- :func:`verify_bundle` (``kernelpilot bundle verify``, no GPU): identity, schema, hashes, arch list, grid coverage;
+- :func:`load`: the kernel as a callable with ``run_kernel``'s signature, launched through the CUDA driver (after
+  the same identity, hash and coverage checks).
 
 Importing this package imports the standard library only: :func:`load` and its module are light (no Triton, torch
 or pydantic), and the names of export and verify load their modules on first use.
@@ -15,9 +16,10 @@ import importlib
 from typing import Any
 
 from kernelpilot.bundle.load import BundleKernel, load
-from kernelpilot.bundle.reader import BundleError
+from kernelpilot.bundle.reader import BundleCoverageError, BundleError, BundleTampered
 
-__all__ = ["BundleError", "BundleKernel", "BundleManifest", "BundleVerify", "export_bundle", "load", "verify_bundle"]
+__all__ = ["BundleCoverageError", "BundleError", "BundleKernel", "BundleManifest", "BundleTampered", "BundleVerify",
+           "export_bundle", "load", "verify_bundle"]
 
 _WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "manifest"}
 

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelpilot.bundle.manifest import MANIFEST, BundleError, BundleFile, BundleManifest, file_sha256
+from kernelpilot.bundle.manifest import MANIFEST, BundleError, BundleFile, BundleManifest, file_sha256, manifest_id
 from kernelpilot.errors import ContractError, KernelpilotError, ToolMissingError
 
 __all__ = ["ptx_isa_cuda", "device_arch", "export_bundle", "min_driver_cuda", "resolve_source"]
@@ -153,7 +153,8 @@ def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], c
         timeout_s: seconds one entry may take in the worker (setup, run_kernel capture, compile).
 
     Returns:
-        The written :class:`BundleManifest`.
+        The written :class:`BundleManifest`; its ``bundle_id`` is the bundle's identity (record it to pin the
+        bundle: ``load(..., expect_id=...)``).
 
     Raises:
         ContractError: bad source, config or shape. ToolMissingError: ``auto`` without a GPU.
@@ -203,7 +204,9 @@ def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], c
         ptxas_version=results[0]["ptxas_version"], nvcc_version=_tool_version("nvcc"), torch_version=results[0]["torch_version"],
         min_driver_cuda=min_driver_cuda([e["ptx_version"] for e in entries]),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), entries=entries,
-        files=files)
+        files=files, bundle_id="0" * 64)
+    # The identity is computed over the JSON exactly as it will be read back (numbers as json parses them).
+    manifest = manifest.model_copy(update={"bundle_id": manifest_id(json.loads(manifest.model_dump_json()))})
     (out / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     return manifest
 

@@ -7,7 +7,9 @@ manifest says which binary serves a call (the inputs must equal one entry's decl
 to launch it (grid, 32 * num_warps threads, shared memory, cluster). Everything up to ``cuModuleLoadData`` runs
 without a GPU: :meth:`BundleKernel.select` and :meth:`BundleKernel.pack` are plain Python; only the module load
 and :func:`_launch` talk to the driver. ``kernelpilot bundle verify`` checks the manifest against its schema; a
-manifest that lacks a field the launch needs is refused here too.
+manifest that lacks a field the launch needs is refused here too. Before anything is parsed, the manifest must hash
+to its ``bundle_id`` (an edited manifest is refused by name), and every entry's grid must cover its outputs by the
+tile recorded at export (:func:`kernelpilot.bundle.reader.check_coverage`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelpilot.bundle.reader import MANIFEST, BundleError, read_files, read_manifest_data
+from kernelpilot.bundle.reader import MANIFEST, BundleError, check_coverage, read_files, read_manifest_data
 
 __all__ = ["BundleKernel", "LaunchArg", "LaunchEntry", "load"]
 
@@ -87,20 +89,21 @@ class LaunchEntry(_Plain):
     """What launching one entry needs, read from the manifest without pydantic (``BundleEntry`` is the schema).
 
     Attributes: as ``BundleEntry``: ``inputs`` maps a tensor input to ``{"shape", "stride", "dtype"}`` and a scalar
-    input to its value; ``grid`` is (x, y, z) programs; shared memory in bytes.
+    input to its value; ``grid`` is (x, y, z) programs; shared memory in bytes; ``coverage`` the tile each program
+    writes of each output (``EntryCoverage`` in the schema; None when absent, which :func:`load` refuses).
     """
 
     __slots__ = ("kernel_name", "cubin", "config", "shape", "inputs", "args", "grid", "num_warps",
-                 "shared_mem_bytes", "ptx_version", "num_ctas", "constexprs")
+                 "shared_mem_bytes", "ptx_version", "num_ctas", "constexprs", "coverage")
 
     def __init__(self, kernel_name: str, cubin: str, config: dict[str, Any], shape: dict[str, Any],
                  inputs: dict[str, Any], args: tuple[LaunchArg, ...], grid: tuple[int, int, int], num_warps: int,
                  shared_mem_bytes: int, ptx_version: str, num_ctas: int = 1,
-                 constexprs: Optional[dict[str, Any]] = None) -> None:
+                 constexprs: Optional[dict[str, Any]] = None, coverage: Optional[dict[str, Any]] = None) -> None:
         self.kernel_name, self.cubin, self.config, self.shape = kernel_name, cubin, config, shape
         self.inputs, self.args, self.grid, self.num_warps = inputs, args, grid, num_warps
         self.shared_mem_bytes, self.ptx_version, self.num_ctas = shared_mem_bytes, ptx_version, num_ctas
-        self.constexprs = constexprs or {}
+        self.constexprs, self.coverage = constexprs or {}, coverage
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any], where: str) -> "LaunchEntry":
@@ -114,7 +117,7 @@ class LaunchEntry(_Plain):
                        args=tuple(LaunchArg(**a) for a in data["args"]), grid=grid,  # type: ignore[arg-type]
                        num_warps=int(data["num_warps"]), shared_mem_bytes=int(data["shared_mem_bytes"]),
                        ptx_version=str(data["ptx_version"]), num_ctas=int(data.get("num_ctas", 1)),
-                       constexprs=dict(data.get("constexprs") or {}))
+                       constexprs=dict(data.get("constexprs") or {}), coverage=data.get("coverage"))
         except (KeyError, TypeError, ValueError) as exc:
             raise BundleError(f"{where}: breaks the manifest schema ({type(exc).__name__}: {exc})",
                               "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
@@ -280,25 +283,33 @@ def _launch(function: int, e: LaunchEntry, params: list[tuple[str, int | float]]
 
 
 def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_arch: Optional[str] = None,
-         driver_cuda: Optional[str] = None) -> BundleKernel:
-    """Load a bundle for this GPU: check every file's sha256, the fields the launch needs, the arch and the
-    driver's PTX ISA, and return a :class:`BundleKernel` (cubins are loaded into the driver on first call).
-    Imports no Triton and no pydantic, and compiles nothing.
+         driver_cuda: Optional[str] = None, expect_id: Optional[str] = None) -> BundleKernel:
+    """Load a bundle for this GPU: check the manifest's identity, every file's sha256, the fields the launch needs,
+    every entry's grid against the outputs it must cover, the arch and the driver's PTX ISA, and return a
+    :class:`BundleKernel` (cubins are loaded into the driver on first call). Imports no Triton and no pydantic,
+    and compiles nothing.
 
     Args:
         bundle: the bundle folder. config: keep only the entries with this config (subset match).
         device_arch: the device's arch (``sm_90``); None reads device 0 through the driver.
         driver_cuda: the driver's CUDA version (``12.8``); None reads it through the driver.
+        expect_id: the ``bundle_id`` to require (the one ``export``/``bundle verify`` printed); None checks only
+            that the manifest hashes to its own id.
 
     Raises:
-        BundleError: a missing field, a missing or tampered file (named, with both hashes), a cubin without the
-            entry's kernel symbol, another arch (both named), a PTX ISA newer than the driver reads (both versions
-            named), a config the bundle lacks.
+        BundleTampered: the manifest does not hash to its ``bundle_id`` (edited after export) or the id is not
+            ``expect_id``; a tampered file (named, with both hashes).
+        BundleCoverageError: an entry's grid launches fewer programs than its outputs need (named).
+        BundleError: a missing field, a missing file, a cubin without the entry's kernel symbol, another arch (both
+            named), a PTX ISA newer than the driver reads (both versions named), a config the bundle lacks.
         ToolMissingError: device facts are needed and there is no CUDA driver.
     """
     root = Path(bundle)
-    data = read_manifest_data(root)
+    data = read_manifest_data(root, expect_id)
     k = BundleKernel(root, data, config)  # every entry parsed (schema errors first), before any file is read
+    for i, e in enumerate(k.all_entries):
+        check_coverage(f"{root / MANIFEST} entry {i} ({e.cubin})", e.grid, e.num_ctas,
+                       {n: v for n, v in e.inputs.items() if isinstance(v, dict)}, e.coverage)
     try:
         files = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
         arch, cc, min_cuda = str(data["arch"]), tuple(data["compute_capability"]), str(data["min_driver_cuda"])

@@ -13,10 +13,12 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelpilot.bundle.reader import FORMAT, MANIFEST, BundleError, file_sha256, read_files, read_manifest_data
+from kernelpilot.bundle.reader import (FORMAT, MANIFEST, BundleError, check_coverage, file_sha256, manifest_id,
+                                       read_files, read_manifest_data)
 
-__all__ = ["ArgRule", "BundleEntry", "BundleError", "BundleFile", "BundleManifest", "BundleVerify", "FORMAT",
-           "TensorSpec", "file_sha256", "read_manifest", "read_verified", "verify_bundle", "verify_files"]
+__all__ = ["ArgRule", "BundleEntry", "BundleError", "BundleFile", "BundleManifest", "BundleVerify", "EntryCoverage",
+           "FORMAT", "OutputTile", "TensorSpec", "file_sha256", "manifest_id", "read_manifest", "read_verified",
+           "verify_bundle", "verify_files"]
 
 
 class BundleFile(BaseModel):
@@ -55,6 +57,33 @@ class ArgRule(BaseModel):
     divisibility: int = 1
 
 
+class OutputTile(BaseModel):
+    """The part of one output tensor a single program writes: ``tile[d]`` elements along dimension ``d`` (the
+    bounding box of its writes, observed at export)."""
+
+    input: str
+    tile: list[int]
+
+
+class EntryCoverage(BaseModel):
+    """How the entry's grid covers its outputs, observed at export by running programs of the launch under
+    Triton's interpreter on the CPU (:mod:`kernelpilot.bundle.worker`); ``load`` and ``verify`` refuse a grid of
+    fewer than ``prod_d ceil(shape_d / tile_d)`` programs (:func:`kernelpilot.bundle.reader.check_coverage`).
+
+    Attributes:
+        observed: the programs ran (False: the interpreter could not run them; ``why`` says why; nothing is checked).
+        programs: the (x, y, z) program ids that ran. outputs: the tile of each tensor they wrote.
+        unchecked: outputs whose programs write unequal parts (the rule would refuse the honest launch), with why.
+        why: the reason nothing was observed ("" when observed).
+    """
+
+    observed: bool
+    programs: list[list[int]] = Field(default_factory=list)
+    outputs: list[OutputTile] = Field(default_factory=list)
+    unchecked: dict[str, str] = Field(default_factory=dict)
+    why: str = ""
+
+
 class BundleEntry(BaseModel):
     """One binary: a config of the kernel compiled for one declared shape (a shape bucket) and the target arch.
 
@@ -69,6 +98,8 @@ class BundleEntry(BaseModel):
         n_regs / n_spills: registers per thread and spilled 4-byte words, read from the binary (cuobjdump).
         spills: the binary spills (``n_spills > 0``).
         ptx_version: the PTX ISA version the cubin was assembled from (``8.7``); ptx_target: its ``.target``.
+        coverage: the tile each program writes of each output (:class:`EntryCoverage`): the grid must cover them.
+            Every export writes it; ``verify`` and ``load`` refuse an entry without it.
     """
 
     kernel_name: str
@@ -88,6 +119,7 @@ class BundleEntry(BaseModel):
     spills: bool
     ptx_version: str
     ptx_target: str
+    coverage: Optional[EntryCoverage] = None
 
 
 class BundleManifest(BaseModel):
@@ -101,6 +133,9 @@ class BundleManifest(BaseModel):
         min_driver_cuda: the oldest CUDA driver version (``12.8``) whose PTX ISA covers every entry.
         grid_rule: how a call picks its entry (``exact-shape``: inputs equal to an entry's declared inputs).
         entries: the binaries. files: every file but the manifest, with its sha256.
+        bundle_id: the bundle's identity: sha256 of this manifest's canonical JSON without this field
+            (:func:`kernelpilot.bundle.reader.manifest_id`); it covers every field and, through ``files``, every
+            binary. ``load`` and ``verify`` recompute it and refuse a manifest that does not hash to it, or has none.
     """
 
     format: Literal["kernelpilot-bundle/1"] = FORMAT
@@ -119,13 +154,16 @@ class BundleManifest(BaseModel):
     created: str = ""
     entries: list[BundleEntry] = Field(min_length=1)
     files: list[BundleFile]
+    bundle_id: str = Field("", pattern=r"^([0-9a-f]{64})?$")
 
 
 class BundleVerify(BaseModel):
-    """``kernelpilot bundle verify``: the bundle passed (schema, hashes, arch list); what it holds."""
+    """``kernelpilot bundle verify``: the bundle passed (identity, schema, hashes, arch list, grid coverage); what it
+    holds. ``bundle_id``: its identity (record it to pin the bundle: ``load(..., expect_id=...)``)."""
 
     bundle: str
     ok: bool
+    bundle_id: str = ""
     kernel: str
     arch: str
     min_driver_cuda: str
@@ -134,14 +172,16 @@ class BundleVerify(BaseModel):
     entries: list[dict[str, Any]]
 
 
-def read_manifest(bundle: str | Path) -> BundleManifest:
-    """Read and validate ``BUNDLE/manifest.json`` (no hashes checked).
+def read_manifest(bundle: str | Path, expect_id: str | None = None) -> BundleManifest:
+    """Read and validate ``BUNDLE/manifest.json``: its identity (the content must hash to its ``bundle_id``, and to
+    ``expect_id`` when given) and its schema; the files' hashes are not checked here.
 
     Raises:
         BundleError: the folder or manifest is missing, not JSON, or breaks the schema (the field is named).
+        BundleTampered: the manifest does not hash to its ``bundle_id`` or to ``expect_id``.
     """
     path = Path(bundle) / MANIFEST
-    data = read_manifest_data(bundle)
+    data = read_manifest_data(bundle, expect_id)
     try:
         return BundleManifest.model_validate(data)
     except ValidationError as exc:
@@ -170,23 +210,31 @@ def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, byt
                       [(e.cubin, e.kernel_name) for e in manifest.entries])
 
 
-def verify_bundle(bundle: str | Path) -> BundleVerify:
-    """``kernelpilot bundle verify`` (no GPU): schema, every file's sha256, and one arch for every entry.
+def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVerify:
+    """``kernelpilot bundle verify`` (no GPU): the manifest's identity, its schema, every file's sha256, one arch
+    for every entry, and every entry's grid covering its outputs.
+
+    Args:
+        bundle: the folder. expect_id: the ``bundle_id`` the caller recorded (None: only self-consistency).
 
     Returns:
-        :class:`BundleVerify` (``ok`` True).
+        :class:`BundleVerify` (``ok`` True, ``bundle_id``).
 
     Raises:
         BundleError: as :func:`read_manifest` and :func:`verify_files`; an entry whose PTX target is not the
-            manifest's arch (``sm_90a`` serves ``sm_90``).
+            manifest's arch (``sm_90a`` serves ``sm_90``). BundleTampered: an edited manifest or file.
+        BundleCoverageError: an entry's grid does not cover an output.
     """
-    m = read_manifest(bundle)
+    m = read_manifest(bundle, expect_id)
     verify_files(bundle, m)
-    for e in m.entries:
+    for i, e in enumerate(m.entries):
         if e.ptx_target.rstrip("a") != m.arch:
             raise BundleError(f"{e.cubin}: built for {e.ptx_target}, the manifest's arch is {m.arch}",
                               "a bundle holds one arch; export the bundle again")
-    return BundleVerify(bundle=str(bundle), ok=True, kernel=m.kernel, arch=m.arch, min_driver_cuda=m.min_driver_cuda,
+        check_coverage(f"{Path(bundle) / MANIFEST} entry {i} ({e.cubin})", e.grid, e.num_ctas,
+                       {n: v.model_dump() for n, v in e.inputs.items() if isinstance(v, TensorSpec)},
+                       e.coverage.model_dump() if e.coverage is not None else None)
+    return BundleVerify(bundle=str(bundle), ok=True, bundle_id=m.bundle_id, kernel=m.kernel, arch=m.arch, min_driver_cuda=m.min_driver_cuda,
                         n_entries=len(m.entries), n_files=len(m.files),
                         entries=[{"cubin": e.cubin, "config": e.config, "shape": e.shape, "n_regs": e.n_regs,
                                   "n_spills": e.n_spills, "shared_mem_bytes": e.shared_mem_bytes} for e in m.entries])

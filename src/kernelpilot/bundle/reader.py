@@ -1,5 +1,6 @@
-"""Reading a bundle folder with the standard library only: the manifest as JSON and every listed file checked
-against its sha256. :mod:`kernelpilot.bundle.manifest` validates the same JSON against the schema (pydantic) for
+"""Reading a bundle folder with the standard library only: the manifest as JSON, checked against the bundle's
+identity (:func:`manifest_id`), every listed file checked against its sha256, and each entry's grid checked to cover
+its outputs (:func:`check_coverage`). :mod:`kernelpilot.bundle.manifest` validates the same JSON against the schema (pydantic) for
 ``export`` and ``verify``; :mod:`kernelpilot.bundle.load` uses this module alone, so that loading a bundle imports
 neither pydantic nor Triton (see :mod:`kernelpilot.bundle.driver` for the measured cost of those imports).
 """
@@ -13,7 +14,8 @@ from typing import Any, Iterable
 
 from kernelpilot.errors import KernelpilotError
 
-__all__ = ["BundleError", "FORMAT", "MANIFEST", "file_sha256", "read_files", "read_manifest_data"]
+__all__ = ["BundleCoverageError", "BundleError", "BundleTampered", "FORMAT", "MANIFEST", "check_coverage",
+           "file_sha256", "manifest_id", "read_files", "read_manifest_data"]
 
 #: The manifest format this code writes and reads.
 FORMAT = "kernelpilot-bundle/1"
@@ -26,16 +28,103 @@ class BundleError(KernelpilotError):
     names both sides (expected vs found)."""
 
 
+class BundleTampered(BundleError):
+    """A bundle is not what it was when exported: its manifest no longer hashes to its ``bundle_id`` (an edited
+    grid, scalar, config, file list...), the id differs from the one the caller pinned, or a file's sha256 differs
+    from the manifest's. The message names the file and both hashes."""
+
+
+class BundleCoverageError(BundleError):
+    """An entry's grid launches too few programs to write its output: ``grid`` x the tile one program writes
+    (recorded at export from running the kernel's programs) does not reach the output's extent, so part of the
+    output would never be written. The message names the entry, the output, the grid, the tile and the shape."""
+
+
+def manifest_id(data: dict[str, Any]) -> str:
+    """The bundle's identity: hex sha256 of the manifest's canonical JSON (keys sorted, no spaces, ASCII) without
+    its ``bundle_id`` field. The manifest lists every binary's sha256, so the id covers the binaries too.
+
+    Args:
+        data: the manifest as parsed JSON (a dict; JSON numbers as Python parses them).
+
+    Raises:
+        BundleError: a value JSON cannot hold (NaN, infinity).
+    """
+    body = {k: v for k, v in data.items() if k != "bundle_id"}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except ValueError as exc:
+        raise BundleError(f"the manifest holds a value JSON cannot write ({exc})", "export the bundle again") from exc
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def check_coverage(where: str, grid: Any, num_ctas: int, inputs: dict[str, Any], coverage: Any) -> None:
+    """Refuse a grid that does not cover its outputs.
+
+    The rule, recorded at export per entry (``coverage``, :mod:`kernelpilot.bundle.worker`): for each output tensor,
+    the ``tile`` one program writes, per dimension of the tensor (the bounding box of the elements written by each
+    program the exporter ran, the largest over them). The launch covers the output only if it has at least
+    ``prod_d ceil(shape_d / tile_d)`` programs; it has ``grid_x * grid_y * grid_z * num_ctas``. The shape is the
+    entry's declared input shape, which a call must match exactly (``select``), so it is the output the launch will
+    write. Outputs the exporter could not check (``unchecked``, with the reason) and entries it could not observe
+    (``observed`` false) pass: the rule never refuses what it could not establish for the honest launch.
+
+    Args:
+        where: names the entry in messages. grid: (x, y, z) programs. num_ctas: CTAs per program (cluster).
+        inputs: the entry's declared inputs (tensor name -> ``{"shape", "stride", "dtype"}``).
+        coverage: the entry's ``coverage`` record: ``{"observed": bool, "programs": [[x, y, z], ...],
+            "outputs": [{"input": name, "tile": [int per dim]}], "unchecked": {name: why}}``.
+
+    Raises:
+        BundleError: no coverage record, or one that breaks its schema. BundleCoverageError: too few programs.
+    """
+    if not isinstance(coverage, dict) or not isinstance(coverage.get("outputs"), list):
+        raise BundleError(f"{where}: no coverage record (the tile each program writes, recorded at export)",
+                          "export the bundle again with this kernelpilot")
+    if not coverage.get("observed"):
+        return
+    programs = int(grid[0]) * int(grid[1]) * int(grid[2]) * max(1, int(num_ctas))
+    for out in coverage["outputs"]:
+        try:
+            name, tile = str(out["input"]), [int(t) for t in out["tile"]]
+            shape = [int(d) for d in inputs[name]["shape"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleError(f"{where}: coverage record breaks the schema ({type(exc).__name__}: {exc})",
+                              "export the bundle again") from exc
+        if len(tile) != len(shape) or any(t < 1 for t in tile):
+            raise BundleError(f"{where}: coverage tile {tile} does not fit output `{name}` of shape {shape}",
+                              "export the bundle again")
+        needed = 1
+        for d, t in zip(shape, tile):
+            needed *= -(-d // t)
+        if programs < needed:
+            raise BundleCoverageError(
+                f"{where}: grid {list(grid)} launches {programs} programs, each writing at most a {tile} tile of "
+                f"output `{name}` {shape}; covering it takes {needed}: part of the output would never be written",
+                "the manifest's grid does not match the launch the kernel was exported with; export the bundle again")
+
+
 def file_sha256(path: Path) -> str:
     """Hex sha256 of a file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def read_manifest_data(bundle: str | Path) -> dict[str, Any]:
-    """``BUNDLE/manifest.json`` as a dict whose ``format`` is :data:`FORMAT` (the schema is not checked here).
+def read_manifest_data(bundle: str | Path, expect_id: str | None = None) -> dict[str, Any]:
+    """``BUNDLE/manifest.json`` as a dict whose ``format`` is :data:`FORMAT` and whose content hashes to its
+    ``bundle_id`` (the schema is not checked here).
+
+    The id is recomputed from the manifest (:func:`manifest_id`), never read as a claim: an edit of any field (a
+    halved grid, a scalar, a file's hash) changes it. A manifest rewritten together with a fresh id hashes
+    consistently; pinning the id (``expect_id``, e.g. the one ``export`` printed and a run recorded) refuses that
+    too.
+
+    Args:
+        bundle: the folder. expect_id: the id the caller trusts (hex sha256), or None.
 
     Raises:
-        BundleError: the folder or manifest is missing, not a JSON object, or of another format.
+        BundleError: the folder or manifest is missing, not a JSON object, of another format, or without a
+            ``bundle_id`` (exported before bundles had one). BundleTampered: the content does not hash to its
+            ``bundle_id``, or the id is not ``expect_id`` (both hashes named).
     """
     path = Path(bundle) / MANIFEST
     if not Path(bundle).is_dir():
@@ -51,6 +140,17 @@ def read_manifest_data(bundle: str | Path) -> dict[str, Any]:
     if data.get("format") != FORMAT:
         raise BundleError(f"{path}: format {data.get('format')!r}, this kernelpilot reads {FORMAT!r}",
                           "export the bundle with this kernelpilot")
+    recorded = data.get("bundle_id")
+    if not isinstance(recorded, str) or not recorded:
+        raise BundleError(f"{path}: no bundle_id (exported before bundles had an identity, or it was removed)",
+                          "export the bundle again")
+    got = manifest_id(data)
+    if got != recorded:
+        raise BundleTampered(f"{path}: edited after export: its content hashes to {got}, its bundle_id says "
+                             f"{recorded}", "do not edit manifest.json; export the bundle again")
+    if expect_id is not None and expect_id != got:
+        raise BundleTampered(f"{path}: bundle_id {got} is not the expected {expect_id} (another or a re-sealed "
+                             f"bundle)", "load the bundle whose id you recorded, or export it again")
     return data
 
 
@@ -76,7 +176,7 @@ def read_files(bundle: str | Path, files: Iterable[tuple[str, str]], cubins: Ite
         data[rel] = p.read_bytes()
         got = hashlib.sha256(data[rel]).hexdigest()
         if got != sha:
-            raise BundleError(f"{p}: sha256 {got} does not match the manifest's {sha} (tampered or corrupt)",
+            raise BundleTampered(f"{p}: sha256 {got} does not match the manifest's {sha} (tampered or corrupt)",
                               "do not edit bundle files; export the bundle again")
     for cubin, kernel_name in cubins:
         if cubin not in data:

@@ -4,7 +4,9 @@ Runs in a compile-mode :class:`~kernelpilot.search.isolated.IsolatedKernel` work
 :mod:`kernelpilot.bundle.export`). It reuses static inspection (:func:`kernelpilot.backends.triton.compile._inspect_task`:
 capture, bind, compile, registers and spills from the binary, resource checks), then captures the same launch again
 to map every runtime parameter of the compiled kernel to a ``run_kernel`` input (a tensor's pointer) or a value,
-and compiles once more through Triton's cache to read the binary and its metadata.
+and compiles once more through Triton's cache to read the binary and its metadata. Last, it runs the first and the
+last program of the captured launch under Triton's interpreter on the CPU inputs and records the tile each writes
+of each output (:func:`_observe_coverage`): ``load`` refuses a grid that could not cover the outputs with it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,115 @@ def _tensor_rule(value: Any, inputs: dict[str, Any]) -> tuple[str, int] | None:
             if t.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
                 return name, int(value.data_ptr() - t.data_ptr())
     return None
+
+
+def _written(before: Any, after: Any) -> Any:
+    """Bool mask of the elements of ``after`` that differ from ``before`` (NaN equal to NaN)."""
+    diff = before != after
+    if before.is_floating_point() or before.is_complex():
+        diff &= ~(before.isnan() & after.isnan())
+    return diff
+
+
+def _sentinel(t: Any) -> Any:
+    """A constant an honest write almost never produces, of ``t``'s dtype (floats 1234.5, integers 0x5A, True)."""
+    import torch
+
+    if t.dtype == torch.bool:
+        return True
+    return 1234.5 if t.is_floating_point() or t.is_complex() else 0x5A
+
+
+def _run_program(fn: Any, args: tuple, kwargs: dict[str, Any], grid: list[int], program: tuple[int, int, int]) -> None:
+    """Run one program of the launch under Triton's interpreter: ``tl.program_id`` gives ``program`` and
+    ``tl.num_programs`` the real ``grid`` (the interpreter's executor is asked for a 1x1x1 grid; its builder is told
+    the real dimensions and index). ``@triton.jit`` helpers the kernel calls run interpreted too, each undoing its
+    patch of ``triton.language`` on return, so the process compiles normally afterwards. Raises what the
+    interpreter raises."""
+    from triton.runtime import interpreter as interp
+    from triton.runtime.jit import JITFunction
+
+    def nested(self: Any, *a: Any, **k: Any) -> Any:
+        scope = interp._patch_lang(self.fn)
+        try:
+            return interp.InterpretedFunction(self.fn).rewrite()(*a, **k)
+        finally:
+            scope.restore()
+
+    builder = interp.interpreter_builder
+    cls = type(builder)
+    builder.set_grid_dim = lambda *_: cls.set_grid_dim(builder, *grid)  # type: ignore[method-assign]
+    builder.set_grid_idx = lambda *_: cls.set_grid_idx(builder, *program)  # type: ignore[method-assign]
+    call = JITFunction.__call__
+    JITFunction.__call__ = nested  # type: ignore[method-assign]
+    try:
+        interp.InterpretedFunction(fn.fn)[(1, 1, 1)](*args, **kwargs)
+    finally:
+        JITFunction.__call__ = call  # type: ignore[method-assign]
+        del builder.set_grid_dim, builder.set_grid_idx
+
+
+def _observe_coverage(rec: dict[str, Any], grid: list[int], num_ctas: int, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The entry's ``coverage`` record (``EntryCoverage`` in the manifest schema), observed, not declared.
+
+    The first and the last program of the launch run under Triton's interpreter on the worker's CPU inputs. A
+    tensor input that a program changed is an output of that program; its written elements are those that changed
+    on the inputs as built (pass 1) or, with the output refilled by a sentinel, that no longer hold it (pass 2: a
+    write of an unchanged value shows there). Each program's tile is the bounding box of its writes per dimension;
+    the recorded tile is the largest over the programs. An output whose recorded tile would not let the honest grid
+    cover it (programs writing unequal parts) is listed ``unchecked`` with the reason, so the rule never refuses the
+    launch it was observed on. Every input is restored after each pass. Raises nothing: a kernel the interpreter
+    cannot run gets ``observed: False`` and the reason.
+    """
+    import torch
+
+    tensors = {n: t for n, t in inputs.items() if isinstance(t, torch.Tensor)}
+    programs = sorted({(0, 0, 0), (grid[0] - 1, grid[1] - 1, grid[2] - 1)}) if min(grid) > 0 else []
+    saved = {n: t.detach().clone() for n, t in tensors.items()}
+    tiles: dict[str, list[int]] = {}
+    try:
+        for program in programs:
+            masks: dict[str, Any] = {}
+            _run_program(rec["fn"], rec["args"], rec["kwargs"], grid, program)
+            for n, t in tensors.items():
+                if not torch.equal(saved[n], t):
+                    m = _written(saved[n], t)
+                    if bool(m.any()):
+                        masks[n] = m
+                    t.copy_(saved[n])
+            for n in masks:
+                tensors[n].fill_(_sentinel(tensors[n]))
+            if masks:
+                _run_program(rec["fn"], rec["args"], rec["kwargs"], grid, program)
+            for n, m in masks.items():
+                t = tensors[n]
+                m |= t != _sentinel(t)
+                t.copy_(saved[n])
+            for n, t in tensors.items():
+                if n not in masks and not torch.equal(saved[n], t):
+                    t.copy_(saved[n])  # written in pass 2 only: restored all the same
+            for n, m in masks.items():
+                idx = m.nonzero()
+                box = [int(idx[:, d].max() - idx[:, d].min()) + 1 for d in range(idx.shape[1])] if m.dim() else []
+                tiles[n] = [max(a, b) for a, b in zip(tiles[n], box)] if n in tiles else box
+    except Exception as exc:  # noqa: BLE001 - any interpreter failure: nothing observed, and said why
+        for n, t in tensors.items():
+            t.copy_(saved[n])
+        return {"observed": False, "programs": [], "outputs": [], "unchecked": {},
+                "why": f"the interpreter could not run the launch's programs ({type(exc).__name__}: {exc})"[:500]}
+    total = grid[0] * grid[1] * grid[2] * max(1, num_ctas)
+    outputs, unchecked = [], {}
+    for n, tile in tiles.items():
+        needed = 1
+        for d, t in zip(tensors[n].shape, tile):
+            needed *= -(-int(d) // t)
+        if needed <= total:
+            outputs.append({"input": n, "tile": tile})
+        else:
+            unchecked[n] = (f"a program writes up to a {tile} tile of {list(tensors[n].shape)}; {total} programs of "
+                            f"it would not cover the tensor, so its programs write unequal parts")
+    return {"observed": True, "programs": [list(p) for p in programs], "outputs": outputs, "unchecked": unchecked,
+            "why": ""}
 
 
 def _bundle_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> dict[str, Any]:
@@ -116,7 +227,8 @@ def _bundle_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> 
              "num_ctas": int(getattr(md, "num_ctas", 1) or 1), "shared_mem_bytes": int(md.shared),
              "n_regs": int(report["registers_per_thread"]), "n_spills": int(report["n_spills"]),
              "spills": int(report["n_spills"]) > 0, "ptx_version": version.group(1) if version else "",
-             "ptx_target": tgt.group(1) if tgt else ""}
+             "ptx_target": tgt.group(1) if tgt else "",
+             "coverage": _observe_coverage(rec, grid, int(getattr(md, "num_ctas", 1) or 1), case.inputs)}
     try:
         from triton.backends.nvidia.compiler import get_ptxas
 

@@ -164,7 +164,7 @@ class CudaBackend:
         if key not in libs:
             built = build_shared(kf.path, config, extra_flags=kf.extras.get("nvcc_flags"),
                                  include_dirs=kf.extras.get("include_dirs"))
-            lib = ctypes.CDLL(str(built.path))
+            lib = built.load()  # exactly the bytes its build record hashed (BuildIntegrityError otherwise)
             try:
                 solve = lib.solve
             except AttributeError:

@@ -9,9 +9,12 @@ cached by content.
   reads registers, shared memory and SASS from the same ``.so`` (``cuobjdump`` reads the fatbin in it), so what is
   inspected is exactly what runs, and ``inspect`` on a CPU machine warms the cache a GPU run uses.
 - **Cache**: ``$KERNELPILOT_CACHE_DIR/cuda`` (else ``~/.cache/kernelpilot/cuda``, beside the SASS cache of
-  :func:`kernelpilot.profile.binary.sass_cache_dir`), one file per key = SHA-256 of the source, every local header it
-  includes, the flags, the defines, the arch and ``nvcc --version``. A ``.so`` lying beside the kernel file is never
-  loaded: only a file in the cache under its key.
+  :func:`kernelpilot.profile.binary.sass_cache_dir`), one build record per key = SHA-256 of the source, every local
+  header it includes, the flags, the defines, the arch and ``nvcc --version``. The record
+  (:mod:`kernelpilot.backends.cuda.buildrecord`) lists every file nvcc read (its own ``-MD`` dependency list: headers
+  behind ``-I``, ``#include <...>`` and the toolkit's included) with their sha256, and the binary's sha256: a lookup
+  re-hashes all of them, any change rebuilds, and a binary that does not hash to its record is never loaded. A
+  ``.so`` lying beside the kernel file is never loaded: only a file in the cache that its record vouches for.
 - **cudaDeviceSynchronize**: the library is linked with ``-Xlinker --wrap=cudaDeviceSynchronize`` and a shim
   (:data:`SYNC_SHIM`) that, by default, skips the host wait inside ``solve`` and only counts it; see docs/cuda.md,
   "Synchronization", for why the timing stays honest (``KERNELPILOT_CUDA_SYNC=keep`` keeps the real wait).
@@ -137,12 +140,36 @@ def define_flags(defines: dict[str, Any]) -> list[str]:
 
 
 class BuildResult:
-    """One build: ``path`` (the cached ``.so``), ``key`` (its hash), ``hit`` (found in the cache),
-    ``seconds`` (compile time; 0 on a hit), ``arch`` (the ``-arch`` used) and ``log`` (nvcc's output, e.g.
-    ``ptxas -v``)."""
+    """One build.
 
-    def __init__(self, path: Path, key: str, hit: bool, seconds: float, arch: str, log: str) -> None:
+    Attributes:
+        path: the cached ``.so`` (content-addressed: its name holds the first 16 digits of ``sha256``).
+        key: the request's hash (source, local headers, flags, arch, nvcc version). hit: found in the cache.
+        seconds: compile time (0 on a hit). arch: the ``-arch`` used. log: nvcc's output (``ptxas -v``).
+        sha256: the binary's sha256 as its build record holds it (what :func:`load_library` checks before loading).
+        deps: every file nvcc read for it (its ``-MD`` list), absolute paths.
+        reason: why the cache was not used ("" on a hit): no record, a dependency changed (named), a missing
+            binary, or ``tampered: ...``.
+        tampered: the finding when the cached binary did not hash to its record (it was quarantined, not
+            loaded, and rebuilt; see :mod:`kernelpilot.backends.cuda.buildrecord`), else "".
+    """
+
+    def __init__(self, path: Path, key: str, hit: bool, seconds: float, arch: str, log: str, *, sha256: str = "",
+                 deps: list[str] | None = None, reason: str = "") -> None:
         self.path, self.key, self.hit, self.seconds, self.arch, self.log = path, key, hit, seconds, arch, log
+        self.sha256, self.deps, self.reason = sha256, list(deps or []), reason
+        self.tampered = reason if reason.startswith("tampered: ") else ""
+
+    def load(self) -> Any:
+        """``ctypes.CDLL`` of exactly the bytes that hash to :attr:`sha256`
+        (:func:`kernelpilot.backends.cuda.buildrecord.load_library`).
+
+        Raises:
+            BuildIntegrityError: the file changed since its build record was checked. OSError: not loadable here.
+        """
+        from kernelpilot.backends.cuda.buildrecord import load_library
+
+        return load_library(self.path, self.sha256)
 
 
 def _key(kind: str, source: Path, flags: list[str], arch: str, nvcc: str, includes: list[Path]) -> str:
@@ -165,10 +192,25 @@ def _errors(text: str, source: Path) -> str:
     return "\n".join((picked or lines[-12:])[:40]).replace(str(source.parent) + "/", "")
 
 
+def _nvcc(cmd: list[str], source: Path, defines: dict[str, Any], target: str, cwd: Path) -> str:
+    """Run one nvcc step; its output. Raises CompileError with nvcc's error lines on failure or a 600 s timeout."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=cwd)
+    except subprocess.TimeoutExpired as exc:
+        raise CompileError(f"{source}: nvcc did not finish within 600 s", "simplify the kernel") from exc
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise CompileError(f"{source.name}: nvcc failed (exit {proc.returncode}) with "
+                           f"{' '.join(define_flags(defines)) or 'no defines'} for {target}:\n" + _errors(log, source),
+                           "fix the error above (file:line as nvcc gives it); the command was: " + " ".join(cmd))
+    return log
+
+
 def _compile(source: Path, defines: dict[str, Any], arch: str, extra_flags: list[str] | None,
              include_dirs: list[Path] | None) -> BuildResult:
     import time
 
+    from kernelpilot.backends.cuda.buildrecord import check_cached, hash_files, parse_depfile, sha256_bytes, write_record
     from kernelpilot.backends.cuda.signature import local_includes
 
     nvcc = find_nvcc()
@@ -177,36 +219,49 @@ def _compile(source: Path, defines: dict[str, Any], arch: str, extra_flags: list
     flags = [*BASE_FLAGS, *(extra_flags or []), *define_flags(defines), *(f"-I{p}" for p in incs)]
     kind = "so"
     key = _key(kind, source, [*flags, f"-arch={target}"], target, nvcc, local_includes(source, incs))
-    out = cache_root() / f"{source.stem}-{target}-{key[:24]}.{kind}"
-    if out.is_file():
+    root = cache_root()
+    record_path = root / f"{source.stem}-{target}-{key[:24]}.build.json"
+    found, record, reason = check_cached(record_path) if record_path.is_file() else (None, {}, "not built yet")
+    if found is not None:
         try:
-            log = out.with_suffix(".log").read_text()
+            log = found.with_suffix(".log").read_text()
         except OSError:
             log = ""
-        return BuildResult(out, key, True, 0.0, target, log)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kp-nvcc-") as tmp:
-        tmp_out = Path(tmp) / out.name
-        shim = Path(tmp) / "kp_sync_shim.cu"
+        return BuildResult(found, key, True, 0.0, target, log, sha256=record["binary_sha256"],
+                           deps=[str(d[0]) for d in record["deps"]])
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kp-nvcc-") as tmp_name:
+        tmp = Path(tmp_name)
+        shim = tmp / "kp_sync_shim.cu"
         shim.write_text(SYNC_SHIM)
-        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", f"-arch={target}", *flags, "-Xptxas", "-v", "-o",
-               str(tmp_out), str(source), str(shim), "-Xlinker", "--wrap=cudaDeviceSynchronize"]
+        common = [nvcc, "-Xcompiler", "-fPIC", f"-arch={target}", *flags]
         t0 = time.perf_counter()
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=source.parent)
-        except subprocess.TimeoutExpired as exc:
-            raise CompileError(f"{source}: nvcc did not finish within 600 s", "simplify the kernel") from exc
-        log = proc.stdout + proc.stderr
-        if proc.returncode != 0 or not tmp_out.is_file():
-            raise CompileError(f"{source.name}: nvcc failed (exit {proc.returncode}) with "
-                               f"{' '.join(define_flags(defines)) or 'no defines'} for {target}:\n"
-                               + _errors(log, source),
-                               "fix the error above (file:line as nvcc gives it); the command was: "
-                               + " ".join(cmd[:1] + cmd[1:]))
+        # Three steps, so that nvcc's dependency list (-MD -MF) is written by the very compile that makes the object:
+        # with two sources in one command nvcc keeps only the last file's list.
+        log = _nvcc([*common, "-c", "-Xptxas", "-v", "-MD", "-MF", str(tmp / "kernel.d"), "-o", str(tmp / "kernel.o"),
+                     str(source)], source, defines, target, source.parent)
+        log += _nvcc([*common, "-c", "-MD", "-MF", str(tmp / "shim.d"), "-o", str(tmp / "shim.o"), str(shim)],
+                     source, defines, target, tmp)
+        tmp_out = tmp / "out.so"
+        log += _nvcc([*common, "-shared", "-o", str(tmp_out), str(tmp / "kernel.o"), str(tmp / "shim.o"),
+                      "-Xlinker", "--wrap=cudaDeviceSynchronize"], source, defines, target, tmp)
+        if not tmp_out.is_file():
+            raise CompileError(f"{source.name}: nvcc wrote no library for {target}", "check the nvcc install")
         seconds = time.perf_counter() - t0
-        os.replace(tmp_out, out)  # atomic: a concurrent build of the same key writes the same bytes
+        read = parse_depfile((tmp / "kernel.d").read_text(), source.parent)
+        read += [p for p in parse_depfile((tmp / "shim.d").read_text(), tmp) if p not in read and tmp not in p.parents]
+        deps = hash_files(read)  # hashed now: a file nvcc read must still hash so at lookup, or the build runs again
+        data = tmp_out.read_bytes()
+        sha = sha256_bytes(data)
+        out = root / f"{source.stem}-{target}-{key[:24]}-{sha[:16]}.{kind}"
+        staged = root / f".{out.name}.{os.getpid()}.tmp"
+        staged.write_bytes(data)  # the bytes hashed are the bytes cached, whatever file system /tmp is on
+        os.replace(staged, out)  # content-addressed: a concurrent build never replaces a file another one checked
     out.with_suffix(".log").write_text(log)
-    return BuildResult(out, key, False, seconds, target, log)
+    write_record(record_path, {"key": key, "source": str(source), "arch": target, "flags": flags,
+                               "nvcc_version": nvcc_version(nvcc), "binary": out.name, "binary_sha256": sha,
+                               "binary_bytes": len(data), "deps": deps})
+    return BuildResult(out, key, False, seconds, target, log, sha256=sha, deps=[d[0] for d in deps], reason=reason)
 
 
 def build_shared(source: str | Path, defines: dict[str, Any] | None = None, arch: str | None = None, *,

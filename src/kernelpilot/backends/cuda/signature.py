@@ -259,16 +259,18 @@ def global_kernels(source: str) -> list[str]:
 
 
 def local_includes(path: Path, include_dirs: list[Path] | None = None, _seen: set[Path] | None = None) -> list[Path]:
-    """Every file ``path`` includes with ``#include "..."`` that exists beside it (or in ``include_dirs``),
-    recursively, each once (system includes ``<...>`` are not followed): their contents go into the build hash."""
+    """Every file ``path`` includes with ``#include "..."`` that exists beside it (or in ``include_dirs``), and every
+    ``#include <...>`` found in ``include_dirs`` (the kernel's own ``-I`` folders; the compiler's system folders are
+    not searched), recursively, each once: their contents go into the build key and the source hash. (The build
+    cache does not rely on this reading: it re-hashes nvcc's own dependency list, docs/cuda.md.)"""
     seen = _seen if _seen is not None else set()
     out: list[Path] = []
     try:
         text = strip_comments(path.read_text(errors="replace"))
     except OSError:
         return out
-    for inc in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, flags=re.M):
-        for folder in [path.parent, *(include_dirs or [])]:
+    for quote, inc in re.findall(r'^\s*#\s*include\s*(["<])([^">]+)[">]', text, flags=re.M):
+        for folder in [path.parent, *(include_dirs or [])] if quote == '"' else list(include_dirs or []):
             cand = (folder / inc).resolve()
             if cand.is_file():
                 if cand not in seen:
