@@ -230,7 +230,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         from kernelpilot.search.cache import CacheContext, EvaluationCache
 
                         cache = EvaluationCache(
-                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root)
+                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root,
+                            roofline=roof)  # a cached answer is held to the floor a live one is
                 evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
                                           "tune: light card of the incumbent",
                                           arch="sm_90" if ctx.device != "cuda" else None)

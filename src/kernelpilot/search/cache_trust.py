@@ -22,8 +22,8 @@ A cache line is a claim until checked. Three checks, cheapest first:
 A live search answers only ``signed`` lines that pass both other checks; a replay also answers ``foreign`` and
 ``unsigned`` ones that pass them (and says so: "consistency-checked only"); ``forged`` and inconsistent lines are
 refused by name everywhere. Whatever is answered is a measurement only: the verdicts the original run recorded
-(accepted, decision, racing, version numbers, speedups) are taken off (:func:`measurement_only`) and decided again
-by the run that reads them.
+(accepted, decision, "raced out", version numbers, speedups) are taken off (:func:`measurement_only`) and decided
+again by the run that reads them.
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from kernelpilot.hardware.roofline import Roofline
     from kernelpilot.records.evaluation import Evaluation
 
-__all__ = ["FOREIGN", "FORGED", "SECRET_ENV", "SIGNED", "UNSIGNED", "CacheEntryRefused", "CacheLineRefused",
-           "LineTrust", "RefusedLine", "cache_secret", "check_line", "consistency_problem", "floor_problem",
-           "line_mac", "measurement_only", "secret_dir", "signer_id", "trust_note"]
+__all__ = ["FOREIGN", "FORGED", "SECRET_ENV", "SHORT_TIMING", "SIGNED", "UNSIGNED", "CacheEntryRefused",
+           "CacheLineRefused", "LineTrust", "RefusedLine", "cache_secret", "check_line", "consistency_problem",
+           "floor_problem", "line_mac", "measurement_only", "secret_dir", "signer_id", "trust_note"]
 
 #: Environment variable naming the folder of the per-user secret (tests point it at a temporary folder).
 SECRET_ENV = "KERNELPILOT_SECRET_DIR"
@@ -259,11 +259,20 @@ def floor_problem(ev: Evaluation, roofline: Roofline | None) -> str | None:
     return None if why is None else f"under the speed-of-light floor: {why}"
 
 
+#: Start of the note a stored "raced out" line carries when it is read back (it is not a verdict for the reader).
+SHORT_TIMING = "short timing"
+
+
 def measurement_only(ev: Evaluation) -> Evaluation:
     """A copy of ``ev`` without the verdicts the run that measured it recorded (:data:`VERDICT_FIELDS`: accepted,
     decision and its numbers, version numbers, speedups, percent of roofline, commit): the reader decides again on
-    the samples. Raises nothing."""
-    return ev.model_copy(update=dict(VERDICT_FIELDS), deep=True)
+    the samples. A stored "raced out" (clearly slower than *that* run's incumbent) becomes a note that the timing is
+    short (``short timing: N samples ...``), so the reader's own rules judge it. Raises nothing."""
+    update = dict(VERDICT_FIELDS)
+    if ev.raced_out:
+        update["message"] = (f"{SHORT_TIMING}: {len(ev.samples_ns)} samples (the measuring run stopped timing early "
+                             "against its own incumbent; the reader decides on these samples)")
+    return ev.model_copy(update=update, deep=True)
 
 
 def trust_note(states: list[str]) -> str:

@@ -38,10 +38,6 @@ from kernelpilot.search.model import Evaluation, config_key
 
 __all__ = ["ReplayRunner"]
 
-#: Start of the note a stored "raced out" line carries in a replay instead (it is not a verdict here).
-SHORT_TIMING = "short timing"
-
-
 def _read_checked(path: Path) -> tuple[CacheContext | None, list[Evaluation], str]:
     """(context, last evaluation of each config, trust note) of the cache file ``path``, every line checked.
 
@@ -106,12 +102,7 @@ class ReplayRunner:
     @staticmethod
     def _measurement(ev: Evaluation) -> Evaluation:
         """The stored line as a measurement: verdicts off; a stored "raced out" becomes a short timing."""
-        out = measurement_only(ev).model_copy(update={"worker": "replay", "cached": True})
-        if ev.raced_out:
-            out = out.model_copy(update={"message": (
-                f"{SHORT_TIMING}: {len(ev.samples_ns)} samples (the measuring run stopped timing early against its "
-                f"own incumbent; this run decides on these samples)")})
-        return out
+        return measurement_only(ev).model_copy(update={"worker": "replay", "cached": True})
 
     def answer(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
         """The recorded measurement of ``config`` (a copy), raced out again only against this run's incumbent.
