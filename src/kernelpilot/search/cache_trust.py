@@ -276,10 +276,13 @@ def measurement_only(ev: Evaluation) -> Evaluation:
 
 
 def trust_note(states: list[str]) -> str:
-    """One phrase for a file's lines' ``states``: ``signed by this user (MAC checked)`` when all are signed, else
-    ``N of M lines unsigned or signed elsewhere: consistency-checked only``. Raises nothing."""
+    """One phrase for a file's lines' ``states``: ``signed by this user (MAC checked)`` when all are signed,
+    ``unsigned: consistency-checked only`` when none is, else ``N of M lines unsigned or signed elsewhere:
+    consistency-checked only`` (``no lines to vouch for`` for none). Raises nothing."""
     unverified = sum(1 for s in states if s in (UNSIGNED, FOREIGN))
-    if not states or unverified == 0:
+    if not states:
+        return "no lines to vouch for"
+    if unverified == 0:
         return "signed by this user (MAC checked)"
     if unverified == len(states):
         return "unsigned: consistency-checked only"
