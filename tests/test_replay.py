@@ -51,7 +51,8 @@ def _replay(name: str, strategy: str, seed: int = 0, budget: int | None = None):
 
 
 def _best_ns(runner: ReplayRunner) -> float:
-    return min(e.duration_ns for e in runner.evaluations() if e.ok and not e.message.startswith("raced out"))
+    # fully timed lines: a stored "raced out" is read back as a "short timing" (its few samples)
+    return min(e.duration_ns for e in runner.evaluations() if e.ok and not e.message.startswith("short timing"))
 
 
 @pytest.mark.parametrize("name", ["softmax", "matmul"])
