@@ -24,6 +24,8 @@ def has_gpu() -> bool:
 # optimize, tune and session record their outcomes in the experience log: never in the user's ~/.kernelpilot
 os.environ.setdefault("KERNELPILOT_EXPERIENCE", os.path.join(__import__("tempfile").mkdtemp(prefix="kp-exp-"),
                                                              "experience.db"))
+# the per-user key that signs evaluation-cache lines (search/cache_trust.py): never the user's own
+os.environ.setdefault("KERNELPILOT_SECRET_DIR", __import__("tempfile").mkdtemp(prefix="kp-keys-"))
 
 if not has_gpu():
     # no GPU: kernels run under the interpreter, which must be on before triton is first imported

@@ -76,7 +76,10 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         benchmark: write benchmark.md (best vs PyTorch eager vs torch.compile).
         strategy: what proposes the next config (``guided``, ``exhaustive``, ``random``, ``local``, ``bayes``).
         seed: the strategy's seed. timeout_s: seconds one version may take in its worker before it is a ``timeout``.
-        replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files).
+        replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files): its
+            lines are checked first (a forged or inconsistent line refuses the file, by name), their stored
+            verdicts are not replayed (every decision is made again on the stored samples), and the run's device
+            says who vouches for them (``replay of GPU (cache unsigned: consistency-checked only)``).
         cache_root: folder searched for a replay prefix.
         constraints: extra constraint expressions, added to the kernel file's CONSTRAINTS.
         baselines_ns: medians (ns) of PyTorch eager / torch.compile measured elsewhere — for a replay, on the GPU
@@ -90,6 +93,7 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         OptionError: ``iterations`` negative, ``budget_s`` or ``timeout_s`` not positive, a bad shape value.
         ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty or cannot be made.
         ToolMissingError: git requested but unavailable. SearchError: unknown strategy, or a cache of another kernel.
+        CacheEntryRefused: a line of the replayed cache is forged or inconsistent (a ``SearchError``).
         SpecError: unknown ``gpu``. Interrupted: SIGINT/SIGTERM stopped the run (resume it with ``--resume``).
     """
     from kernelpilot.app.context import prepare
@@ -117,6 +121,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.device}"
             + (" (Triton interpreter: timings are not measurements)" if ctx.interpreted else "")
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
+        if replayer is not None:  # what the replayed lines are worth, said where the run is described
+            log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
         env = collect_env(probe_ncu=profile and cuda)
         write_json(ws.root / "env.json", env)
         write_text(ws.root / "env.md", render_env_md(env))
@@ -132,7 +138,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                        compute_unit=kf.compute_unit,
                        mode="cuda" if cuda else ("replay" if replayer else "interpreter"),
                        device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
-                                                                    else f"replay of {ctx.gpu}")),
+                                                                    else f"replay of {ctx.gpu} (cache "
+                                                                         f"{replayer.trust if replayer else ''})")),
                        gpu_spec=roof.gpu if roof else None, iterations=iterations,
                        profile=profile and cuda, started_utc=now_utc(), strategy=strategy, seed=seed,
                        budget_s=budget_s,

@@ -188,6 +188,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
     log = log or (lambda _m: None)
     strat = get_strategy(strategy)
     replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
+    if replayer is not None:  # who vouches for the replayed lines (search/cache_trust.py)
+        log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
     ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer,
                   spare_worker=True, timeout_s=timeout_s or 300.0)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
@@ -230,7 +232,8 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                         from kernelpilot.search.cache import CacheContext, EvaluationCache
 
                         cache = EvaluationCache(
-                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root)
+                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root,
+                            roofline=roof)  # a cached answer is held to the floor a live one is
                 evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
                                           "tune: light card of the incumbent",
                                           arch="sm_90" if ctx.device != "cuda" else None)

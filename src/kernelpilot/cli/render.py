@@ -185,7 +185,9 @@ def cache_show(r: dict[str, Any]) -> None:
     """``cache show``: the file's summary, then its records fastest first (a message's first line)."""
     s = r["summary"]
     out.print(f"[bold]{Path(s.file).name}[/]: {s.kernel} on {s.context.gpu}, shape {s.context.shape}; "
-              f"{s.configs} configs, {s.ok} ok, statuses {s.statuses}")
+              f"{s.configs} configs, {s.ok} ok, statuses {s.statuses}; lines {s.trust}")
+    for line in s.refused:  # a forged or inconsistent line: no run answers it
+        out.print(f"[red]refused:[/] {line}", highlight=False)
     t = table("config", "status", "median", "IQR", "message")
     for ev in sorted(r["evaluations"], key=lambda e: e.objective):
         t.add_row(ev.key, ev.status, dur(ev.duration_ns), dur(ev.iqr_ns), (ev.message or "").split("\n")[0])

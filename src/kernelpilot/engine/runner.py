@@ -45,7 +45,8 @@ class Runner(Protocol):
 
 
 class ReplayRunner(CacheReplay):
-    """A :class:`Runner` over a filled evaluation cache: every answer is the stored one (no GPU).
+    """A :class:`Runner` over a filled evaluation cache: every answer is the stored measurement (no GPU), checked
+    and without the measuring run's verdicts (:mod:`kernelpilot.search.replay`).
 
     Args:
         source: a cache file path, a prefix :func:`kernelpilot.search.cache.show_cache` accepts, or an
@@ -54,22 +55,23 @@ class ReplayRunner(CacheReplay):
 
     Raises:
         SearchError: ``source`` names no cache file or several.
+        CacheEntryRefused: a line of the file is forged or inconsistent (each named).
     """
 
     parallel = 1
 
     def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
-        """The stored evaluation of ``config`` (racing does not apply: the stored samples are all there is).
+        """The stored measurement of ``config``, its verdicts off; raced out only when this run races and its first
+        stored samples are clearly slower than ``race_against_ns`` (:meth:`CacheReplay.answer`).
 
         Raises:
             NotInCache: the cache has no record of ``config`` (a ``KeyError``: the replay cannot answer).
         """
-        del race_against_ns
-        return self(config)
+        return self.answer(config, race_against_ns)
 
     def map(self, configs: Sequence[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
-        """The stored evaluations, in order."""
-        return iter([self.evaluate(c) for c in configs])
+        """The stored measurements, in order (raced as :meth:`evaluate` does)."""
+        return iter([self.evaluate(c, race_against_ns) for c in configs])
 
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> None:
         """None: a replay cannot take new samples (the evaluator decides on the stored ones)."""

@@ -9,8 +9,18 @@ while adding configs to a search space invalidates nothing (records are per conf
 File format (JSON Lines, UTF-8)::
 
     {"kind": "kernelpilot.cache", "version": 1, "key": "<sha256>", "context": {...}, "created_at": "..."}
-    {"key": "<config_key(config)>", "evaluation": {...Evaluation...}, "recorded_at": "2025-01-01T00:00:00.000+00:00"}
+    {"key": "<config_key(config)>", "evaluation": {...Evaluation...}, "recorded_at": "2025-01-01T00:00:00.000+00:00",
+     "signer": "<16 hex>", "mac": "<HMAC-SHA256 hex>"}
     ...
+
+Trust (:mod:`~kernelpilot.search.cache_trust`): each record is signed when it is written, with a per-user key kept
+outside the cache folder (``$KERNELPILOT_SECRET_DIR`` or ``<kernelpilot_home()>/keys``, mode 0600); the MAC covers
+the context key and the whole line. A live search answers a line only when this user's key signed it, its median
+is the median of its samples and it is not under the floor; every other line is refused by name and measured
+again. A replay refuses a file with a forged or inconsistent line, answers unsigned lines (caches measured on
+another machine) after the same consistency checks and says so, and holds every answer to the floor through the
+evaluator. Records are read back as measurements only: the verdicts of the run that wrote them (accepted, decision,
+"raced out", version numbers) are dropped and decided again.
 
 Writing: each record is one ``os.write`` of the whole line to a file opened with ``O_APPEND``, under an exclusive
 ``fcntl.flock``, followed by ``os.fsync`` — several processes (workers, a rerun) can share a file. The header is
@@ -26,8 +36,9 @@ Folder: an explicit ``root``, else ``$KERNELPILOT_CACHE``, else ``<kernelpilot_h
 (:func:`cache_dir`).
 
 This module is the cache's public face; the parts live in :mod:`~kernelpilot.search.cache_file` (format, reader),
-:mod:`~kernelpilot.search.cache_store` (context, store), :mod:`~kernelpilot.search.cache_admin` (list, show,
-clear) and :mod:`~kernelpilot.search.replay` (:class:`ReplayRunner`).
+:mod:`~kernelpilot.search.cache_store` (context, store), :mod:`~kernelpilot.search.cache_trust` (signatures and
+checks), :mod:`~kernelpilot.search.cache_admin` (list, show, clear) and :mod:`~kernelpilot.search.replay`
+(:class:`ReplayRunner`).
 """
 
 from __future__ import annotations
@@ -35,12 +46,16 @@ from __future__ import annotations
 from kernelpilot.search.cache_admin import CacheSummary, clear_cache, list_caches, read_cache_file, show_cache
 from kernelpilot.search.cache_file import FORMAT_VERSION, HEADER_KIND, cache_dir
 from kernelpilot.search.cache_store import CacheContext, EvaluationCache, NotInCache
+from kernelpilot.search.cache_trust import CacheEntryRefused, CacheLineRefused, RefusedLine
 from kernelpilot.search.replay import ReplayRunner
 
 __all__ = [
     "FORMAT_VERSION",
     "HEADER_KIND",
     "CacheContext",
+    "CacheEntryRefused",
+    "CacheLineRefused",
+    "RefusedLine",
     "CacheSummary",
     "EvaluationCache",
     "NotInCache",

@@ -16,10 +16,11 @@ from pydantic import BaseModel, ValidationError
 from kernelpilot.errors import SearchError
 from kernelpilot.search.cache_file import FILE_NAME_RE, CacheFileIndex, cache_dir
 from kernelpilot.search.cache_store import CacheContext
+from kernelpilot.search.cache_trust import FORGED, RefusedLine, consistency_problem, trust_note
 from kernelpilot.search.model import Evaluation
 
-__all__ = ["CacheSummary", "best_evaluation", "clear_cache", "list_caches", "read_cache_file", "show_cache",
-           "survey_caches"]
+__all__ = ["CacheSummary", "best_evaluation", "clear_cache", "list_caches", "read_cache_file", "resolve_cache_file",
+           "show_cache", "survey_caches"]
 
 
 class CacheSummary(BaseModel):
@@ -39,7 +40,11 @@ class CacheSummary(BaseModel):
         best_config: its config, or None.
         size_bytes: the file's size in bytes.
         skipped_lines: unreadable lines skipped (corrupt, or a torn last line).
-        warnings: one message per skipped line, with its line number.
+        warnings: one message per skipped line, with its line number, then one per refused line.
+        trust: who vouches for the lines (:func:`~kernelpilot.search.cache_trust.trust_note`: ``signed by this
+            user (MAC checked)``, ``unsigned: consistency-checked only`` ...).
+        refused: the last lines of configs that no run answers (a MAC that does not match, numbers that disagree:
+            :func:`audit_records`), each ``<file>: line N (config K): why``.
     """
 
     file: Path
@@ -56,6 +61,32 @@ class CacheSummary(BaseModel):
     size_bytes: int
     skipped_lines: int
     warnings: list[str]
+    trust: str = ""
+    refused: list[str] = []
+
+
+def audit_records(index: CacheFileIndex, context: CacheContext | None) -> tuple[list[str], list[RefusedLine]]:
+    """Check the last line of every config in a read ``index``: who signed it, and whether its numbers agree.
+
+    Args:
+        index: a :class:`~kernelpilot.search.cache_file.CacheFileIndex` that has read its file.
+        context: the file's context (its ``interpreted`` flag is checked against each line), or None.
+
+    Returns:
+        (the trust state of each line that passes, in file order; the :class:`RefusedLine` of each line that is
+        ``forged`` or inconsistent). Raises nothing.
+    """
+    states: list[str] = []
+    refused: list[RefusedLine] = []
+    for key, ev in index.records.items():
+        trust = index.trust[key]
+        why = trust.why if trust.state == FORGED else consistency_problem(ev, context.interpreted if context else None)
+        if why is None:
+            states.append(trust.state)
+        else:
+            refused.append(RefusedLine(file=str(index.path), line=trust.line, key=key, config=dict(ev.config),
+                                       why=why))
+    return states, refused
 
 
 def best_evaluation(evaluations: Iterable[Evaluation]) -> Evaluation | None:
@@ -90,16 +121,20 @@ def read_cache_file(path: str | os.PathLike[str]) -> tuple[CacheSummary, list[Ev
             context = CacheContext.model_validate(header["context"])
         except ValidationError:
             context = None
+    states, refused = audit_records(index, context)
     match = FILE_NAME_RE.match(p.name)
     kernel = context.kernel if context else (match.group("kernel") if match else p.stem)
     key = str(header["key"]) if header else (match.group("key") if match else "")
-    best = best_evaluation(evals)
+    refused_keys = {r.key for r in refused}
+    best = best_evaluation(ev for ev in evals if ev.key not in refused_keys)  # a refused line is never the best
     summary = CacheSummary(
         file=p, kernel=kernel, key=key, context=context, created_at=header.get("created_at") if header else None,
         records=index.n_records, configs=len(evals), ok=sum(ev.ok for ev in evals),
         statuses=dict(Counter(ev.status for ev in evals)),
         best_duration_ns=best.duration_ns if best else None, best_config=dict(best.config) if best else None,
-        size_bytes=p.stat().st_size, skipped_lines=index.skipped, warnings=index.warnings())
+        size_bytes=p.stat().st_size, skipped_lines=index.skipped,
+        warnings=index.warnings() + [f"{r.describe()}; refused" for r in refused],
+        trust=trust_note(states), refused=[r.describe() for r in refused])
     return summary, evals
 
 
@@ -153,8 +188,12 @@ def survey_caches(root: str | os.PathLike[str] | None = None) -> tuple[list[Cach
     return summaries, skipped
 
 
-def _resolve(path_or_prefix: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> Path:
-    """The one cache file ``path_or_prefix`` names: an existing path, else a prefix of a file name or context key."""
+def resolve_cache_file(path_or_prefix: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
+    """The one cache file ``path_or_prefix`` names: an existing path, else a prefix of a file name or context key.
+
+    Raises:
+        SearchError: no file or several files match.
+    """
     text = str(path_or_prefix)
     candidate = Path(text).expanduser()
     if candidate.is_file():
@@ -201,7 +240,7 @@ def show_cache(path_or_prefix: str | os.PathLike[str],
         SearchError: no file or more than one file matches.
         OSError: the file cannot be read.
     """
-    return read_cache_file(_resolve(path_or_prefix, root))
+    return read_cache_file(resolve_cache_file(path_or_prefix, root))
 
 
 def clear_cache(path_or_prefix: str | os.PathLike[str] | None = None,
@@ -222,7 +261,7 @@ def clear_cache(path_or_prefix: str | os.PathLike[str] | None = None,
         SearchError: ``path_or_prefix`` matches no file or several files.
         OSError: a file cannot be deleted.
     """
-    files = _cache_files(root) if path_or_prefix is None else [_resolve(path_or_prefix, root)]
+    files = _cache_files(root) if path_or_prefix is None else [resolve_cache_file(path_or_prefix, root)]
     deleted = []
     for p in files:
         try:

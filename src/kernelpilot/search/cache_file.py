@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kernelpilot.hardware.specs import kernelpilot_home
+from kernelpilot.search.cache_trust import LineTrust, cache_secret, check_line
 from kernelpilot.search.model import Evaluation
 
 __all__ = ["HEADER_KIND", "FORMAT_VERSION", "FILE_NAME_RE", "CacheFileIndex", "cache_dir", "dumps_compact", "fsync_dir",
@@ -65,13 +66,24 @@ def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:
 class CacheFileIndex:
     """The parsed state of one cache file, read incrementally from a byte offset (internal).
 
-    ``records`` maps config key -> last Evaluation (dict order: first appearance); ``corrupt`` holds
-    (line number, reason) of skipped complete lines; ``torn`` the line number of an invalid final fragment that
-    has no newline yet (a crash mid-write), or None.
+    ``records`` maps config key -> last Evaluation (dict order: first appearance); ``trust`` maps the same key to
+    the :class:`~kernelpilot.search.cache_trust.LineTrust` of that last line (its line number and who signed it);
+    ``corrupt`` holds (line number, reason) of skipped complete lines; ``torn`` the line number of an invalid final
+    fragment that has no newline yet (a crash mid-write), or None.
+
+    Args:
+        path: the cache file.
+        context_key: the context key lines are verified against (None: the header's ``key``).
+        create_secret: make this user's cache key when there is none (a writer); False for readers that only look
+            (then, without a key, no line can be ``signed``).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, context_key: str | None = None, create_secret: bool = False) -> None:
         self.path = path
+        self.context_key = context_key
+        self.create_secret = create_secret
+        self._secret: bytes | None = None
+        self._secret_read = False
         self.reset()
 
     def reset(self) -> None:
@@ -80,6 +92,7 @@ class CacheFileIndex:
         self.ident: tuple[int, int] | None = None
         self.header: dict[str, Any] | None = None
         self.records: dict[str, Evaluation] = {}
+        self.trust: dict[str, LineTrust] = {}
         self.n_records = 0
         self.corrupt: list[tuple[int, str]] = []
         self.torn: int | None = None
@@ -98,7 +111,8 @@ class CacheFileIndex:
         return out
 
     def _parse(self, raw: bytes) -> tuple[str, Any] | str:
-        """``("header", dict)`` / ``("record", Evaluation)`` / ``("blank", None)``, or the reason it is corrupt."""
+        """``("header", dict)`` / ``("record", (Evaluation, the line's JSON object))`` / ``("blank", None)``, or
+        the reason the line is corrupt."""
         if not raw.strip():
             return "blank", None
         try:
@@ -116,7 +130,7 @@ class CacheFileIndex:
         if "evaluation" not in obj:
             return "no 'evaluation' field"
         try:
-            return "record", Evaluation.model_validate(obj["evaluation"])
+            return "record", (Evaluation.model_validate(obj["evaluation"]), obj)
         except ValidationError as exc:
             return f"evaluation does not validate ({exc.error_count()} errors: {exc.errors()[0]['msg']})"
 
@@ -125,9 +139,20 @@ class CacheFileIndex:
         if kind == "header":
             self.header = value
         elif kind == "record":
-            ev: Evaluation = value
+            ev, obj = value
             self.records[ev.key] = ev.model_copy(update={"cached": True})
+            self.trust[ev.key] = check_line(obj, self._context_key(), self._key_bytes(), self.lines)
             self.n_records += 1
+
+    def _context_key(self) -> str:
+        return self.context_key or str((self.header or {}).get("key", ""))
+
+    def _key_bytes(self) -> bytes | None:
+        """This user's cache key (read once; created only for a writer)."""
+        if not self._secret_read:
+            self._secret = cache_secret(create=self.create_secret)
+            self._secret_read = self._secret is not None or not self.create_secret
+        return self._secret
 
     def read_fd(self, fd: int) -> None:
         """Parse what was appended to the open file ``fd`` since the last call (the caller holds a flock)."""

@@ -1,6 +1,7 @@
 """The evaluation cache's store: the context a measurement depends on (:class:`CacheContext`) and the append-only,
 crash-safe file of one context (:class:`EvaluationCache`). Format and rules: :mod:`kernelpilot.search.cache`,
-which re-exports every public name here.
+which re-exports every public name here; what a line must pass before it is answered:
+:mod:`kernelpilot.search.cache_trust`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import hashlib
 import os
 import platform
 import re
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, field_validator
@@ -26,9 +28,21 @@ from kernelpilot.search.cache_file import (
     now_iso,
     write_all,
 )
+from kernelpilot.search.cache_trust import (
+    SIGNED,
+    CacheLineRefused,
+    RefusedLine,
+    cache_secret,
+    consistency_problem,
+    floor_problem,
+    line_mac,
+    measurement_only,
+    signer_id,
+)
 from kernelpilot.search.model import Evaluation, config_key
 
 if TYPE_CHECKING:
+    from kernelpilot.hardware.roofline import Roofline
     from kernelpilot.kernels.contract import KernelFile
     from kernelpilot.measure.env import EnvInfo
 
@@ -125,25 +139,38 @@ class EvaluationCache:
     Several processes may use the same file at once: appends are serialized by ``flock`` and each process
     reads what the others appended when it misses (:meth:`get`) or counts (:meth:`__len__`).
 
+    Every line :meth:`put` writes is signed with this user's key (:mod:`kernelpilot.search.cache_trust`); :meth:`get`
+    answers a line only when it is signed by that key, its numbers agree (median = median of its samples, samples
+    present) and it is not under ``roofline``'s floor. Any other line is refused by name (a
+    :class:`~kernelpilot.search.cache_trust.CacheLineRefused` warning, :attr:`refused`) and the config is measured
+    again, as if it had never been cached.
+
     Args:
         context: what the evaluations depend on; names the file (:meth:`CacheContext.file_name`).
         root: the cache folder, or None for :func:`cache_dir`'s default (``$KERNELPILOT_CACHE`` or
             ``<kernelpilot_home()>/cache``).
+        roofline: the floor cached answers are held to, the live evaluations' (None: no floor check here; the
+            evaluator still stops on a time under the floor).
 
     Attributes:
         context: the context.
         path: the cache file (it exists once something was put, or when an earlier run wrote it).
+        roofline: the floor's roofline, or None.
 
     Raises:
-        SearchError: the file exists but its header belongs to another context (a renamed or copied file).
-        OSError: the file exists and cannot be read.
+        SearchError: the file exists but its header belongs to another context (a renamed or copied file); this
+            user's cache key is readable by others or malformed.
+        OSError: the file exists and cannot be read; the key cannot be created.
     """
 
-    def __init__(self, context: CacheContext, root: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, context: CacheContext, root: str | os.PathLike[str] | None = None, *,
+                 roofline: Roofline | None = None) -> None:
         self.context = context
+        self.roofline = roofline
         self._key = context.key()
         self.path = cache_dir(root) / context.file_name()
-        self._index = CacheFileIndex(self.path)
+        self._index = CacheFileIndex(self.path, context_key=self._key, create_secret=True)
+        self._refused: dict[tuple[str, int], RefusedLine] = {}
         self._refresh()
 
     def _refresh(self) -> None:
@@ -169,8 +196,50 @@ class EvaluationCache:
 
     @property
     def warnings(self) -> list[str]:
-        """One message per skipped line, naming its line number (and a missing header, if so)."""
-        return self._index.warnings()
+        """One message per skipped line, naming its line number (and a missing header, if so), then one per line
+        refused so far (:attr:`refused`)."""
+        return self._index.warnings() + [f"{r.describe()}; refused, measured again" for r in self.refused]
+
+    @property
+    def refused(self) -> list[RefusedLine]:
+        """The lines :meth:`get` refused so far (forged, unsigned or signed elsewhere, inconsistent, under the
+        floor), each once, in the order they were met."""
+        return list(self._refused.values())
+
+    def refusal(self, config: dict[str, Any]) -> str | None:
+        """Why the recorded line of ``config`` would not be answered (see the class docstring), or None (answerable,
+        or not recorded). Raises nothing."""
+        key = config_key(config)
+        ev = self._index.records.get(key)
+        return None if ev is None else self._why_refused(key, ev)
+
+    def _why_refused(self, key: str, ev: Evaluation) -> str | None:
+        trust = self._index.trust.get(key)
+        if trust is None or trust.state != SIGNED:
+            why = trust.why if trust is not None else "no signature"
+            return (why.replace(": consistency-checked only", "") + "; a live search reuses only lines signed with "
+                    "this user's key")
+        return consistency_problem(ev, self.context.interpreted) or floor_problem(ev, self.roofline)
+
+    def _answer(self, key: str) -> Evaluation | None:
+        """The answerable record of ``key`` (a copy without the old run's verdicts), or None; a refused line is
+        noted and warned about once."""
+        ev = self._index.records.get(key)
+        if ev is None:
+            self._refresh()
+            ev = self._index.records.get(key)
+        if ev is None:
+            return None
+        why = self._why_refused(key, ev)
+        if why is None:
+            return measurement_only(ev)
+        line = self._index.trust[key].line if key in self._index.trust else 0
+        if (key, line) not in self._refused:
+            refused = RefusedLine(file=str(self.path), line=line, key=key, config=dict(ev.config), why=why)
+            self._refused[(key, line)] = refused
+            warnings.warn(CacheLineRefused(f"{refused.describe()}; not reused, the config is measured again"),
+                          stacklevel=3)
+        return None
 
     @property
     def records(self) -> int:
@@ -178,27 +247,26 @@ class EvaluationCache:
         return self._index.n_records
 
     def get(self, config: dict[str, Any]) -> Evaluation | None:
-        """The last recorded evaluation of ``config``, or None.
+        """The last recorded evaluation of ``config``, or None when there is none or its line is refused.
 
-        On a miss the file is re-read from where this process stopped (another process may have added it).
+        On a miss the file is re-read from where this process stopped (another process may have added it). A
+        refused line (see the class docstring) is named in a :class:`CacheLineRefused` warning and :attr:`refused`.
 
         Args:
             config: tunable name -> value (key order does not matter).
 
         Returns:
-            A copy of the evaluation with ``cached=True`` (its ``wall_s`` is what it cost when measured), or None.
+            A copy of the evaluation with ``cached=True`` (its ``wall_s`` is what it cost when measured) and without
+            the verdicts of the run that measured it (``accepted``, ``decision``, version numbers, speedups:
+            :func:`~kernelpilot.search.cache_trust.measurement_only`), or None.
         """
-        key = config_key(config)
-        ev = self._index.records.get(key)
-        if ev is None:
-            self._refresh()
-            ev = self._index.records.get(key)
-        return None if ev is None else ev.model_copy(deep=True)
+        return self._answer(config_key(config))
 
     def put(self, evaluation: Evaluation) -> None:
         """Append ``evaluation`` as one line (a later put for the same config supersedes it); durable on return.
 
-        The record is written with ``cached=False`` (it is the measurement). Creates the folder and the file
+        The record is written with ``cached=False`` (it is the measurement), signed with this user's key
+        (``signer`` and ``mac``: :func:`~kernelpilot.search.cache_trust.line_mac`). Creates the folder and the file
         (with its header line) when needed.
 
         Args:
@@ -209,7 +277,11 @@ class EvaluationCache:
             SearchError: the file was found to belong to another context.
         """
         stored = evaluation.model_copy(update={"cached": False})
-        line = dumps_compact({"key": stored.key, "evaluation": stored.model_dump(), "recorded_at": now_iso()}) + "\n"
+        secret = cache_secret(create=True)
+        assert secret is not None
+        body = jsonable({"key": stored.key, "evaluation": stored.model_dump(), "recorded_at": now_iso(),
+                         "signer": signer_id(secret)})
+        line = dumps_compact({**body, "mac": line_mac(secret, self._key, body)}) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -232,11 +304,9 @@ class EvaluationCache:
             os.close(fd)
 
     def __contains__(self, config: object) -> bool:
-        """True when ``config`` (a config dict, or its :func:`config_key`) has a record."""
+        """True when ``config`` (a config dict, or its :func:`config_key`) has a record :meth:`get` answers."""
         if isinstance(config, str):
-            if config not in self._index.records:
-                self._refresh()
-            return config in self._index.records
+            return self._answer(config) is not None
         if isinstance(config, dict):
             return self.get(config) is not None
         return False
@@ -247,7 +317,8 @@ class EvaluationCache:
         return len(self._index.records)
 
     def evaluations(self) -> list[Evaluation]:
-        """The last evaluation of every recorded config (``cached=True``), in order of first recording."""
+        """The last evaluation of every recorded config (``cached=True``), in order of first recording, as the file
+        holds it (refused lines included: this is what the file says, not what :meth:`get` answers)."""
         self._refresh()
         return [ev.model_copy(deep=True) for ev in self._index.records.values()]
 
