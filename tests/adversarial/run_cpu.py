@@ -17,10 +17,11 @@ Usage: ``TRITON_INTERPRET=1 python3 tests/adversarial/run_cpu.py [FILE ...]`` (d
   ``torch.Tensor``, ``torch.nn.functional``, ``torch.linalg``, ``torch.special``, ``torch.testing``) that the
   import, then the first call, rebound. ``matches`` always uses a reference computed with the originals put back,
   so a file that rebinds what the reference calls is judged against the real reference;
-- ``matches_halved`` / ``matches_odd`` / ``matches_check_shapes``: the first call at ``CPU_SHAPE`` with every
-  integer dimension halved, at a derived odd shape (``odd_shape``: each integer dimension >= 2 mapped to a prime
-  near half of it: odd, not a power of two, not a multiple of any block), and at every declared ``CHECK_SHAPES``
-  entry merged over ``CPU_SHAPE`` (None when the file declares none);
+- ``matches_halved`` / ``matches_odd`` / ``matches_odd_larger`` / ``matches_check_shapes``: the first call at
+  ``CPU_SHAPE`` with every integer dimension halved, at a derived odd shape (``odd_shape``: each integer dimension
+  >= 2 mapped to a prime near half of it: odd, not a power of two, not a multiple of any block), at a larger one
+  (``odd_shape_larger``: the prime above one and a half times it), and at every declared ``CHECK_SHAPES`` entry
+  merged over ``CPU_SHAPE`` (None when the file declares none);
 - ``timed_matches`` / ``paced_matches``: a timing loop as kernelpilot now runs it (issue 24, "check what you
   time"): 20 launches back to back, each on a full input set drawn from a pool of 3 sets made by ``setup`` at
   other seeds and copied into the same tensors, every launch's outputs compared with the reference for its set;
@@ -137,6 +138,14 @@ def _is_prime(n: int) -> bool:
 def _odd_dim(v: int) -> int:
     """The smallest prime >= v // 2 + 1 (at least 3): odd, not a power of two, not a multiple of any block."""
     p = max(3, v // 2 + 1)
+    while not _is_prime(p):
+        p += 1
+    return p
+
+
+def _odd_dim_larger(v: int) -> int:
+    """The smallest prime above one and a half times ``v``: a derived shape larger than the declared one."""
+    p = v + v // 2 + 1
     while not _is_prime(p):
         p += 1
     return p
@@ -296,6 +305,8 @@ def run_one(path: Path, timed_calls: int = 20) -> dict:
     odd = _dims(shape, _odd_dim)
     row["odd_shape"] = odd
     row["matches_odd"] = _first_call_matches(kf, odd, config, snap)
+    row["odd_shape_larger"] = larger = _dims(shape, _odd_dim_larger)
+    row["matches_odd_larger"] = _first_call_matches(kf, larger, config, snap)
     row["matches_check_shapes"] = None if kf.check_shapes is None else all(
         _first_call_matches(kf, {**shape, **c}, config, snap) for c in kf.check_shapes)
 
