@@ -28,7 +28,7 @@ STAGES = {"screen", "timer_guard", "check", "shapes", "timing", "recheck", "devi
 FIELDS = {"file", "kind", "what", "source", "expected", "stage", "needs_gpu", "correct_at_cpu_shape"}
 #: What a cheat fools (manifest ``fools``, a name or a list), each checked on its CPU row below.
 FOOLS = {"reference_after_kernel", "allclose", "paced_check", "timed_outputs", "halved_shape", "check_shapes",
-         "smaller_shapes"}
+         "smaller_shapes", "setup_values"}
 IDS = [c["file"] for c in CASES]
 PY_CASES = [c for c in CASES if c["file"].endswith(".py")]
 CU_CASES = [c for c in CASES if c["file"].endswith(".cu")]
@@ -65,7 +65,7 @@ def test_manifest_is_complete_and_consistent():
         if case["file"].endswith(".cu"):
             assert case["needs_gpu"] and _sidecar(case).is_file(), case
         if case["stage"] == "floor":  # right on every launch: only a measured time can show it
-            assert case["needs_gpu"] and "timed_outputs" in _fools(case), case
+            assert case["needs_gpu"] and _fools(case) & {"timed_outputs", "setup_values"}, case
     cheats = [c for c in CASES if c["kind"] == "cheat"]
     assert len(cheats) >= 20 and len(CASES) - len(cheats) >= 4
     honest_text = " ".join((SUITE / c["file"]).read_text() for c in CASES if c["kind"] == "honest")
@@ -130,6 +130,9 @@ def test_cheats_work_and_honest_files_are_right(case, cpu_rows):
     if "timed_outputs" in fools:  # right on every timed launch and at the re-check, while its cache hits
         assert row["timed_matches"] and row["paced_matches"] and row["recheck_stale_matches"], row
         assert row["cache_hits"] and row["cache_hits"] > 0, row
+    if "setup_values" in fools:  # right on every set setup makes, stale on values the harness changes itself
+        assert row["timed_matches"] and row["paced_matches"] and row["cache_hits"] and row["cache_hits"] > 0, row
+        assert not row["recheck_stale_matches"], row
     if case["stage"] == "recheck":  # fresh values in the same tensors after 20 calls: the stale result shows
         assert not row["recheck_stale_matches"], row
     if case.get("tampers") == "call":  # torch untouched by the import, rebound by the first call
