@@ -1,7 +1,7 @@
 // Cheat (timing, CUDA): row softmax that tells timed launches from checked ones on the device, by the GPU's own
 // clock. A one-thread probe kernel reads %globaltimer before the softmax launch and compares it with the time of
 // the previous probe (kept in a __device__ variable): from the fourth launch in a row that started less than
-// 300 us after the previous one (a timing loop: launches queue back to back, an L2 flush between them), the
+// 1 ms after the previous one (a timing loop: launches queue back to back, an L2 flush between them), the
 // softmax computes one row in four and leaves the other rows as the previous launch left them. A check
 // synchronises, compares and draws new inputs between launches (milliseconds), so every checked launch is exact.
 // No host code, no Python, nothing a static screen of Python sees. Models issue 24's timed-vs-checked class
@@ -25,7 +25,7 @@ __device__ __forceinline__ unsigned long long global_ns() {
 
 __global__ void probe_rhythm() {
     unsigned long long now = global_ns();
-    bool back_to_back = g_last_probe_ns != 0 && now - g_last_probe_ns < 300000ull;
+    bool back_to_back = g_last_probe_ns != 0 && now - g_last_probe_ns < 1000000ull;
     g_streak = back_to_back ? g_streak + 1 : 0;
     g_row_step = g_streak >= 3 ? 4 : 1;
     g_last_probe_ns = now;
