@@ -190,6 +190,10 @@ class Evaluation(BaseModel):
             (:class:`kernelpilot.profile.floor_check.FloorBytesCheck`: ``floor_bytes``, ``dram_bytes``, ``ratio``,
             ``verdict`` confirmed / over_counted / unknown, ``message``); None without an ncu profile.
         commit: the git commit that recorded this version (accepted versions).
+        stages_run / stages_skipped: the stages of the stage table (:data:`kernelpilot.search.stages.STAGES`) that
+            checked this config, and those that did not with why (``device_activity``: needs a GPU; ``floor``:
+            interpreted, not a measurement; the stages after a race was lost); empty when not recorded (a cache line
+            written before they were, a replay).
         records: the worker's full ``correctness`` and ``timing`` records (JSON dicts) for the version folder;
             never serialized (the cache and ``tune.json`` keep the summary above).
     """
@@ -226,6 +230,8 @@ class Evaluation(BaseModel):
     observed: str | None = None
     floor_check: dict[str, Any] | None = None
     commit: str | None = None
+    stages_run: list[str] = Field(default_factory=list)
+    stages_skipped: dict[str, str] = Field(default_factory=dict)
     records: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @property
