@@ -51,7 +51,7 @@ def test_open_creates_folder_schema_and_wal(tmp_path):
     path = tmp_path / "a" / "b" / "experience.db"
     ExperienceDB.open(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # schema 2: the claim column
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert dict(conn.execute("SELECT name, value FROM meta"))["kind"] == "kernelpilot.experience"
 
