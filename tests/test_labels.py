@@ -11,7 +11,8 @@ import pytest
 
 from kernelpilot import api
 from kernelpilot.experience.from_runs import entries_from_optimize
-from kernelpilot.records.evaluation import Evaluation, Move, change_label, change_sentence, config_changes, version_change
+from kernelpilot.records.evaluation import (Evaluation, Move, change_label, change_sentence, config_changes,
+                                            version_change)
 from kernelpilot.records.frames import evaluation_frame
 from kernelpilot.records.models import outcome_from_json
 from kernelpilot.report.html_data import read_folder
@@ -60,7 +61,8 @@ def test_a_declared_move_does_not_name_the_change():
     assert version_change(ev, {1: ev}) == "change from v0 (v0 is not on record)"
     assert list(evaluation_frame([parent, ev])["change"]) == ["", "BLOCK 64→128, num_warps 4→8"]
     [entry] = entries_from_optimize([parent, ev], run="r", kernel="k", kernel_type="other")
-    assert entry.change.startswith("BLOCK 64→128, num_warps 4→8 (w)") and {"block-up", "num_warps-up"} <= set(entry.tags)
+    assert entry.change.startswith("BLOCK 64→128, num_warps 4→8 (w)")
+    assert {"block-up", "num_warps-up"} <= set(entry.tags)
 
 
 def test_guided_run_with_restarts_labels_equal_the_config_difference(write_kernel, tmp_path):

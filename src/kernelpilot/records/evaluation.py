@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus", "change_label",
-           "change_sentence", "config_changes", "config_key", "version_change"]
+__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
+           "change_label", "change_sentence", "config_changes", "config_key", "version_change"]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome:
 #:
@@ -72,7 +72,8 @@ def config_changes(base: dict[str, Any], config: dict[str, Any]) -> list[tuple[s
     order, then names only ``base`` has (their new value ``None``). The one source of a version's change label: a
     label is computed from the two configs, never taken from what a strategy declared it changed. Raises nothing."""
     names = list(config) + [k for k in base if k not in config]
-    return [(k, base.get(k), config.get(k)) for k in names if base.get(k) != config.get(k) or (k in base) != (k in config)]
+    return [(k, base.get(k), config.get(k)) for k in names
+            if base.get(k) != config.get(k) or (k in base) != (k in config)]
 
 
 def change_label(base: dict[str, Any] | None, config: dict[str, Any]) -> str:

@@ -88,10 +88,12 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
     worked = [v for v in versions if v.version_status == "accepted"]
     failed = [v for v in versions if v.version_status in ("rejected", "failed")]
     out += ["## What worked", ""]
-    out += [f"- v{v.index}: {_change(v, versions)} ({v.move.rule}) — {_why(v)}" + (f"; observed {v.observed}" if v.observed else "")
+    out += [f"- v{v.index}: {_change(v, versions)} ({v.move.rule}) — {_why(v)}"
+            + (f"; observed {v.observed}" if v.observed else "")
             for v in worked if v.move] or ["- nothing beat the first correct version beyond the measured spread"]
     out += ["", "## What did not", ""]
-    out += [f"- v{v.index}: {_change(v, versions)}" + (f" ({v.move.rule})" if v.move else "") + f" — {v.version_status}"
+    out += [f"- v{v.index}: {_change(v, versions)}" + (f" ({v.move.rule})" if v.move else "")
+            + f" — {v.version_status}"
             f"{'' if v.ok else ' (' + v.status + ')'}: {_why(v)[:300]}" for v in failed] or ["- every change tried was accepted"]
     out += ["", "## Best", ""]
     if best is None:
