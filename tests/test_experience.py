@@ -51,7 +51,7 @@ def test_open_creates_folder_schema_and_wal(tmp_path):
     path = tmp_path / "a" / "b" / "experience.db"
     ExperienceDB.open(path).close()
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # schema 2: the claim column
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert dict(conn.execute("SELECT name, value FROM meta"))["kind"] == "kernelpilot.experience"
 
@@ -408,13 +408,15 @@ def _move(tunable: str, old: Any, new: Any):
 def test_entries_from_an_optimize_run():
     v0 = _ev(index=0, accepted=True, bound="memory", static={"registers_per_thread": 32})
     v1 = _ev(index=1, parent=0, move=_move("num_warps", 4, 8), duration_ns=80.0, speedup_vs_parent=1.25,
-             accepted=True, static={"registers_per_thread": 40})
+             accepted=True, static={"registers_per_thread": 40}, config={"BLOCK": 64, "num_warps": 8})
     v2 = _ev(index=2, parent=1, move=_move("BLOCK", 64, 128), duration_ns=90.0, speedup_vs_parent=80 / 90,
-             accepted=False, decision_detail={"ratio": 1.12, "ci_low": 1.08, "ci_high": 1.15})
+             accepted=False, decision_detail={"ratio": 1.12, "ci_low": 1.08, "ci_high": 1.15}, config={"BLOCK": 128})
     v3 = _ev(index=3, parent=1, move=_move("BLOCK", 64, 32), duration_ns=81.0, speedup_vs_parent=80 / 81,
-             accepted=False, decision_detail={"ratio": 1.01, "ci_low": 0.98, "ci_high": 1.03})
+             accepted=False, decision_detail={"ratio": 1.01, "ci_low": 0.98, "ci_high": 1.03}, config={"BLOCK": 32})
     v4 = _ev(index=4, parent=1, move=_move("num_warps", 8, 16), status="compile_error", duration_ns=None)
     v5 = _ev(index=5, parent=1, move=_move("num_warps", 8, 32), status="pruned", duration_ns=None)
+    for v in (v2, v3, v4, v5):  # each config is its parent's with the move applied: the change is computed from them
+        v.config = {**v1.config, **v.config, v.move.tunable: v.move.new}
     got = entries_from_optimize([v0, v1, v2, v3, v4, v5], run="r", kernel="softmax", kernel_type="softmax",
                                 arch="sm_90")
     assert [(e.source, e.outcome) for e in got] == [("optimize:r/v1", "improved"), ("optimize:r/v2", "regressed"),

@@ -150,7 +150,7 @@ def test_another_strategy_proposes_and_its_jumps_are_recorded(write_kernel, tmp_
         changed = [k for k in v.config if v.config[k] != base[k]]
         assert v.move.tunable == "+".join(changed)  # a jump names every tunable it changed
         text = (tmp_path / "run" / f"v{v.index}" / "hypothesis.md").read_text()
-        assert ("Several variables" if len(changed) > 1 else "One variable") in text
+        assert (f"{len(changed)} variables" if len(changed) > 1 else "One variable") in text
 
 
 def test_unknown_strategy_or_gpu_fails_before_the_run_folder_exists(write_kernel, tmp_path):

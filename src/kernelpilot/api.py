@@ -129,7 +129,9 @@ def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
 
 
 class BenchResult(BaseModel):
-    """``kernelpilot bench``: the kernel's timing, where it stands on the roofline, and optional baselines."""
+    """``kernelpilot bench``: the kernel's timing, where it stands on the roofline, and optional baselines;
+    ``stages_run`` / ``stages_skipped`` (stage -> why): the stages of the ``bench`` subset that checked it and those
+    that did not (``device_activity`` needs a GPU)."""
 
     kernel: str
     shape: dict[str, Any]
@@ -139,6 +141,8 @@ class BenchResult(BaseModel):
     pct_of_roofline: float | None
     impossible: bool
     baselines: BenchmarkResult | None = None
+    stages_run: list[str] = []
+    stages_skipped: dict[str, str] = {}
 
     def to_dataframe(self) -> Any:
         """The timing as a pandas DataFrame: the baselines' frame
@@ -206,7 +210,8 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
                        baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing,
-                                               use_cache=not fresh_baselines) if baselines else None
+                                               use_cache=not fresh_baselines) if baselines else None,
+                       stages_run=[n for n in ctx.phases if n not in ctx.skipped], stages_skipped=dict(ctx.skipped)
                        ).model_dump_json()
 
 

@@ -19,7 +19,7 @@ from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 from kernelpilot.search.stages import LOAD_STAGES, SUBSETS, stage_of
 
-__all__ = ["STAGES", "VerifyResult", "stage_of", "verify"]
+__all__ = ["STAGES", "VerifyResult", "accepted_message", "stage_of", "verify"]
 
 #: The steps that can refuse a kernel, in the order they run (read from the stage table); ``none``: accepted;
 #: ``failure``: it failed in a way that is not an integrity question (compile error, crash, timeout).
@@ -30,7 +30,11 @@ class VerifyResult(BaseModel):
     """``kernelpilot verify``: whether the config's result can be trusted, and if not which step said so.
 
     ``evaluation`` is the full record when the kernel got that far; ``screen_flags`` the static screen's
-    non-refusing findings; ``records`` the correctness, timing, re-check and activity records (JSON)."""
+    non-refusing findings; ``records`` the correctness, timing, re-check and activity records (JSON).
+    ``stages_run``: the stages that checked the kernel, in order (the loading steps first); ``stages_skipped``:
+    stage -> why it checked nothing (``device_activity`` needs a GPU; ``floor``: an interpreted time is not a
+    measurement). An accepted kernel with a skipped stage is accepted *by the stages that ran*, and ``message``
+    names what was skipped; "every check passed" only when none was."""
 
     kernel: str
     accepted: bool
@@ -40,6 +44,16 @@ class VerifyResult(BaseModel):
     evaluation: Evaluation | None = None
     screen_flags: list[str] = []
     records: dict[str, Any] = {}
+    stages_run: list[str] = []
+    stages_skipped: dict[str, str] = {}
+
+
+def accepted_message(skipped: dict[str, str]) -> str:
+    """What an accepted verdict says: ``every check passed`` when no stage was skipped, else ``accepted by the
+    stages that ran; skipped: device_activity (needs a GPU ...), ...``. Raises nothing."""
+    if not skipped:
+        return "every check passed"
+    return "accepted by the stages that ran; skipped: " + "; ".join(f"{k} ({why})" for k, why in skipped.items())
 
 
 def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
@@ -53,7 +67,9 @@ def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: d
     from kernelpilot.errors import DeclarationError, KernelFailed, ScreenRefused
 
     def refused(stage: str, status: str, exc: Any) -> VerifyResult:
-        return VerifyResult(kernel=str(kernel), accepted=False, stage=stage, status=status, message=exc.message)
+        ran = list(LOAD_STAGES[:LOAD_STAGES.index(stage) + 1]) if stage in LOAD_STAGES else []
+        return VerifyResult(kernel=str(kernel), accepted=False, stage=stage, status=status, message=exc.message,
+                            stages_run=ran)
 
     try:
         with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
@@ -90,8 +106,10 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     ctx = StageContext(kf, wopts, device, cfg)
     ev = evaluate("verify", ctx)
     stage = stage_of(ev.status)
-    return VerifyResult(kernel=str(kf.path), accepted=stage == "none", stage=stage, status=ev.status,
-                        message=ev.message or "every check passed", evaluation=ev,
-                        screen_flags=list(kf.extras.get("screen_flags", [])),
-                        records={k: v for k, v in ctx.records.items() if k not in ("timing", "stage")}
+    accepted = stage == "none"
+    return VerifyResult(kernel=str(kf.path), accepted=accepted, stage=stage, status=ev.status,
+                        message=ev.message or (accepted_message(ev.stages_skipped) if accepted else ""),
+                        evaluation=ev, screen_flags=list(kf.extras.get("screen_flags", [])),
+                        records={k: v for k, v in ctx.records.items() if k not in ("timing", "stage")},
+                        stages_run=[*LOAD_STAGES, *ev.stages_run], stages_skipped=dict(ev.stages_skipped)
                         ).model_dump_json()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.fmt import format_duration_ns
-from kernelpilot.records.evaluation import Evaluation, Move
+from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import VersionConfig
 from kernelpilot.records.workspace import Workspace, write_json, write_text
@@ -88,7 +88,7 @@ class RunFolderRecorder:
                 shape=self.shape, search_elapsed_s=self.elapsed_s()))
             write_text(vdir / "hypothesis.md",
                        render_hypothesis(index, config, move, parent, self.roofline, incumbent))
-        self.log(f"v{index}: {'baseline' if move is None else move.label} — checking")
+        self.log(f"v{index}: {change_label(parent.config if parent else None, config)} — checking")
 
     def write_metrics(self, ev: Evaluation, metrics: Any, kernel_names: list[str]) -> None:
         """``metrics.json`` of a profiled version (the ncu evidence calls this)."""
@@ -126,7 +126,7 @@ class RunFolderRecorder:
         if self.history is not None:
             speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
                      and ev.parent is not None else "")
-            what = "baseline" if ev.move is None else ev.move.label
+            what = change_label(parent.config if parent is not None else None, ev.config)
             status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
             ev = ev.model_copy(update={"commit": self.history.commit(
                 [vdir, *self.pending, *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})

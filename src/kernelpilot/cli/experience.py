@@ -42,7 +42,8 @@ def _entries_table(entries: list[dict[str, Any]]) -> None:
     t = table("recorded (UTC)", "kernel", "change", "outcome", "speedup", "source")
     for e in entries:
         where = ", ".join(x for x in (e["kernel_type"], e["backend"], e["arch"], e["bottleneck"]) if x)
-        flags = ("" if e["measured"] else " (interpreted)") + (" [masked]" if e["masked"] else "")
+        flags = (("" if e["measured"] else " (interpreted)") + (" [masked]" if e["masked"] else "")
+                 + (" [user's claim]" if e.get("claim") else ""))
         t.add_row(e["recorded_utc"][:16].replace("T", " "), escape(f"{e['kernel']} ({where})"),
                   escape(e["change"]) + (f"\n[dim]{escape(', '.join(e['tags']))}[/]" if e["tags"] else ""),
                   e["outcome"] + flags, _x(e["speedup"]), escape(e["source"]))
@@ -74,7 +75,9 @@ def add_cmd(
                                         "the flags."),
     db: Optional[Path] = DbOpt, as_json: bool = JsonOpt,
 ) -> None:
-    """Add one entry, from flags (--kernel, --change and --outcome at least) or from --file entry.json.
+    """Add one entry, from flags (--kernel, --change and --outcome at least) or from --file entry.json. It is a
+    lesson on record only when --source names a run, session or tune folder whose records validate and hold its
+    numbers (optimize:RUN/vN, session:RUN/vN, tune:RUN); anything else is stored as your claim, ranked below.
 
     An entry already there (same key) is not added again: "added" is false, exit 0. Exit codes: 0 done; 1 the
     log or the file cannot be used; 2 a bad or missing option."""
@@ -94,6 +97,9 @@ def add_cmd(
         word = "added" if r["added"] else "already in the log, not added again:"
         out.print(f"{word} {e['key'][:12]} ({escape(e['kernel'])}: {escape(e['change'])} → {e['outcome']}, "
                   f"tags {escape(', '.join(e['tags'])) or '—'}) in {escape(r['db'])}")
+        if e.get("claim"):
+            out.print(f"[yellow]stored as your claim, not a lesson on record:[/] {escape(e['claim'])} (claims rank "
+                      "below lessons whose source validates)")
 
     run_command(as_json, lambda: api.experience_add(fields, file=file, db=db), human)
 

@@ -33,9 +33,15 @@ def check(r: Any) -> None:
 
 
 def verify(r: Any) -> None:
-    """``verify``: ACCEPTED, or REFUSED at a stage with why; the screen's flags; the time when it got that far."""
-    head = "[green]ACCEPTED[/]" if r.accepted else f"[red]REFUSED[/] at [bold]{r.stage}[/] ({r.status})"
-    out.print(f"{head} {Path(r.kernel).name}: {r.message}")
+    """``verify``: ACCEPTED (by every stage, or by the stages that ran), or REFUSED at a stage with why; the stages
+    that ran and those skipped with why; the screen's flags; the time when it got that far."""
+    head = ("[green]ACCEPTED[/]" if r.accepted and not r.stages_skipped else "[yellow]ACCEPTED[/] (partly checked)"
+            if r.accepted else f"[red]REFUSED[/] at [bold]{r.stage}[/] ({r.status})")
+    out.print(f"{head} {Path(r.kernel).name}: {r.message}", markup=True)
+    if r.stages_run:
+        out.print(f"  stages run: {', '.join(r.stages_run)}", markup=False)
+    for name, why in r.stages_skipped.items():
+        out.print(f"  skipped: {name} — {why}", markup=False)
     if r.evaluation is not None and r.evaluation.duration_ns:
         out.print(f"median {dur(r.evaluation.duration_ns)}" + ("" if r.evaluation.measured else
                                                                      " (interpreted — not a measurement)"))
@@ -55,6 +61,8 @@ def bench(r: Any) -> None:
         out.print(f"{r.pct_of_roofline:.1f} % of the roofline (floor {dur(r.floor_ns)})")
     if r.impossible:
         out.print("[red]impossible: faster than the speed-of-light floor[/]")
+    for name, why in r.stages_skipped.items():
+        out.print(f"  stage skipped: {name} — {why}", markup=False)
     if r.baselines:
         out.print(render_benchmark_md(r.baselines))
 

@@ -47,7 +47,8 @@ def verify(kernel: Path, shape: Optional[list[str]] = ShapeOpt, config: Optional
            timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt) -> None:
     """One config through every defence: static screen, declared work, timer guard, check over seeds and derived
     shapes, timing on refreshed inputs, re-check on unseen values, device activity on all streams, speed-of-light
-    floor. Prints the stage that refused the kernel, or that every check passed (exit 1 when refused)."""
+    floor. Prints the stage that refused the kernel (exit 1), or that it was accepted, with the stages that ran and
+    those skipped and why (on a CPU: device activity needs a GPU; the floor needs a measured time)."""
     from kernelpilot import api
 
     shp, cfg = kv(shape, "--shape"), kv(config, "--config")

@@ -405,21 +405,21 @@ class Evaluator:
         return ev
 
     def _derivation(self, cand: Candidate) -> tuple[Evaluation | None, Move | None]:
-        """The evaluation ``cand`` derives from and the move that makes it: the strategy's move from the incumbent
-        when it gave one, else a step from the nearest evaluated config (fewest tunables changed, the incumbent
-        first, then the fastest)."""
+        """The evaluation ``cand`` derives from and the move that makes it: the strategy's move from the config it
+        was made from (``move.undo``: the incumbent, or another version after the guided strategy's restart), else
+        a step from the nearest evaluated config (fewest tunables changed, the incumbent first, then the fastest)
+        whose move is the two configs' difference (a strategy's reasons kept)."""
         if not self.order:
             return None, None
-        if cand.move is not None and self.incumbent is not None:
-            return self.incumbent, cand.move
-        inc = self.incumbent
-
-        def distance(ev: Evaluation) -> tuple[int, bool, float]:
-            changed = sum(ev.config.get(k) != v for k, v in cand.config.items())
-            return changed, ev is not inc, ev.objective
-
-        base = min(self.order, key=distance)
-        return base, Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
+        inc, before = self.incumbent, config_key(cand.move.undo(cand.config)) if cand.move is not None else None
+        origin = next((e for e in ([inc] if inc is not None else []) + self.order if e.key == before), None)
+        if origin is not None:
+            return origin, cand.move
+        base = min(self.order, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()), e is not inc,
+                                              e.objective))
+        move = Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
+        fields = ("tunable", "old", "new", "direction")  # the strategy's reasons, the configs' difference
+        return base, move if cand.move is None else cand.move.model_copy(update={k: getattr(move, k) for k in fields})
 
     def _measures(self, ev: Evaluation, parent: Evaluation | None) -> Evaluation:
         """``pct_of_roofline`` and speedups of a timed evaluation."""

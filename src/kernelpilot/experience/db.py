@@ -23,24 +23,30 @@ from kernelpilot.experience.model import (BACKENDS, BOTTLENECK_CLASSES, OUTCOMES
                                           default_db_path, normalize_bottleneck, normalize_kernel_type, utc_now)
 from kernelpilot.experience.tags import normalize_tag
 
-__all__ = ["SCHEMA_VERSION", "KIND", "LIST_FILTERS", "ExperienceDB", "read_jsonl"]
+__all__ = ["SCHEMA_VERSION", "KIND", "LIST_FILTERS", "RUN_SOURCES", "ExperienceDB", "read_jsonl", "read_log"]
 
-#: Version of the file's layout (``PRAGMA user_version`` and ``meta.schema_version``).
-SCHEMA_VERSION = 1
+#: Version of the file's layout (``PRAGMA user_version`` and ``meta.schema_version``). 2 added ``claim``; a file of
+#: version 1 is upgraded when opened for writing (:data:`V1_CLAIM`).
+SCHEMA_VERSION = 2
+#: ``claim`` of the entries of a version-1 log whose source is not a run's (``manual``, ``import:FILE``, ...): they
+#: were stored before sources were checked.
+V1_CLAIM = "added by hand before kernelpilot checked sources (experience log schema 1)"
+#: Source prefixes of the entries kernelpilot's own runs record.
+RUN_SOURCES = ("optimize:", "tune:", "session:")
 #: ``meta.kind`` of an experience log (tells it from any other SQLite file).
 KIND = "kernelpilot.experience"
 #: Filters :meth:`ExperienceDB.list` accepts.
 LIST_FILTERS = ("kernel", "kernel_type", "backend", "arch", "gpu", "bottleneck", "outcome", "source", "tag",
                 "measured")
 _COLUMNS = ("key", "kernel", "kernel_type", "backend", "arch", "gpu", "bottleneck", "change", "tags", "outcome",
-            "speedup", "metrics_moved", "source", "measured", "recorded_utc", "masked")
+            "speedup", "metrics_moved", "source", "measured", "recorded_utc", "masked", "claim")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
     key TEXT PRIMARY KEY, kernel TEXT NOT NULL, kernel_type TEXT NOT NULL, backend TEXT NOT NULL, arch TEXT,
     gpu TEXT, bottleneck TEXT, change TEXT NOT NULL, tags TEXT NOT NULL, outcome TEXT NOT NULL, speedup REAL,
     metrics_moved TEXT NOT NULL, source TEXT NOT NULL, measured INTEGER NOT NULL, recorded_utc TEXT NOT NULL,
-    masked INTEGER NOT NULL DEFAULT 0);
+    masked INTEGER NOT NULL DEFAULT 0, claim TEXT);
 CREATE INDEX IF NOT EXISTS entries_source ON entries (source);
 CREATE INDEX IF NOT EXISTS entries_kind ON entries (kernel_type, backend);
 """
@@ -56,7 +62,7 @@ def _like(text: str) -> str:
 def _row(e: ExperienceEntry) -> tuple[Any, ...]:
     return (e.key(), e.kernel, e.kernel_type, e.backend, e.arch, e.gpu, e.bottleneck, e.change,
             json.dumps(e.tags), e.outcome, e.speedup, json.dumps(e.metrics_moved, sort_keys=True), e.source,
-            int(e.measured), e.recorded_utc, int(e.masked))
+            int(e.measured), e.recorded_utc, int(e.masked), e.claim)
 
 
 def _entry(row: sqlite3.Row, where: Path) -> ExperienceEntry:
@@ -101,11 +107,31 @@ def _check_schema(conn: sqlite3.Connection, path: Path, create: bool) -> None:
     if kind != KIND or "entries" not in tables:
         raise ExperienceError(f"{path} is a SQLite database but not a kernelpilot experience log "
                               f"(tables: {', '.join(sorted(tables)) or 'none'})", _FIX)
+    if version == 1 and create:
+        _upgrade_v1(conn)
     if version > SCHEMA_VERSION:
         raise ExperienceError(f"{path} was written by a newer kernelpilot (experience schema {version}; this "
                               f"version reads {SCHEMA_VERSION})",
                               "upgrade kernelpilot, or export it with the newer version and import the JSON Lines "
                               "here")
+
+
+def _upgrade_v1(conn: sqlite3.Connection) -> None:
+    """Add the ``claim`` column to a version-1 log: entries with a run's source (:data:`RUN_SOURCES`) stay on
+    record, the others become claims (:data:`V1_CLAIM`)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if "claim" not in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}:
+            conn.execute("ALTER TABLE entries ADD COLUMN claim TEXT")
+            runs = " AND ".join("source NOT LIKE ?" for _ in RUN_SOURCES)
+            conn.execute(f"UPDATE entries SET claim = ? WHERE {runs}", (V1_CLAIM, *(f"{p}%" for p in RUN_SOURCES)))
+        conn.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 class ExperienceDB:
@@ -336,27 +362,13 @@ class ExperienceDB:
     # -- moving entries between logs -----------------------------------------------------------------------------
 
     def merge(self, other: str | Path) -> int:
-        """Add every entry of another log file that this one lacks (by key; masks come along); returns how many
-        were added. Merging the same file twice adds nothing the second time. The other file is opened read-only.
+        """Add every entry of another log file that this one lacks (by key; masks and claims come along); returns
+        how many were added. Merging the same file twice adds nothing the second time.
 
         Raises:
             ExperienceError: ``other`` is missing, not a SQLite database, not an experience log, or newer.
         """
-        o = Path(other).expanduser()
-        if not o.is_file():
-            raise ExperienceError(f"no experience log at {o}", "give the path of another experience.db file")
-        conn = None
-        try:
-            conn = _connect(o, read_only=True)
-            _check_schema(conn, o, create=False)
-            rows = conn.execute(f"SELECT {', '.join(_COLUMNS)} FROM entries ORDER BY recorded_utc, rowid").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ExperienceError(f"{o} cannot be read as an experience log: {exc}",
-                                  "give the path of another experience.db file") from exc
-        finally:
-            if conn is not None:
-                conn.close()
-        return self.add_many(_entry(r, o) for r in rows)
+        return self.add_many(read_log(other))
 
     def export_jsonl(self, path: str | Path) -> int:
         """Write every entry (masked ones too, with ``masked``) to ``path`` as JSON Lines, one
@@ -392,6 +404,35 @@ class ExperienceDB:
             ExperienceError: the file is missing or unreadable, or a line is not a valid entry (``FILE:LINE``).
         """
         return self.add_many(read_jsonl(path))
+
+
+def read_log(other: str | Path) -> list[ExperienceEntry]:
+    """Every entry of a log file (masked ones too), oldest first; the file is opened read-only (a version-1 file's
+    entries get ``claim`` as :func:`_upgrade_v1` would give it).
+
+    Raises:
+        ExperienceError: ``other`` is missing, not a SQLite database, not an experience log, or newer.
+    """
+    o = Path(other).expanduser()
+    if not o.is_file():
+        raise ExperienceError(f"no experience log at {o}", "give the path of another experience.db file")
+    conn = None
+    try:
+        conn = _connect(o, read_only=True)
+        _check_schema(conn, o, create=False)
+        has_claim = "claim" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+        runs = " OR ".join("source LIKE ?" for _ in RUN_SOURCES)
+        claim = "claim" if has_claim else f"CASE WHEN {runs} THEN NULL ELSE ? END"
+        args = () if has_claim else (*(f"{p}%" for p in RUN_SOURCES), V1_CLAIM)
+        rows = conn.execute(f"SELECT {', '.join(_COLUMNS[:-1])}, {claim} FROM entries ORDER BY recorded_utc, "
+                            "rowid", args).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise ExperienceError(f"{o} cannot be read as an experience log: {exc}",
+                              "give the path of another experience.db file") from exc
+    finally:
+        if conn is not None:
+            conn.close()
+    return [_entry(r, o) for r in rows]
 
 
 def read_jsonl(path: str | Path) -> list[ExperienceEntry]:

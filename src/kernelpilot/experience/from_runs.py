@@ -14,7 +14,7 @@ from typing import Iterable, Optional
 
 from kernelpilot.experience.model import BOTTLENECK_CLASSES, ExperienceEntry
 from kernelpilot.experience.tags import derive_tags
-from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.evaluation import Evaluation, change_label
 
 __all__ = ["BROKEN_FIRST", "NOT_RUN", "entry_from_evaluation", "entries_from_optimize", "entry_from_tune",
            "untrusted_run"]
@@ -72,22 +72,26 @@ def entry_from_evaluation(ev: Evaluation, parent: Optional[Evaluation], *, kerne
         kernel, kernel_type, source, backend, arch, gpu: the entry's fields (``source`` e.g. ``optimize:RUN/v3``).
 
     Returns:
-        The entry, or None when the version changed nothing (no ``move``, the baseline) or never ran
-        (:data:`NOT_RUN`). Raises nothing for a well-formed evaluation.
+        The entry (its change computed from the parent's config and the version's: :func:`change_label`, every
+        changed tunable listed), or
+        None when the version changed nothing (no ``move``, the baseline), its parent is not given, or it never
+        ran (:data:`NOT_RUN`). Raises nothing for a well-formed evaluation.
     """
-    if ev.move is None or ev.status in NOT_RUN:
+    if ev.move is None or parent is None or ev.status in NOT_RUN:
         return None
-    change = ev.move.label + (f" ({ev.move.why})" if ev.move.why else "")
+    label = change_label(parent.config, ev.config)
+    change = label + (f" ({ev.move.why})" if ev.move.why else "")
     speedup = ev.speedup_vs_parent if ev.ok else None
     return ExperienceEntry(kernel=kernel, kernel_type=kernel_type, backend=backend, arch=arch, gpu=gpu,
-                           bottleneck=_bottleneck(parent), change=change, tags=_move_tags(ev.move.label),
+                           bottleneck=_bottleneck(parent), change=change,
+                           tags=_move_tags(label),
                            outcome=_outcome(ev), speedup=speedup if speedup and speedup > 0 else None,
                            metrics_moved=_moved(ev, parent), source=source, measured=ev.measured)
 
 
 def _move_tags(label: str) -> list[str]:
-    """Tags of a move's label only (``BLOCK_N 256→512``), not of its explanation, so a move is tagged by what it
-    changed."""
+    """Tags of a change label only (``BLOCK_N 256→512``, computed from the configs), not of its explanation, so a
+    version is tagged by what it changed."""
     return derive_tags(label)
 
 

@@ -98,6 +98,11 @@ class ExperienceEntry(BaseModel):
         recorded_utc: when it was recorded (ISO 8601, UTC).
         masked: True when a user masked it (a bad run): left out of recommend, search, list and stats unless
             asked for.
+        claim: None for a lesson on record: written by kernelpilot's own run (optimize, tune, session) when it
+            ended, or added by hand with a source whose records validate and hold the entry's numbers
+            (:func:`kernelpilot.api_experience.source_problem`); else why it is only the user's claim (a made-up
+            source, records that do not validate, numbers that differ). Claims rank below lessons on record
+            (:mod:`kernelpilot.experience.rank`). Not part of the key; never taken from the user's input.
 
     Raises (on construction):
         pydantic.ValidationError: an unknown field, an empty kernel, change or source, an unknown backend,
@@ -121,6 +126,7 @@ class ExperienceEntry(BaseModel):
     measured: bool
     recorded_utc: str = Field(default_factory=utc_now)
     masked: bool = False
+    claim: Optional[str] = None
 
     @field_validator("kernel_type", mode="before")
     @classmethod
@@ -199,6 +205,10 @@ class Recommendation(BaseModel):
         n_failed: of them, ``regressed`` or ``invalid``.
         n_invalid: of them, ``invalid``.
         n_unmeasured: of them, interpreter (CPU) runs.
+        n_claims: of them, the user's claims (:attr:`ExperienceEntry.claim`): not counted in the score of a group
+            that has a lesson on record.
+        claims_only: every entry of the group is a claim: the group ranks below every group with a lesson on
+            record, whatever its score.
         median_speedup: median speedup over the entries that have one (None if none has).
         best_speedup: the largest of those speedups.
         similarity: mean similarity of the group's kernels to the query, 0 to 1 (1: same kernel type, back end,
@@ -218,6 +228,8 @@ class Recommendation(BaseModel):
     n_failed: int
     n_invalid: int = 0
     n_unmeasured: int = 0
+    n_claims: int = 0
+    claims_only: bool = False
     median_speedup: Optional[float] = None
     best_speedup: Optional[float] = None
     similarity: float

@@ -22,6 +22,11 @@ regression).
 kernels. Groups are sorted by score, then by the number of improvements and of tries, then by name. A group
 that failed (regressed or invalid) more than half the times it was tried carries a warning, and so does a group
 known only from interpreter runs.
+
+**Claims.** An entry whose source did not validate (:attr:`ExperienceEntry.claim`: a made-up source, records that do
+not validate or do not hold its numbers) is the user's word, not a lesson on record: in a group with a lesson on
+record it is counted (``n_claims``) but adds nothing to the score; a group of claims only (``claims_only``) is
+scored from them but ranks below every group with a lesson on record, and its warning says so.
 """
 
 from __future__ import annotations
@@ -100,8 +105,12 @@ def _groups(entries: Iterable[ExperienceEntry]) -> dict[tuple[str, str], list[Ex
     return groups
 
 
-def _warning(n_tried: int, n_failed: int, n_invalid: int, n_unmeasured: int) -> Optional[str]:
+def _warning(n_tried: int, n_failed: int, n_invalid: int, n_unmeasured: int, n_claims: int = 0) -> Optional[str]:
     parts = []
+    if n_claims == n_tried:
+        parts.append("the user's claims only: no source that validates")
+    elif n_claims:
+        parts.append(f"{n_claims} of {n_tried} are the user's claims (not counted)")
     if 2 * n_failed > n_tried:
         parts.append(f"failed {n_failed} of {n_tried} time{'s' if n_tried != 1 else ''}"
                      + (f" ({n_invalid} invalid)" if n_invalid else ""))
@@ -125,7 +134,8 @@ def rank(entries: Iterable[ExperienceEntry], query: dict[str, Optional[str]], li
     """
     out: list[Recommendation] = []
     for (kind, name), group in _groups(entries).items():
-        scored = sorted(((weight(e, query) * value(e), e) for e in group), key=lambda p: -abs(p[0]))
+        on_record = [e for e in group if e.claim is None]
+        scored = sorted(((weight(e, query) * value(e), e) for e in (on_record or group)), key=lambda p: -abs(p[0]))
         speedups = [e.speedup for e in group if e.speedup is not None]
         texts = Counter(e.change for e in group)
         last_seen = {e.change: i for i, e in enumerate(sorted(group, key=lambda e: e.recorded_utc))}
@@ -142,8 +152,9 @@ def rank(entries: Iterable[ExperienceEntry], query: dict[str, Optional[str]], li
             best_speedup=max(speedups) if speedups else None,
             similarity=round(sum(similarity(e, query) for e in group) / len(group), 6),
             score=round(sum(p[0] for p in scored), 6),
-            warning=_warning(len(group), n_failed, n_invalid, n_unmeasured),
+            n_claims=len(group) - len(on_record), claims_only=not on_record,
+            warning=_warning(len(group), n_failed, n_invalid, n_unmeasured, len(group) - len(on_record)),
             examples=list(dict.fromkeys(e.source for _, e in scored))[:KEEP],
             guide=guide_ids(name) if kind == "tag" else []))
-    out.sort(key=lambda r: (-r.score, -r.n_improved, -r.n_tried, r.tag or "", r.change))
+    out.sort(key=lambda r: (r.claims_only, -r.score, -r.n_improved, -r.n_tried, r.tag or "", r.change))
     return out[:limit]

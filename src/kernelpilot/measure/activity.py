@@ -27,7 +27,8 @@ from pydantic import BaseModel
 
 from kernelpilot.measure.guard import bound
 
-__all__ = ["ActivityReport", "LaunchActivity", "device_activity", "judge_activity", "kernel_base_name"]
+__all__ = ["SPIN_KERNEL", "ActivityReport", "LaunchActivity", "device_activity", "judge_activity", "kernel_base_name",
+           "launch_from_events"]
 
 
 class LaunchActivity(BaseModel):
@@ -96,19 +97,49 @@ def _one_launch(fn: Callable[[], Any], before_each: Callable[[], None] | None) -
         marker.add_(1)  # closing marker: the timed stream reaches it only after everything joined to it
         t.record(end)
         t.synchronize()
-    timed_ns = t.elapsed_time(start, end) * 1e6
-    events = sorted(_gpu_events(prof), key=lambda e: e[2])
+    return launch_from_events(_gpu_events(prof), t.elapsed_time(start, end) * 1e6)
+
+
+#: The opening spin's kernel: ``torch.cuda._sleep`` launches ATen's ``at::cuda::(anonymous namespace)::spin_kernel``
+#: (aten/src/ATen/cuda/Sleep.cu); records name it demangled, with its parameter list.
+SPIN_KERNEL = "spin_kernel"
+
+
+def _is_spin(name: str) -> bool:
+    """True for the record of ATen's spin kernel (:data:`SPIN_KERNEL`, bare or in ATen's ``at::`` namespace)."""
+    return name == SPIN_KERNEL or (name.startswith("at::") and f"::{SPIN_KERNEL}(" in name)
+
+
+def launch_from_events(events: list[tuple[str, int, float, float]], timed_ns: float) -> LaunchActivity:
+    """One launch's activity from its device records (pure: no GPU needed).
+
+    Args:
+        events: every device activity record of the launch as (name, stream, start_ns, end_ns), any order, the
+            opening spin (:data:`SPIN_KERNEL`) and the closing marker included.
+        timed_ns: what the events on the timed stream measured, ns.
+
+    Returns:
+        The launch: the opening spin is found by its name (the first record when no record has it), so work that
+        started before the spin (still running from an earlier launch, or on a stream the timed one never waited
+        for) is the launch's work, not mistaken for the opening; the timed stream is the spin's; the closing marker
+        is the last record on the timed stream after the spin. Work that started before the spin ended or ended
+        after the closing marker started is ``unjoined``; without a closing marker on record only the first rule
+        applies. Raises nothing.
+    """
+    events = sorted(events, key=lambda e: e[2])
     if len(events) < 2:
         return LaunchActivity(timed_ns=timed_ns, span_ns=0.0, timed_stream=None, kernels=[], unjoined=[])
-    opening = events[0]
+    opening = next((e for e in events if _is_spin(e[0])), events[0])
     timed_stream = opening[1]
-    closing = max((e for e in events[1:] if e[1] == timed_stream), key=lambda e: e[2])
+    closing = max((e for e in events if e is not opening and e[1] == timed_stream and e[2] >= opening[3]),
+                  key=lambda e: e[2], default=None)
     work = [e for e in events if e is not opening and e is not closing]
-    first = opening[3]
+    first, last = opening[3], closing[2] if closing is not None else float("inf")
     kernels = [(n, s, a - first, b - first) for n, s, a, b in work]
-    # started while the opening spin ran (not ordered after the timed stream), or still running when the closing
-    # marker started (not joined back to it): either way outside what the events measure
-    unjoined = sorted({n for n, _, a, b in work if a < opening[3] or b > closing[2]})
+    # started before the opening spin ended (not ordered after the timed stream's start: also work that began
+    # before the spin itself), or still running when the closing marker started (not joined back to it): either
+    # way outside what the events measure
+    unjoined = sorted({n for n, _, a, b in work if a < first or b > last})
     span = max((e[3] for e in work), default=first) - min((e[2] for e in work), default=first)
     return LaunchActivity(timed_ns=timed_ns, span_ns=span, timed_stream=timed_stream, kernels=kernels,
                           unjoined=unjoined)

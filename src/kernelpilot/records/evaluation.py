@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus", "config_key"]
+__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
+           "change_label", "change_sentence", "config_changes", "config_key", "version_change"]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome:
 #:
@@ -68,6 +69,38 @@ def config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
 
 
+
+def config_changes(base: dict[str, Any], config: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Every tunable whose value differs between ``base`` and ``config``, as ``(name, old, new)`` in ``config``'s key
+    order, then names only ``base`` has (their new value ``None``). The one source of a version's change label: a
+    label is computed from the two configs, never taken from what a strategy declared it changed. Raises nothing."""
+    names = list(config) + [k for k in base if k not in config]
+    return [(k, base.get(k), config.get(k)) for k in names
+            if base.get(k) != config.get(k) or (k in base) != (k in config)]
+
+
+def change_label(base: dict[str, Any] | None, config: dict[str, Any]) -> str:
+    """The short change label of a version (tables, commit subjects): ``BLOCK 64→128``; several tunables listed
+    with commas (``BLOCK 64→128, num_warps 4→8``); ``baseline`` without a base; ``no tunable changed`` when the
+    configs are equal. Computed from the configs (:func:`config_changes`); raises nothing."""
+    if base is None:
+        return "baseline"
+    changes = config_changes(base, config)
+    return ", ".join(f"{k} {old}→{new}" for k, old, new in changes) or "no tunable changed"
+
+
+def change_sentence(base: dict[str, Any] | None, config: dict[str, Any]) -> str:
+    """The counted change of a version (hypothesis.md, report page, experience log): ``One variable: BLOCK 64→128``,
+    ``2 variables: BLOCK 64→128, num_warps 4→8`` (a step that changes several tunables says so), ``No variable
+    changed`` for equal configs, ``Baseline`` without a base. Computed from the configs; raises nothing."""
+    if base is None:
+        return "Baseline"
+    n = len(config_changes(base, config))
+    if n == 0:
+        return "No variable changed: the config equals its parent's"
+    head = "One variable" if n == 1 else f"{n} variables"
+    return f"{head}: {change_label(base, config)}"
+
 class Move(BaseModel):
     """One proposed change from a base config: ``tunable`` from ``old`` to ``new``, the rule that chose it and what
     should move (the hypothesis). A strategy's jump over several tunables joins their names with ``+`` and holds
@@ -86,9 +119,17 @@ class Move(BaseModel):
         """A copy of ``config`` with this move applied (one-variable moves only)."""
         return {**config, self.tunable: self.new}
 
+    def undo(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` with this move undone: the config it was made from (a jump's ``+``-joined tunables get their
+        ``old`` tuple back). Raises nothing."""
+        if self.direction == "jump" and isinstance(self.old, (tuple, list)):
+            return {**config, **dict(zip(self.tunable.split("+"), self.old))}
+        return {**config, self.tunable: self.old}
+
     @property
     def label(self) -> str:
-        """``BLOCK_N 256→512``; for a jump over several tunables ``BLOCK_M+num_warps (64, 4)→(128, 8)``."""
+        """``BLOCK_N 256→512``; for a jump over several tunables ``BLOCK_M+num_warps (64, 4)→(128, 8)``: what the
+        strategy declared. Records show :func:`change_label` of the version's and its parent's configs instead."""
         return f"{self.tunable} {self.old}→{self.new}"
 
     @classmethod
@@ -153,6 +194,10 @@ class Evaluation(BaseModel):
             (:class:`kernelpilot.profile.floor_check.FloorBytesCheck`: ``floor_bytes``, ``dram_bytes``, ``ratio``,
             ``verdict`` confirmed / over_counted / unknown, ``message``); None without an ncu profile.
         commit: the git commit that recorded this version (accepted versions).
+        stages_run / stages_skipped: the stages of the stage table (:data:`kernelpilot.search.stages.STAGES`) that
+            checked this config, and those that did not with why (``device_activity``: needs a GPU; ``floor``:
+            interpreted, not a measurement; the stages after a race was lost); empty when not recorded (a cache line
+            written before they were, a replay).
         records: the worker's full ``correctness`` and ``timing`` records (JSON dicts) for the version folder;
             never serialized (the cache and ``tune.json`` keep the summary above).
     """
@@ -189,6 +234,8 @@ class Evaluation(BaseModel):
     observed: str | None = None
     floor_check: dict[str, Any] | None = None
     commit: str | None = None
+    stages_run: list[str] = Field(default_factory=list)
+    stages_skipped: dict[str, str] = Field(default_factory=dict)
     records: dict[str, Any] | None = Field(default=None, exclude=True)
 
     @property
@@ -221,6 +268,26 @@ class Evaluation(BaseModel):
             return "baseline" if self.move is None and self.index in (0, None) else "accepted"
         return "rejected"
 
+
+
+def version_change(ev: Evaluation, versions: dict[int, Evaluation], *, counted: bool = False) -> str:
+    """The change of version ``ev`` from its recorded parent, computed from the two configs (:func:`change_label`,
+    or :func:`change_sentence` when ``counted``), never from ``ev.move``'s declared tunable.
+
+    Args:
+        ev: the version. versions: evaluations by their ``index`` (the run's versions).
+        counted: the counted sentence (``One variable: ...``) instead of the short label.
+
+    Returns:
+        ``baseline`` (``Baseline`` counted) for a version without a parent; ``change from vN (vN is not on
+        record)`` when the parent is missing from ``versions``. Raises nothing.
+    """
+    if ev.parent is None:
+        return "Baseline" if counted else "baseline"
+    parent = versions.get(ev.parent)
+    if parent is None:
+        return f"change from v{ev.parent} (v{ev.parent} is not on record)"
+    return (change_sentence if counted else change_label)(parent.config, ev.config)
 
 class Candidate(dict):  # type: ignore[type-arg]
     """A config (a plain dict of tunable -> value, so any evaluate function accepts it) with the move that produced

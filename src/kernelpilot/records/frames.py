@@ -137,7 +137,9 @@ def evaluation_frame(evaluations: Sequence[Evaluation], baselines_ns: dict[str, 
     Raises:
         MissingDependencyError: pandas is not installed.
     """
-    rows = []
+    from kernelpilot.records.evaluation import version_change
+
+    rows, by_index = [], {ev.index: ev for ev in evaluations if ev.index is not None}
     for position, ev in enumerate(evaluations):
         has_time = ev.duration_ns is not None
         row: dict[str, Any] = {
@@ -149,7 +151,8 @@ def evaluation_frame(evaluations: Sequence[Evaluation], baselines_ns: dict[str, 
             "speedup_vs_parent": _num(ev.speedup_vs_parent),
             **baseline_speedups(baselines_ns, ev.duration_ns if ev.ok else None, ev.measured),
             "measured": ev.measured, "cached": ev.cached, "wall_s": float(ev.wall_s), "compile_s": _num(ev.compile_s),
-            "change": ev.move.label if ev.move is not None else "", "bound": ev.bound or "", "decision": ev.decision,
+            "change": version_change(ev, by_index) if ev.move is not None or ev.parent is not None else "",
+            "bound": ev.bound or "", "decision": ev.decision,
             "message": ev.message, "worker": ev.worker}
         row.update({f"config.{name}": value for name, value in ev.config.items()})
         rows.append(row)

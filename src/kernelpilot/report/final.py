@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.hardware.roofline import Roofline
-from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.evaluation import Evaluation, version_change
 from kernelpilot.records.models import RunInfo
 from kernelpilot.report.hypothesis import DECISION_RULE
 
 
-def _change(v: Evaluation) -> str:
-    return "baseline" if v.move is None else v.move.label
+def _change(v: Evaluation, versions: list[Evaluation]) -> str:
+    """The change from the recorded parent, computed from the two configs (never the move's declared tunable)."""
+    return version_change(v, {e.index: e for e in versions if e.index is not None})
 
 
 def _why(v: Evaluation) -> str:
@@ -26,7 +27,7 @@ def versions_table(info: RunInfo, versions: list[Evaluation]) -> str:
     for v in versions:
         pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
         status = v.version_status + ("" if v.ok or v.status == "ok" else f" ({v.status})")
-        rows.append(f"| v{v.index} | {_change(v)} | {status} | {format_duration_ns(v.duration_ns)} | "
+        rows.append(f"| v{v.index} | {_change(v, versions)} | {status} | {format_duration_ns(v.duration_ns)} | "
                     f"{format_duration_ns(v.iqr_ns)} | {pct} | {v.bound or '—'} | "
                     f"{format_ratio(v.speedup_vs_first, decimals=3, suffix='x')} |")
     return "\n".join(rows)
@@ -87,10 +88,12 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
     worked = [v for v in versions if v.version_status == "accepted"]
     failed = [v for v in versions if v.version_status in ("rejected", "failed")]
     out += ["## What worked", ""]
-    out += [f"- v{v.index}: {_change(v)} ({v.move.rule}) — {_why(v)}" + (f"; observed {v.observed}" if v.observed else "")
+    out += [f"- v{v.index}: {_change(v, versions)} ({v.move.rule}) — {_why(v)}"
+            + (f"; observed {v.observed}" if v.observed else "")
             for v in worked if v.move] or ["- nothing beat the first correct version beyond the measured spread"]
     out += ["", "## What did not", ""]
-    out += [f"- v{v.index}: {_change(v)}" + (f" ({v.move.rule})" if v.move else "") + f" — {v.version_status}"
+    out += [f"- v{v.index}: {_change(v, versions)}" + (f" ({v.move.rule})" if v.move else "")
+            + f" — {v.version_status}"
             f"{'' if v.ok else ' (' + v.status + ')'}: {_why(v)[:300]}" for v in failed] or ["- every change tried was accepted"]
     out += ["", "## Best", ""]
     if best is None:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from kernelpilot.errors import RunFolderError
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
-from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.evaluation import Evaluation, version_change
 from kernelpilot.records.workspace import read_json, read_record
 
 __all__ = ["Entry", "Kind", "PageData", "folder_kind", "read_folder"]
@@ -184,8 +184,10 @@ def _timing(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, timing: dict[str, Any]) -> Entry:
-    """An entry from one :class:`Evaluation` (optimize's outcome.json, tune's evaluations)."""
+def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, timing: dict[str, Any],
+                     versions: dict[int, Evaluation]) -> Entry:
+    """An entry from one :class:`Evaluation` (optimize's outcome.json, tune's evaluations); its change is computed
+    from its config and its recorded parent's in ``versions`` (evaluations by index), not taken from the move."""
     if not ev.ok:
         outcome = ev.status
     elif ev.raced_out:
@@ -195,7 +197,8 @@ def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, tim
     else:
         outcome = "rejected"
     timed = ev.ok and measured and ev.measured
-    hypothesis = f"{ev.move.label}: {ev.move.why} (rule {ev.move.rule})" if ev.move is not None else ""
+    hypothesis = (f"{version_change(ev, versions, counted=True)}: {ev.move.why} (rule {ev.move.rule})"
+                  if ev.move is not None else "")
     expected = [f"{ev.move.expected_metric}: {ev.move.expected}"] if ev.move is not None else []
     if ev.observed:
         expected.append(f"observed: {ev.observed}")
@@ -204,7 +207,7 @@ def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, tim
                  samples_ns=list(ev.samples_ns or timing.get("samples_ns") or []) if timed else [],
                  q1_ns=timing.get("q1_ns") if timed else None, q3_ns=timing.get("q3_ns") if timed else None,
                  accepted=bool(ev.ok and ev.accepted), hypothesis=hypothesis, expectations=expected,
-                 change=ev.move.label if ev.move is not None else "",
+                 change=version_change(ev, versions) if ev.move is not None or ev.parent is not None else "",
                  decision=ev.decision or ev.message, pct_of_roofline=ev.pct_of_roofline if timed else None,
                  card=ev.card)
 
@@ -215,13 +218,15 @@ def _read_optimize(root: Path) -> PageData:
 
     info = read_json(root / "run.json", RunInfo)
     measured = info.mode != "interpreter"
-    entries = []
+    entries, versions = [], {}
     for i in Workspace(root).version_indices():
         path = root / f"v{i}" / "outcome.json"
         if not path.is_file():  # the version in flight of an unfinished run
             continue
         ev = read_record(path, lambda text: outcome_from_json(json.loads(text)))
-        entry = _from_evaluation(ev, f"v{i}", len(entries) + 1, measured, _timing(root / f"v{i}" / "timing.json"))
+        versions[i] = ev
+        entry = _from_evaluation(ev, f"v{i}", len(entries) + 1, measured, _timing(root / f"v{i}" / "timing.json"),
+                                 versions)
         hyp = root / f"v{i}" / "hypothesis.md"
         if hyp.is_file():
             entry.hypothesis = hyp.read_text(errors="replace")
@@ -266,7 +271,8 @@ def _read_tune(root: Path) -> PageData:
         mode = "interpreter" if not measured else "cuda"
         device = str(run.options.get("gpu") or mode)
         stopped, best = f"the search has not finished ({run.interrupted or 'killed'})", None
-    entries = [_from_evaluation(ev, f"#{n}", n, measured, {}) for n, ev in enumerate(evaluations, 1)]
+    by_index = {ev.index: ev for ev in evaluations if ev.index is not None}
+    entries = [_from_evaluation(ev, f"#{n}", n, measured, {}, by_index) for n, ev in enumerate(evaluations, 1)]
     best_key = json.dumps(best.get("config"), sort_keys=True) if isinstance(best, dict) else None
     best_label = next((e.label for e in reversed(entries) if e.accepted
                        and json.dumps(e.config, sort_keys=True) == best_key), None)

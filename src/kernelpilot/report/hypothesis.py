@@ -7,7 +7,7 @@ from typing import Any
 
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
-from kernelpilot.records.evaluation import Evaluation, Move
+from kernelpilot.records.evaluation import Evaluation, Move, change_sentence
 
 #: The one decision rule, in words (the code is :meth:`kernelpilot.engine.evaluator.Evaluator._judge` with
 #: :func:`kernelpilot.search.stats.decide`); the same sentence goes into every hypothesis and the final report.
@@ -23,7 +23,8 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
 
     Args:
         index: the version number. config: the config about to run.
-        move: the change from ``parent`` (None for the baseline v0).
+        move: why ``config`` was proposed (None for the baseline v0); the change itself is computed from ``config``
+            and ``parent.config`` (:func:`change_sentence`), never taken from the move's declared tunable.
         parent: the evaluation it derives from (None for v0). incumbent: the version it must beat (default: parent).
         roofline: the run's roofline, for the target line (None without a spec).
     """
@@ -37,9 +38,8 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
                   "Expected: correct on 3 fresh seeds; the measured time and the profile say where it stands.",
                   "", target]
         return "\n".join(lines) + "\n"
-    what = "Several variables" if move.direction == "jump" else "One variable"
-    lines += [f"{what}: `{move.tunable}` {move.old} → {move.new} ({move.direction}); everything else as "
-              f"v{parent.index}.", "", f"Rule: {move.rule}.", "", f"Why: {move.why}."]
+    lines += [f"{change_sentence(parent.config, config)}; everything else as v{parent.index}.", "",
+              f"Rule: {move.rule}.", "", f"Why: {move.why}."]
     card = parent.card
     if card:
         fired = ", ".join(card.get("fired_patterns") or []) or "none"

@@ -47,6 +47,8 @@ class StageContext:
             ``duration_ns``, ``iqr_ns``, ``samples_ns``.
         done: set by a stage that ends the evaluation early with success (racing: the message).
         failed_stage: the name of the stage that refused the config (None: none did).
+        skipped: stage name -> why it checked nothing (no GPU, an interpreted time, no profiler, ...): a stage that
+            returns None without checking says so here, so no verdict claims a check that did not run.
     """
 
     kf: Any
@@ -62,6 +64,7 @@ class StageContext:
     results: dict[str, Any] = field(default_factory=dict)
     done: str | None = None
     failed_stage: str | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def dev(self) -> str:
@@ -249,6 +252,8 @@ def _recheck(ctx: StageContext) -> Failure | None:
 def _device_activity(ctx: StageContext) -> Failure | None:
     """Two profiled launches (:func:`kernelpilot.measure.activity.device_activity`) judged; on the GPU only."""
     if ctx.dev != "cuda":
+        ctx.skipped["device_activity"] = "needs a GPU (the profiler's device records): work off the timed stream " \
+                                         "and the file's own kernels not checked"
         return None
     from kernelpilot.measure.activity import device_activity
 
@@ -263,6 +268,8 @@ def _device_activity(ctx: StageContext) -> Failure | None:
         return Failure(report.failure, report.problem)  # type: ignore[arg-type]
     if not report.available and ctx.opts.strict:
         return Failure("off_timer_work", f"--strict: {report.note} (work on other streams cannot be ruled out)")
+    if not report.available:
+        ctx.skipped["device_activity"] = f"{report.note} (work on other streams not ruled out)"
     return None
 
 
@@ -270,7 +277,10 @@ def _floor(ctx: StageContext) -> Failure | None:
     from kernelpilot.hardware.roofline import impossible_reason
 
     duration = ctx.results.get("duration_ns")
-    if ctx.opts.interpreted or duration is None:
+    if ctx.opts.interpreted or duration is None or not ctx.opts.floor_ns:
+        ctx.skipped["floor"] = ("interpreted, not a measurement" if ctx.opts.interpreted else "no median (timing did "
+                                "not run)" if duration is None else "no speed-of-light floor (no roofline for this "
+                                "device: no GPU spec)")
         return None
     why = impossible_reason(duration, ctx.opts.floor_ns, ctx.opts.sol_tolerance)
     return Failure("impossible", why) if why else None

@@ -136,7 +136,8 @@ def run_stages(name: str, ctx: StageContext) -> Failure | None:
 
     Each stage's seconds go into ``ctx.phases[stage]``; the refusing stage into ``ctx.failed_stage`` and
     ``ctx.records["stage"]``. After the timer guard's row, the guard is checked again after every later stage (a
-    failure there is the guard's). A stage that sets ``ctx.done`` (raced out) ends the subset with success.
+    failure there is the guard's). A stage that sets ``ctx.done`` (raced out) ends the subset with success; the
+    stages after it go into ``ctx.skipped`` (with the stages that skipped themselves: no GPU, interpreted time).
 
     Raises:
         KeyError: ``name`` is not in :data:`SUBSETS`. AssertionError: a stage gave a status it does not declare
@@ -156,14 +157,16 @@ def run_stages(name: str, ctx: StageContext) -> Failure | None:
             return failure
         guarded = guarded or stage.name == "timer_guard"
         if ctx.done:
+            names = SUBSETS[name]
+            ctx.skipped.update({n: f"not run: {ctx.done}" for n in names[names.index(stage.name) + 1:]})
             return None
     return None
 
 
 def evaluate(name: str, ctx: StageContext) -> Evaluation:
     """:func:`run_stages` as an :class:`Evaluation`: ``ok`` (or the refusing stage's status and message), with the
-    time fields once timing ran, ``compile_s``, ``phases_s`` per stage and ``wall_s``. Never raises for the
-    config's faults."""
+    time fields once timing ran, ``compile_s``, ``phases_s`` per stage, ``wall_s``, the stages that checked
+    (``stages_run``) and those that did not, with why (``stages_skipped``). Never raises for the config's faults."""
     t0 = time.monotonic()
     failure = run_stages(name, ctx)
     r = ctx.results
@@ -171,7 +174,8 @@ def evaluate(name: str, ctx: StageContext) -> Evaluation:
     status, message = (failure.status, failure.message) if failure else ("ok", ctx.done or "")
     return Evaluation(config=ctx.config, status=status, message=message[:2000], wall_s=time.monotonic() - t0,
                       worker=ctx.device, measured=not ctx.opts.interpreted, compile_s=r.get("compile_s"),
-                      phases_s=dict(ctx.phases), **fields)
+                      phases_s=dict(ctx.phases), stages_run=[n for n in ctx.phases if n not in ctx.skipped],
+                      stages_skipped=dict(ctx.skipped), **fields)
 
 
 def run_command(name: str, kf: Any, opts: Any, device: str, config: dict[str, Any], *,
