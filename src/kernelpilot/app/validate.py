@@ -9,10 +9,18 @@ Checks, each a :class:`Problem` naming the file (relative to the run) and what t
   version that ran correctly (``ok``) has ``correctness.json`` (passed, same config) and, unless it was raced out or
   replayed, ``timing.json``, whose ``median_ns`` is the median of its own ``samples_ns`` and equals the outcome's
   ``duration_ns`` (the median the decision used); run.json's ``best_version`` names an accepted version;
-* **git**: a committed record changed since its last commit, deleted, or a record never committed in a finished
-  run. The one change allowed is the version's own commit id in ``outcome.json`` (written right after that commit,
-  committed with the next; :mod:`kernelpilot.app.recorder`). ``final_report.md`` and ``report.html`` are rebuilt by
-  ``report`` and are not checked.
+* **git and seals** (:mod:`kernelpilot.records.integrity`): every file on disk is hashed and compared with the blob
+  of the last commit and with the last seal that covered it, whatever ``git status`` says (a file marked
+  assume-unchanged or skip-worktree, or ignored, is compared all the same); each commit is compared with its seal.
+  Each difference is named: ``changed since it was committed (edited after commit …)``, ``committed, then deleted``,
+  ``never committed`` (in a finished run), ``differs from the seal written at `v3: …```, and the history's own
+  (a commit amended, rebased or made by hand). The one change allowed is the version's own commit id in
+  ``outcome.json`` (written right after that commit, committed with the next; :mod:`kernelpilot.app.recorder`).
+  ``final_report.md`` and ``report.html`` are rebuilt by ``report`` and are not compared with the last commit.
+
+Session folders (:func:`validate_session`) get the same: ``session.json`` and each version's ``memory.json``,
+``timing.json`` ... against their schemas and each other, and against git and the seals. Tune folders
+(:func:`validate_tune`, no git) get their lines, their medians and ``tune.json`` checked against each other.
 
 A version folder without ``outcome.json`` in a run that has not finished is the version in flight when the run was
 killed or interrupted: it is listed as such (``--resume`` redoes it), not as a problem.
@@ -29,8 +37,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
+from kernelpilot.records.integrity import HistoryCheck, check_history
 
-__all__ = ["Problem", "Validation", "validate_run", "validate_tune"]
+__all__ = ["Problem", "Validation", "validate_run", "validate_session", "validate_tune"]
 
 #: Rebuilt by ``kernelpilot report`` itself: never compared with git.
 DERIVED = ("final_report.md", "report.html")
@@ -53,13 +62,17 @@ class Validation(BaseModel):
         problems: every problem (empty: the records are valid).
         in_flight: version folders without an outcome in an unfinished run (killed or interrupted there).
         finished: run.json says the run finished (its final report was written and committed).
-        versions: the valid outcomes read, in version order (an ``Evaluation`` each).
+        versions: the valid outcomes read, in version order (an ``Evaluation`` each; a session's ``MemoryRecord``).
+        sealed / seal_head: the history holds seals, and the sha256 of the last one (compare it with a copy kept
+            elsewhere: a full rewrite of history and seals together is not detectable from the folder alone).
     """
 
     problems: list[Problem] = []
     in_flight: list[int] = []
     finished: bool = False
     versions: list[Any] = []
+    sealed: bool = False
+    seal_head: str | None = None
 
 
 def _restore(run: Path, rel: str, tracked: bool) -> str:
@@ -151,24 +164,30 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     return out
 
 
-def _git_state(run: Path) -> tuple[set[str], list[tuple[str, str]]]:
-    """(the tracked files, the (status, path) entries of ``git status``) of the run's repository; empty without git."""
-    try:
-        import git
-    except ImportError:
-        return set(), []
-    try:
-        repo = git.Repo(run)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return set(), []
-    if not repo.head.is_valid():
-        return set(), []
-    tracked = set(repo.git.ls_files().splitlines())
-    entries: list[tuple[str, str]] = []
-    for line in repo.git.status("--porcelain=v1", "--untracked-files=all").splitlines():
-        status, rel = line[:2], line[3:].strip().strip('"')
-        entries.append((status, rel))
-    return tracked, entries
+def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any,
+                      named: set[str] | None = None) -> list[Problem]:
+    """The differences :func:`~kernelpilot.records.integrity.check_history` found, as problems with their fix.
+    Files in ``skip`` (reports rebuilt, a version in flight) and in ``named`` (already named) are left out, except
+    for the history's own differences; an untracked file counts only once the run ``finished``."""
+    flagged = "git -C {run} update-index --no-assume-unchanged --no-skip-worktree -- {rel} && "
+    out: list[Problem] = []
+    for d in checked.differences:
+        if (d.kind not in ("history", "seal") and skip(d.file)) or (named is not None and d.file in named):
+            continue
+        if d.kind == "untracked":
+            if finished:
+                out.append(Problem(file=d.file, problem=d.problem, fix=f"remove it, or commit it with "
+                                   f"`git -C {run} add {d.file}` if it belongs"))
+        elif d.kind in ("edited", "deleted"):
+            fix = _restore(run, d.file, True)
+            if "hidden from `git status`" in d.problem:
+                fix = fix.replace("`git -C", "`" + flagged.format(run=run, rel=d.file) + "git -C", 1)
+            out.append(Problem(file=d.file, problem=d.problem, fix=fix))
+        else:
+            out.append(Problem(file=d.file, problem=d.problem, fix=(
+                "the records and their history no longer agree: do not trust this folder; run the work again "
+                f"(`git -C {run} log --stat` shows the commits)")))
+    return out
 
 
 def _commit_only(run: Path, rel: str) -> bool:
@@ -199,7 +218,9 @@ def validate_run(run: Path) -> Validation:
     ws = Workspace.open(run)
     run = ws.root
     problems: list[Problem] = []
-    tracked, entries = _git_state(run)
+    checked = check_history(run, skip=lambda rel: rel in DERIVED,
+                            commit_only=lambda rel: rel.endswith("outcome.json") and _commit_only(run, rel))
+    tracked = checked.tracked
     info = _read(run, "run.json", problems, tracked)
     finished = bool(info is not None and info.finished_utc)
     for rel in ("env.json", "roofline.json", "baselines.json", "benchmark.json"):
@@ -221,21 +242,9 @@ def validate_run(run: Path) -> Validation:
             problems.append(Problem(file="run.json", problem=f"best_version v{info.best_version} is not an accepted "
                                     "version of this run", fix=_restore(run, "run.json", "run.json" in tracked)))
     in_flight = {f"v{i}" for i in result.in_flight}
-    named = {p.file for p in problems}  # a file already named (unreadable, contradicting) is not named twice
-    for status, rel in entries:
-        if rel in DERIVED or Path(rel).parts[0] in in_flight or rel in named:
-            continue
-        if "D" in status:
-            problems.append(Problem(file=rel, problem="committed, then deleted", fix=_restore(run, rel, True)))
-        elif status == "??":
-            if finished:
-                problems.append(Problem(file=rel, problem="never committed to the run's git history (not written "
-                                        "by the run, or written after it finished)",
-                                        fix=f"remove it, or commit it with `git -C {run} add {rel}` if it belongs"))
-        elif "M" in status and not (rel.endswith("outcome.json") and _commit_only(run, rel)):
-            problems.append(Problem(file=rel, problem="changed since it was committed "
-                                    f"(`git -C {run} diff -- {rel}` shows how)", fix=_restore(run, rel, True)))
-    result.problems = problems
+    problems += _history_problems(run, checked, finished, lambda rel: rel in DERIVED or Path(rel).parts[0] in in_flight,
+                                  {p.file for p in problems})  # a file already named is not named twice
+    result.problems, result.sealed, result.seal_head = problems, checked.sealed, checked.seal_head
     return result
 
 
