@@ -121,6 +121,15 @@ def _close(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-6)
 
 
+def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], field: str, problems: list[Problem],
+                  fix: str) -> None:
+    """A problem when ``median_ns`` (the ``field`` of the record ``rel``) is not the median of its own samples."""
+    if samples_ns and median_ns is not None and not _close(statistics.median(samples_ns), median_ns):
+        problems.append(Problem(file=rel, problem=(
+            f"{field} {median_ns:.6g} is not the median of its {len(samples_ns)} samples "
+            f"({statistics.median(samples_ns):.6g} ns)"), fix=fix))
+
+
 def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
     """Read and cross-check version ``i``; returns its outcome or None."""
     v = f"v{i}"
@@ -153,10 +162,7 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
                                     fix=_restore(run, f"{v}/timing.json", f"{v}/timing.json" in tracked)))
     if timing is not None:
         tfix = _restore(run, f"{v}/timing.json", f"{v}/timing.json" in tracked)
-        if timing.samples_ns and not _close(statistics.median(timing.samples_ns), timing.median_ns):
-            problems.append(Problem(file=f"{v}/timing.json", problem=(
-                f"median_ns {timing.median_ns:.6g} is not the median of its {len(timing.samples_ns)} samples "
-                f"({statistics.median(timing.samples_ns):.6g} ns)"), fix=tfix))
+        _check_median(f"{v}/timing.json", timing.median_ns, timing.samples_ns, "median_ns", problems, tfix)
         if out.duration_ns is not None and not out.raced_out and not _close(out.duration_ns, timing.median_ns):
             problems.append(Problem(file=f"{v}/outcome.json", problem=(
                 f"duration_ns {out.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
@@ -164,15 +170,15 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     return out
 
 
-def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any,
-                      named: set[str] | None = None) -> list[Problem]:
+def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any) -> list[Problem]:
     """The differences :func:`~kernelpilot.records.integrity.check_history` found, as problems with their fix.
-    Files in ``skip`` (reports rebuilt, a version in flight) and in ``named`` (already named) are left out, except
-    for the history's own differences; an untracked file counts only once the run ``finished``."""
+    Files in ``skip`` (reports rebuilt, a version in flight) are left out, except for the history's own
+    differences; an untracked file counts only once the run ``finished``. A file whose content a check already
+    named is named again here: both say what differs."""
     flagged = "git -C {run} update-index --no-assume-unchanged --no-skip-worktree -- {rel} && "
     out: list[Problem] = []
     for d in checked.differences:
-        if (d.kind not in ("history", "seal") and skip(d.file)) or (named is not None and d.file in named):
+        if d.kind not in ("history", "seal") and skip(d.file):
             continue
         if d.kind == "untracked":
             if finished:
@@ -242,16 +248,16 @@ def validate_run(run: Path) -> Validation:
             problems.append(Problem(file="run.json", problem=f"best_version v{info.best_version} is not an accepted "
                                     "version of this run", fix=_restore(run, "run.json", "run.json" in tracked)))
     in_flight = {f"v{i}" for i in result.in_flight}
-    problems += _history_problems(run, checked, finished, lambda rel: rel in DERIVED or Path(rel).parts[0] in in_flight,
-                                  {p.file for p in problems})  # a file already named is not named twice
+    problems += _history_problems(run, checked, finished, lambda rel: rel in DERIVED or Path(rel).parts[0] in in_flight)
     result.problems, result.sealed, result.seal_head = problems, checked.sealed, checked.seal_head
     return result
 
 
 def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     """Validate a ``tune --out`` folder: ``tune-run.json``, every line of ``evaluations.jsonl`` (a torn last line
-    is a problem only once the search finished), ``tune.json`` against its schema and the lines, and
-    ``roofline.json`` against its schema.
+    is a problem only once the search finished; the ``duration_ns`` of each correct, fully timed evaluation must be
+    the median of its own ``samples_ns``), ``tune.json`` against its schema and the lines (the same evaluations in
+    the same order, with the same medians; its ``best`` one of them), and ``roofline.json`` against its schema.
 
     Returns:
         (problems, the TuneRun or None, the evaluations read from the lines).
@@ -270,8 +276,88 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     if finished and result is None and not (folder / "tune.json").is_file():
         problems.append(Problem(file="tune.json", problem="missing in a finished search",
                                 fix=f"kernelpilot tune --resume {folder} writes it again"))
+    redo = f"remove tune.json and run `kernelpilot tune --resume {folder}` to write it again"
+    gone = ("the line was changed by hand: do not trust this search; run it again (the evaluation cache answers "
+            "what was measured honestly)")
+    for n, line in enumerate(lines, 1):
+        ev = line.evaluation
+        if ev.ok and not ev.raced_out:
+            _check_median(LINES_FILE, ev.duration_ns, ev.samples_ns, f"line {n}: duration_ns", problems, gone)
     if result is not None and len(result.evaluations) != len(lines):
         problems.append(Problem(file="tune.json", problem=f"{len(result.evaluations)} evaluations, but "
-                                f"{LINES_FILE} has {len(lines)}", fix=f"remove tune.json and run "
-                                f"`kernelpilot tune --resume {folder}` to write it again"))
+                                f"{LINES_FILE} has {len(lines)}", fix=redo))
+    elif result is not None:
+        for n, (ev, line) in enumerate(zip(result.evaluations, lines), 1):
+            if ev.key != line.evaluation.key or ev.status != line.evaluation.status or not (
+                    ev.duration_ns == line.evaluation.duration_ns or _close(ev.duration_ns, line.evaluation.duration_ns)):
+                problems.append(Problem(file="tune.json", problem=(
+                    f"evaluation {n} ({ev.key}: {ev.status}, {ev.duration_ns} ns) is not line {n} of {LINES_FILE} "
+                    f"({line.evaluation.key}: {line.evaluation.status}, {line.evaluation.duration_ns} ns)"), fix=redo))
+                break
+        best = result.best
+        if best is not None and not any(best.key == line.evaluation.key and line.evaluation.ok and _close(
+                best.duration_ns, line.evaluation.duration_ns) for line in lines):
+            problems.append(Problem(file="tune.json", problem=(
+                f"best {best.key} at {best.duration_ns} ns is no evaluation of {LINES_FILE}"), fix=redo))
     return problems, run, [line.evaluation for line in lines]
+
+
+def validate_session(folder: Path) -> Validation:
+    """Validate a session folder (``kernelpilot session``): ``session.json`` and each version's records against
+    their schemas; each ``memory.json`` names its own folder, each ``timing.json`` median is the median of its
+    samples and the memory's ``duration_ns`` (for a correct version) is that median; every file against git and
+    the seals (:func:`~kernelpilot.records.integrity.check_history`; ``report.html`` is rebuilt by ``report`` and
+    skipped). A version folder not in ``session.json``'s versions is the one in flight when the session was killed.
+    Raises nothing for the records' content: every fault is a :class:`Problem`.
+
+    Raises:
+        RunFolderError: ``folder`` is not a session folder (no session.json).
+    """
+    from kernelpilot.errors import RunFolderError
+    from kernelpilot.versions.records import SESSION_FILE
+
+    root = Path(folder)
+    if not (root / SESSION_FILE).is_file():
+        raise RunFolderError(f"{root} is not a kernelpilot session folder (no {SESSION_FILE})",
+                             "pass the --out folder of `kernelpilot session start`")
+    problems: list[Problem] = []
+    checked = check_history(root, skip=lambda rel: rel == "report.html")
+    tracked = checked.tracked
+    state = _read(root, SESSION_FILE, problems, tracked)
+    result = Validation(finished=bool(state is not None and state.finished_utc))
+    recorded = set(state.versions) if state is not None else set()
+    folders = sorted(int(p.name[1:]) for p in root.glob("v*") if p.is_dir() and p.name[1:].isdigit())
+    for i in sorted(set(folders) | recorded):
+        if i not in recorded:
+            result.in_flight.append(i)
+            continue
+        v = f"v{i}"
+        files = {name: _read(root, f"{v}/{name}", problems, tracked)
+                 for name in ("memory.json", "correctness.json", "timing.json", "verdict.json", "metrics.json",
+                              "ab.json")}
+        mem, timing = files["memory.json"], files["timing.json"]
+        fix = _restore(root, f"{v}/memory.json", f"{v}/memory.json" in tracked)
+        if mem is None:
+            if not (root / v / "memory.json").is_file():
+                problems.append(Problem(file=f"{v}/memory.json", problem=f"missing for {v}, a version "
+                                        f"{SESSION_FILE} lists", fix=fix))
+            continue
+        if mem.version != i:
+            problems.append(Problem(file=f"{v}/memory.json", problem=f"version {mem.version} in the folder of {v}",
+                                    fix=fix))
+        if timing is not None:
+            tfix = _restore(root, f"{v}/timing.json", f"{v}/timing.json" in tracked)
+            _check_median(f"{v}/timing.json", timing.median_ns, timing.samples_ns, "median_ns", problems, tfix)
+            if mem.status == "ok" and mem.duration_ns is not None and not _close(mem.duration_ns, timing.median_ns):
+                problems.append(Problem(file=f"{v}/memory.json", problem=(
+                    f"duration_ns {mem.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
+                    f"({timing.median_ns:.6g} ns)"), fix=fix))
+        result.versions.append(mem)
+    if state is not None and state.incumbent is not None and state.incumbent not in recorded:
+        problems.append(Problem(file=SESSION_FILE, problem=f"incumbent v{state.incumbent} is not a version of the "
+                                "session", fix=_restore(root, SESSION_FILE, SESSION_FILE in tracked)))
+    in_flight = {f"v{i}" for i in result.in_flight}
+    problems += _history_problems(root, checked, True, lambda rel: rel == "report.html" or Path(rel).parts[0]
+                                  in in_flight)
+    result.problems, result.sealed, result.seal_head = problems, checked.sealed, checked.seal_head
+    return result

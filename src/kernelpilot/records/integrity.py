@@ -136,8 +136,14 @@ def _check_commits(repo: Any, seals: list[Seal], raw: list[str], out: list[Diffe
                     f"committed in {where} with other bytes than the seal written at `{seal.message[:60]}` "
                     "(the commit was rewritten)")))
     for commit in chain[start + len(seals):]:
-        out.append(Difference(file=SEALS_FILE, kind="history", problem=(
-            f"commit {commit.hexsha[:10]} (`{commit.summary[:60]}`) has no seal: not made by kernelpilot")))
+        where = f"commit {commit.hexsha[:10]} (`{commit.summary[:60]}`)"
+        out.append(Difference(file=SEALS_FILE, kind="history", problem=f"{where} has no seal: not made by kernelpilot"))
+        parent = commit.parents[0] if commit.parents else None
+        before, blobs = blobs_of(parent), blobs_of(commit)
+        for rel in sorted(set(blobs) | set(before)):
+            if rel != SEALS_FILE and blobs.get(rel) != before.get(rel):
+                out.append(Difference(file=rel, kind="history", problem=(
+                    f"{'removed' if rel not in blobs else 'changed'} by {where} without a seal (made by hand)")))
 
 
 def check_history(root: Path, *, skip: Callable[[str], bool] = lambda _r: False,
