@@ -81,7 +81,28 @@ class RunFolderRecorder:
         self.elapsed_s: Callable[[], float | None] = lambda: None
         self.on_commit: Callable[[], list[Path]] = lambda: []
         #: files written after the last commit (the last version's outcome.json with its commit id)
-        self.pending: list[Path] = []
+        self.pending: list[Path] = self._adopt_commit_ids()
+
+    def _adopt_commit_ids(self) -> list[Path]:
+        """The outcome.json files a killed earlier process rewrote with their commit id and did not commit (a
+        resumed run): each differs from its last commit only by that id (:func:`kernelpilot.app.validate.
+        commit_id_only`), so this process takes it as its own write and commits it with the next version."""
+        if self.history is None or not self.history.repo.head.is_valid():
+            return []
+        from kernelpilot.app.validate import commit_id_only
+        from kernelpilot.records.history import committed_blobs
+        from kernelpilot.records.seal import git_blob_sha1
+
+        head = committed_blobs(self.history.repo)
+        adopted = []
+        for i in self.ws.version_indices():
+            rel = f"v{i}/outcome.json"
+            path = self.ws.root / rel
+            if rel in head and path.is_file() and git_blob_sha1(path.read_bytes()) != head[rel][0] \
+                    and commit_id_only(self.ws.root, rel):
+                note_written(path)
+                adopted.append(path)
+        return adopted
 
     def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
                incumbent: Evaluation | None) -> None:

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ValidationError
 from kernelpilot.app.schemas import model_for
 from kernelpilot.records.integrity import HistoryCheck, check_history
 
-__all__ = ["Problem", "Validation", "validate_run", "validate_session", "validate_tune"]
+__all__ = ["Problem", "Validation", "commit_id_only", "validate_run", "validate_session", "validate_tune"]
 
 #: Rebuilt by ``kernelpilot report`` itself: never compared with git.
 DERIVED = ("final_report.md", "report.html")
@@ -196,7 +196,7 @@ def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: An
     return out
 
 
-def _commit_only(run: Path, rel: str) -> bool:
+def commit_id_only(run: Path, rel: str) -> bool:
     """True when ``rel`` (an outcome.json) differs from its committed copy only by its ``commit`` field, and that
     field names the last commit that touched the file (the rewrite that goes into the next commit)."""
     import git
@@ -225,7 +225,7 @@ def validate_run(run: Path) -> Validation:
     run = ws.root
     problems: list[Problem] = []
     checked = check_history(run, skip=lambda rel: rel in DERIVED,
-                            commit_only=lambda rel: rel.endswith("outcome.json") and _commit_only(run, rel))
+                            commit_only=lambda rel: rel.endswith("outcome.json") and commit_id_only(run, rel))
     tracked = checked.tracked
     info = _read(run, "run.json", problems, tracked)
     finished = bool(info is not None and info.finished_utc)
