@@ -43,6 +43,8 @@ class ReportResult(BaseModel):
         finished: the run finished; False for a killed or interrupted one (``note`` says how to resume).
         in_flight: version folders of the unfinished run without an outcome (redone by ``--resume``).
         note: one line on the state of an unfinished run.
+        seal_head: sha256 of the last line of the folder's ``seals.jsonl`` (None when unsealed): compare it with a
+            copy kept elsewhere to tell a rewritten history (docs/records.md).
     """
 
     kind: Literal["optimize", "tune", "session"] = "optimize"
@@ -54,6 +56,7 @@ class ReportResult(BaseModel):
     finished: bool = True
     in_flight: list[int] = []
     note: str = ""
+    seal_head: str | None = None
 
     def to_dataframe(self) -> Any:
         """The records as a pandas DataFrame: one row per version (optimize) or evaluation (tune), as
@@ -115,7 +118,7 @@ def report(folder: str | Path) -> ReportResult:
         found = validate_session(root)
         if found.problems:
             _raise(root, found.problems)
-        return ReportResult(kind="session", report_html=str(write_report_html(root)),
+        return ReportResult(kind="session", report_html=str(write_report_html(root)), seal_head=found.seal_head,
                             note="a session folder: its records validated, report.html rebuilt from them")
     if not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
         return _report_tune(root)
@@ -134,4 +137,5 @@ def report(folder: str | Path) -> ReportResult:
         note = (f"the run has not finished ({info.interrupted or 'killed'}{where}): {len(found.versions)} versions "
                 f"recorded; resume with `kernelpilot optimize --resume {root}`")
     return ReportResult(run=info, versions=found.versions, final_report=str(path), finished=found.finished,
-                        in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)))
+                        in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)),
+                        seal_head=found.seal_head)
