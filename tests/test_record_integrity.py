@@ -254,3 +254,35 @@ def test_an_edited_best_in_tune_json_is_refused(copy) -> None:
     data["best"]["duration_ns"] /= 5
     (tune / "tune.json").write_text(json.dumps(data))
     assert "is no evaluation of evaluations.jsonl" in _problems(tune)["tune.json"]
+
+
+REWRITE = r'''
+import hashlib, json, pathlib
+t = pathlib.Path("v1/timing.json")
+if t.is_file():
+    d = json.loads(t.read_text())
+    d["median_ns"] /= 5
+    d["samples_ns"] = [s / 5 for s in d["samples_ns"]]
+    t.write_text(json.dumps(d, indent=2) + "\n")
+    digest = hashlib.sha256(t.read_bytes()).hexdigest()
+    seals = pathlib.Path("seals.jsonl")
+    lines = [json.loads(x) for x in seals.read_text().splitlines()]
+    for s in lines:
+        if "v1/timing.json" in s["files"]:
+            s["files"]["v1/timing.json"] = digest
+    seals.write_text("".join(json.dumps(s, separators=(",", ":")) + "\n" for s in lines))
+'''
+
+
+def test_a_history_rewritten_with_its_seals_is_named(copy, tmp_path) -> None:
+    run = copy("run")
+    script = tmp_path / "rewrite.py"
+    script.write_text(REWRITE)
+    env = {**os.environ, "FILTER_BRANCH_SQUELCH_WARNING": "1"}
+    proc = subprocess.run(["git", "-C", str(run), "filter-branch", "-f", "--tree-filter",
+                           f"python3 {script}", "HEAD"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert git(run, "status", "--porcelain") == ""  # files, commits and seal hashes all agree with each other
+    found = _problems(run)
+    assert "does not match" in found[SEALS_FILE]  # the seal after the rewritten one names the old line's hash
+    assert "not in the history" in found[SEALS_FILE] or "amended or rebased" in found[SEALS_FILE]

@@ -31,14 +31,24 @@ def _git():
     return git
 
 
-def committed_blobs(repo: Any, commit: Any = None) -> dict[str, tuple[str, int]]:
-    """Path (relative, ``/``-separated) -> (blob id, file mode) of every file in ``commit`` (default HEAD); empty
-    when the repository has no commit yet."""
-    if commit is None:
-        if not repo.head.is_valid():
-            return {}
-        commit = repo.head.commit
-    return {b.path: (b.hexsha, b.mode) for b in commit.tree.traverse() if b.type == "blob"}
+def committed_blobs(repo: Any, commit: Any = None, *, sizes: bool = False) -> dict[str, tuple[Any, ...]]:
+    """Path (relative, ``/``-separated) -> (blob id, file mode as an octal string) of every file in ``commit``
+    (default HEAD; a Commit or a revision), read with ``git ls-tree -r``; with ``sizes``, (id, mode, size in bytes).
+    Empty when the repository has no commit yet."""
+    if commit is None and not repo.head.is_valid():
+        return {}
+    rev = "HEAD" if commit is None else getattr(commit, "hexsha", commit)
+    args = ["-r", "-z", "--full-tree"] + (["-l"] if sizes else []) + [rev]
+    out: dict[str, tuple[Any, ...]] = {}
+    for entry in repo.git.ls_tree(*args).split("\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.partition("\t")
+        fields = meta.split()
+        if fields[1] != "blob":
+            continue
+        out[path] = (fields[2], fields[0], int(fields[3])) if sizes else (fields[2], fields[0])
+    return out
 
 
 def _files_under(folder: Path) -> list[Path]:
@@ -50,11 +60,11 @@ def _files_under(folder: Path) -> list[Path]:
     return out
 
 
-def _differs(path: Path, blob_id: str, indexed_size: int | None) -> bool:
-    """Whether the file at ``path`` is not the committed blob ``blob_id``: by size against the index entry, then by
+def _differs(path: Path, blob_id: str, blob_size: int) -> bool:
+    """Whether the file at ``path`` is not the committed blob ``blob_id`` (of ``blob_size`` bytes): by size, then by
     hash for files under 1 MB (naming what a commit leaves out; ``kernelpilot report`` hashes every file)."""
     size = path.stat().st_size
-    if indexed_size is not None and size != indexed_size:
+    if size != blob_size:
         return True
     return size < (1 << 20) and git_blob_sha1(path.read_bytes()) != blob_id
 
@@ -88,8 +98,7 @@ class RunHistory:
 
     def _select(self, paths: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
         """(path -> sha256 of the files to stage, path -> why for the files left out) for ``paths``."""
-        head = committed_blobs(self.repo)
-        sizes = {e.path: e.size for e in self.repo.index.entries.values()}
+        head = committed_blobs(self.repo, sizes=True)
         stage: dict[str, str] = {}
         refused: dict[str, str] = {}
         for p in paths:
@@ -120,7 +129,7 @@ class RunHistory:
                         stage[rel] = noted_here[rel]
                     else:
                         refused[rel] = "changed after kernelpilot wrote it"
-                elif rel not in head or _differs(f, head[rel][0], sizes.get(rel)):
+                elif rel not in head or _differs(f, head[rel][0], head[rel][2]):
                     refused[rel] = ("not written by this command" if rel not in head
                                     else "changed since its commit, not by this command")
         return stage, {k: v for k, v in refused.items() if k not in stage}
@@ -164,20 +173,22 @@ class RunHistory:
         stage, refused = self._select(paths)
         write_text(self.root / SEALS_FILE, self._seal_text(stage, refused, message))
         rels = sorted(stage) + [SEALS_FILE]
-        known = {e[0] for e in self.repo.index.entries}
-        hidden = [r for r in rels if r in known]
+        tags = [e.partition(" ") for e in self.repo.git.ls_files("-v", "-z", "--", *rels).split("\0") if e]
+        hidden = sorted(path for tag, _, path in tags if tag == "S" or tag.islower())
         if hidden:  # a flag that hides a file's change from git must not keep it out of the commit
             self.repo.git.update_index("--no-assume-unchanged", "--no-skip-worktree", "--", *hidden)
         self.repo.git.add("-f", "--", *rels)
-        index = self.repo.index
+        staged = {}
+        for entry in self.repo.git.ls_files("-s", "-z", "--", *rels).split("\0"):
+            if entry:
+                meta, _, path = entry.partition("\t")
+                staged[path] = meta.split()[1]
         for rel in rels:
-            entry = index.entries.get((rel, 0))
-            want = git_blob_sha1((self.root / rel).read_bytes())
-            if entry is None or entry.hexsha != want:
+            if staged.get(rel) != git_blob_sha1((self.root / rel).read_bytes()):
                 raise RecordError(f"{self.root}: git staged other bytes than {rel} holds (a filter or attribute "
                                   "configured in the folder's .git/config or .gitattributes)",
                                   "remove the filter configuration from the run folder; nothing was committed")
-        commit = index.commit(message)
+        commit = self.repo.index.commit(message)
         forget([self.root / r for r in rels])
         self.refused = refused
         return commit.hexsha

@@ -148,8 +148,9 @@ def journaled(path: Path) -> str | None:
 def written_under(folder: Path) -> dict[Path, str]:
     """Every file under ``folder`` this process wrote and has not committed yet: resolved path -> sha256 noted."""
     root = Path(folder).resolve()
+    prefix = str(root).rstrip("/") + "/"
     with _LOCK:
-        return {p: d for p, d in _JOURNAL.items() if p == root or root in p.parents}
+        return {p: d for p, d in _JOURNAL.items() if p == root or str(p).startswith(prefix)}
 
 
 def forget(paths: list[Path]) -> None:
