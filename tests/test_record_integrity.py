@@ -245,7 +245,9 @@ def test_a_tune_folder_with_an_edited_median_is_refused(copy) -> None:
     ev["duration_ns"] = statistics.median(ev["samples_ns"])
     lines[0] = json.dumps(line)
     (consistent / "evaluations.jsonl").write_text("\n".join(lines) + "\n")
-    assert "is not line 1" in _problems(consistent)["tune.json"]
+    found = _problems(consistent)
+    assert "is not line 1" in found["tune.json"]
+    assert "line 2: its prev_sha256 is not the hash of line 1" in found["evaluations.jsonl"]  # the chain
 
 
 def test_an_edited_best_in_tune_json_is_refused(copy) -> None:

@@ -255,14 +255,15 @@ def validate_run(run: Path) -> Validation:
 
 def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     """Validate a ``tune --out`` folder: ``tune-run.json``, every line of ``evaluations.jsonl`` (a torn last line
-    is a problem only once the search finished; the ``duration_ns`` of each correct, fully timed evaluation must be
+    is a problem only once the search finished; each line's ``prev_sha256`` is the hash of the line before it; the
+    ``duration_ns`` of each correct, fully timed evaluation must be
     the median of its own ``samples_ns``), ``tune.json`` against its schema and the lines (the same evaluations in
     the same order, with the same medians; its ``best`` one of them), and ``roofline.json`` against its schema.
 
     Returns:
         (problems, the TuneRun or None, the evaluations read from the lines).
     """
-    from kernelpilot.app.tune_run import LINES_FILE, RUN_FILE, read_lines
+    from kernelpilot.app.tune_run import LINES_FILE, RUN_FILE, chain_breaks, read_lines
 
     problems: list[Problem] = []
     run = _read(folder, RUN_FILE, problems, set())
@@ -271,6 +272,9 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     for why in bad:
         problems.append(Problem(file=LINES_FILE, problem=why, fix="the file was changed by hand or damaged; the "
                                 "evaluation cache still holds every evaluation: resume, or run the search again"))
+    for why in chain_breaks(folder / LINES_FILE) if not bad else []:
+        problems.append(Problem(file=LINES_FILE, problem=why, fix="the file was changed by hand: do not trust this "
+                                "search; run it again"))
     result = _read(folder, "tune.json", problems, set())
     _read(folder, "roofline.json", problems, set())  # written by tune for report.html (absent without a GPU spec)
     if finished and result is None and not (folder / "tune.json").is_file():
