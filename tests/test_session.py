@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kernelpilot.records.history import RunHistory
+from kernelpilot.records.workspace import write_json
+
 SERIES = Path(__file__).resolve().parents[1] / "src" / "kernelpilot" / "examples" / "series" / "softmax"
 SCHEMAS = Path(__file__).resolve().parents[1] / "src" / "kernelpilot" / "records" / "schema"
 
@@ -123,7 +126,9 @@ def test_the_check_is_frozen_a_version_with_other_inputs_is_invalid(session, tmp
     (tmp_path / "friendlier.py").write_text(src)
     state = json.loads((clone / "session.json").read_text())
     state["finished_utc"] = None
-    (clone / "session.json").write_text(json.dumps(state))
+    # reopened through kernelpilot's own writer and sealed commit: a hand edit would be refused (issue 24)
+    write_json(clone / "session.json", state)
+    RunHistory(clone).commit([clone / "session.json"], "test: reopen the finished session")
     code, got = kp("session", "try", str(clone), str(tmp_path / "friendlier.py"), "--hypothesis",
                    "smaller inputs are faster", env=env, ok=(3,))
     assert got["memory"]["status"] == "check_changed" and got["memory"]["outcome"] == "invalid"

@@ -28,6 +28,7 @@ from typing import Any
 from kernelpilot.app.session import (NCU_PROFILES_IN_SEARCH, FirstIncorrect, Log, OptimizeResult, Session, drive,
                                      now_utc)
 from kernelpilot.records.models import RunInfo
+from kernelpilot.records.seal import note_written
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_BUDGET_S_INTERPRETED", "DEFAULT_TIMEOUT_S", "FirstIncorrect",
            "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "now_utc", "optimize"]
@@ -116,8 +117,10 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
             budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
         ws = Workspace.create(Path(out))
         shutil.copy2(kf.path, ws.root / "kernel.py")
+        note_written(ws.root / "kernel.py")  # the write journal (records/seal.py): committed with the set-up
         if kf.reference_path != kf.path:
             shutil.copy2(kf.reference_path, ws.root / "ref.py")
+            note_written(ws.root / "ref.py")
         log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.device}"
             + (" (Triton interpreter: timings are not measurements)" if ctx.interpreted else "")
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))

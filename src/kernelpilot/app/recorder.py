@@ -8,6 +8,12 @@ worker's full records, when it got that far), ``verdict.json`` (the card, when o
 as soon as it is decided — accepted, rejected or failed — together with ``run.json`` (the search seconds spent), so
 a killed run loses at most the version in flight (``optimize --resume`` redoes it).
 
+Each commit stages only what this command wrote (the write journal of :mod:`kernelpilot.records.seal`: a
+version's folder contributes the files the recorder and the evidence wrote, and ``profile.ncu-rep``, which ncu wrote
+at the recorder's request) and is sealed: ``seals.jsonl`` holds the sha256 of every file it commits
+(:class:`~kernelpilot.records.history.RunHistory`). A file dropped into the run folder, or edited there, is not
+committed by the next version or by the final ``record:`` commit; ``kernelpilot report`` names it.
+
 A version's commit id cannot be inside the files of that commit: ``outcome.json`` is committed without it, then
 rewritten with it, and that rewrite goes into the next commit (the next version's, or the final ``record:`` one).
 So the only difference ever allowed between a version's ``outcome.json`` and its last commit is the ``commit``
@@ -27,6 +33,7 @@ from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import VersionConfig
+from kernelpilot.records.seal import note_written
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.report.hypothesis import render_hypothesis
 
@@ -74,7 +81,28 @@ class RunFolderRecorder:
         self.elapsed_s: Callable[[], float | None] = lambda: None
         self.on_commit: Callable[[], list[Path]] = lambda: []
         #: files written after the last commit (the last version's outcome.json with its commit id)
-        self.pending: list[Path] = []
+        self.pending: list[Path] = self._adopt_commit_ids()
+
+    def _adopt_commit_ids(self) -> list[Path]:
+        """The outcome.json files a killed earlier process rewrote with their commit id and did not commit (a
+        resumed run): each differs from its last commit only by that id (:func:`kernelpilot.app.validate.
+        commit_id_only`), so this process takes it as its own write and commits it with the next version."""
+        if self.history is None or not self.history.repo.head.is_valid():
+            return []
+        from kernelpilot.app.validate import commit_id_only
+        from kernelpilot.records.history import committed_blobs
+        from kernelpilot.records.seal import git_blob_sha1
+
+        head = committed_blobs(self.history.repo)
+        adopted = []
+        for i in self.ws.version_indices():
+            rel = f"v{i}/outcome.json"
+            path = self.ws.root / rel
+            if rel in head and path.is_file() and git_blob_sha1(path.read_bytes()) != head[rel][0] \
+                    and commit_id_only(self.ws.root, rel):
+                note_written(path)
+                adopted.append(path)
+        return adopted
 
     def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
                incumbent: Evaluation | None) -> None:
@@ -116,6 +144,8 @@ class RunFolderRecorder:
             write_json(vdir / "timing.json", records["timing"])
         if ev.card:
             write_json(vdir / "verdict.json", ev.card)
+        if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
+            note_written(vdir / "profile.ncu-rep")
         parent = self._parents.get(ev.index)
         if ev.move is not None and parent is not None and ev.key in self.metrics_of and parent.key in self.metrics_of:
             ev = ev.model_copy(update={"observed": observed_change(ev.move.expected_metric,

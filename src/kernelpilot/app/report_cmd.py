@@ -1,9 +1,9 @@
 """``kernelpilot report FOLDER``: validate a run folder (``optimize``) or a search folder (``tune --out``) and
 rebuild its reports (``final_report.md`` / ``tune.md``, and ``report.html``) from the records; a session folder
-(``kernelpilot session``) gets its ``report.html`` rebuilt.
+(``kernelpilot session``) is validated the same way and gets its ``report.html`` rebuilt.
 
 Validation (:mod:`kernelpilot.app.validate`) comes first: any problem — a record that does not match its schema,
-records that contradict each other, a committed file changed since its commit — is a
+records that contradict each other, a file that differs from its committed blob or its seal, a rewritten history — is a
 :class:`~kernelpilot.errors.RecordError` naming every file and what to do, and nothing is rebuilt. A run that has
 not finished (killed or interrupted) is reported as far as it got, with the command that resumes it.
 """
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from kernelpilot.app.tune_run import RUN_FILE as TUNE_RUN_FILE
 from kernelpilot.app.tune_run import TuneRun
-from kernelpilot.app.validate import Problem, validate_run, validate_tune
+from kernelpilot.app.validate import Problem, validate_run, validate_session, validate_tune
 from kernelpilot.errors import RecordError, RunFolderError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import RunInfo
@@ -43,6 +43,8 @@ class ReportResult(BaseModel):
         finished: the run finished; False for a killed or interrupted one (``note`` says how to resume).
         in_flight: version folders of the unfinished run without an outcome (redone by ``--resume``).
         note: one line on the state of an unfinished run.
+        seal_head: sha256 of the last line of the folder's ``seals.jsonl`` (None when unsealed): compare it with a
+            copy kept elsewhere to tell a rewritten history (docs/records.md).
     """
 
     kind: Literal["optimize", "tune", "session"] = "optimize"
@@ -54,6 +56,7 @@ class ReportResult(BaseModel):
     finished: bool = True
     in_flight: list[int] = []
     note: str = ""
+    seal_head: str | None = None
 
     def to_dataframe(self) -> Any:
         """The records as a pandas DataFrame: one row per version (optimize) or evaluation (tune), as
@@ -112,8 +115,11 @@ def report(folder: str | Path) -> ReportResult:
 
     root = Path(folder)
     if (root / "session.json").is_file() and not (root / "run.json").is_file():
-        return ReportResult(kind="session", report_html=str(write_report_html(root)),
-                            note="a session folder: report.html rebuilt from its records")
+        found = validate_session(root)
+        if found.problems:
+            _raise(root, found.problems)
+        return ReportResult(kind="session", report_html=str(write_report_html(root)), seal_head=found.seal_head,
+                            note="a session folder: its records validated, report.html rebuilt from them")
     if not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
         return _report_tune(root)
     if not root.is_dir():
@@ -131,4 +137,5 @@ def report(folder: str | Path) -> ReportResult:
         note = (f"the run has not finished ({info.interrupted or 'killed'}{where}): {len(found.versions)} versions "
                 f"recorded; resume with `kernelpilot optimize --resume {root}`")
     return ReportResult(run=info, versions=found.versions, final_report=str(path), finished=found.finished,
-                        in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)))
+                        in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)),
+                        seal_head=found.seal_head)

@@ -1,5 +1,6 @@
 """The schema of every record kernelpilot writes into a run folder (``optimize``), a tune folder (``tune --out``) or
-a session folder (``session start``: session.json, vN/memory.json), and of a bundle's ``manifest.json``.
+a session folder (``session start``: session.json, vN/memory.json), of the seals of a run or session folder
+(``seals.jsonl``, one :class:`~kernelpilot.records.seal.Seal` a line), and of a bundle's ``manifest.json``.
 
 Each record file has one pydantic model (:data:`RECORDS`: file pattern -> model); the models are the schemas, and
 their JSON Schema exports ship in the package (``kernelpilot/records/schema/<name>.schema.json``) for tools that
@@ -44,6 +45,7 @@ def _models() -> dict[str, type[BaseModel]]:
     from kernelpilot.profile.card import BottleneckCard
     from kernelpilot.records.evaluation import Evaluation
     from kernelpilot.records.models import Interruption, RunInfo, VersionConfig
+    from kernelpilot.records.seal import Seal
     from kernelpilot.report.benchmark import BenchmarkResult
     from kernelpilot.versions.records import MemoryRecord, SessionState
 
@@ -52,13 +54,14 @@ def _models() -> dict[str, type[BaseModel]]:
             "v*/timing.json": TimingResult, "v*/outcome.json": Evaluation, "v*/verdict.json": BottleneckCard,
             "v*/metrics.json": MetricsRecord, "v*/interrupted.json": Interruption,
             "tune-run.json": TuneRun, "evaluations.jsonl": TuneLine, "tune.json": TuneResult,
-            "session.json": SessionState, "v*/memory.json": MemoryRecord}
+            "session.json": SessionState, "v*/memory.json": MemoryRecord, "seals.jsonl": Seal}
 
 
 #: The record files (patterns) that have a schema; :func:`model_for` gives the model.
 RECORDS = ("run.json", "env.json", "roofline.json", "baselines.json", "benchmark.json", "v*/config.json",
            "v*/correctness.json", "v*/timing.json", "v*/outcome.json", "v*/verdict.json", "v*/metrics.json",
-           "v*/interrupted.json", "tune-run.json", "evaluations.jsonl", "tune.json", "session.json", "v*/memory.json")
+           "v*/interrupted.json", "tune-run.json", "evaluations.jsonl", "tune.json", "session.json", "v*/memory.json",
+           "seals.jsonl")
 
 
 def model_for(rel: str) -> type[BaseModel] | None:

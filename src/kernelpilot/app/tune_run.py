@@ -4,7 +4,7 @@
 option, so that ``--resume`` runs the same search. ``evaluations.jsonl`` gets one line per evaluation the strategy
 received (:class:`TuneLine`: the evaluation and the search seconds spent when it was decided), appended and
 fsync'ed as each is decided, so a killed search loses at most the evaluation in flight (a torn last line is
-skipped when read back). ``tune.json`` and ``tune.md`` are written at the end, and ``finished_utc`` with them.
+skipped when read back); each line carries the sha256 of the line before it (``prev_sha256``). ``tune.json`` and ``tune.md`` are written at the end, and ``finished_utc`` with them.
 
 ``--resume DIR`` reads the lines back and hands them to the evaluator (:meth:`Evaluator.preload`): the strategy
 walks the same path, answered from them, and goes on where the search stopped; the budget counts the evaluations
@@ -23,9 +23,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from kernelpilot.errors import RunFolderError
 from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.seal import sha256_bytes
 from kernelpilot.records.workspace import Workspace, read_json, write_json
 
-__all__ = ["LINES_FILE", "RUN_FILE", "TuneLine", "TuneRecorder", "TuneRun", "read_lines", "resume_state"]
+__all__ = ["LINES_FILE", "RUN_FILE", "TuneLine", "TuneRecorder", "TuneRun", "chain_breaks", "last_line_sha256",
+           "read_lines", "resume_state"]
 
 RUN_FILE = "tune-run.json"
 LINES_FILE = "evaluations.jsonl"
@@ -51,11 +53,15 @@ class TuneRun(BaseModel):
 
 
 class TuneLine(BaseModel):
-    """One line of ``evaluations.jsonl``: an evaluation as the strategy received it (judged, in order), and the
-    search's seconds spent (``spent_s``, the budget's clock) when it was decided."""
+    """One line of ``evaluations.jsonl``: an evaluation as the strategy received it (judged, in order), the
+    search's seconds spent (``spent_s``, the budget's clock) when it was decided, and ``prev_sha256``: the sha256
+    (hex) of the previous line's bytes without its newline (None on the first line, and in folders written before
+    the lines were chained). The chain makes a line edited after the next one was written detectable
+    (:func:`kernelpilot.app.validate.validate_tune`); the last line is covered by ``tune.json`` only."""
 
     evaluation: Evaluation
     spent_s: float = 0.0
+    prev_sha256: str | None = None
 
 
 def read_lines(path: Path, *, strict: bool = False) -> tuple[list[TuneLine], list[str]]:
@@ -100,13 +106,16 @@ class TuneRecorder:
         self.path = Path(folder) / LINES_FILE
         self._held = guard.held if guard is not None else contextlib.nullcontext
         self.elapsed_s: Any = lambda: 0.0
+        self._prev = last_line_sha256(self.path)
 
     def before(self, index: int, config: dict[str, Any], parent: Any, move: Any, incumbent: Any) -> None:
         """Nothing is written before an evaluation runs."""
 
     def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
-        """Append ``ev`` (one JSON line, fsync'ed); returns it unchanged."""
-        line = TuneLine(evaluation=ev, spent_s=float(self.elapsed_s())).model_dump_json() + "\n"
+        """Append ``ev`` (one JSON line chained to the previous one, fsync'ed); returns it unchanged."""
+        text = TuneLine(evaluation=ev, spent_s=float(self.elapsed_s()), prev_sha256=self._prev).model_dump_json()
+        self._prev = sha256_bytes(text.encode())
+        line = text + "\n"
         with self._held():
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
@@ -115,6 +124,33 @@ class TuneRecorder:
             finally:
                 os.close(fd)
         return ev
+
+
+def last_line_sha256(path: Path) -> str | None:
+    """sha256 (hex) of the last complete line of ``path`` without its newline (None: no file, or no complete
+    line): the ``prev_sha256`` of the next line appended."""
+    if not path.is_file():
+        return None
+    lines = path.read_bytes().split(b"\n")[:-1]  # the part after the last newline is a torn line, or empty
+    lines = [line for line in lines if line.strip()]
+    return sha256_bytes(lines[-1]) if lines else None
+
+
+def chain_breaks(path: Path) -> list[str]:
+    """One problem per complete line of ``path`` whose ``prev_sha256`` is not the hash of the line before it, once
+    any line carries one (a folder written before the lines were chained has none). Raises nothing."""
+    lines = [line for line in path.read_bytes().split(b"\n")[:-1] if line.strip()] if path.is_file() else []
+    prevs = []
+    for line in lines:
+        try:
+            prevs.append(json.loads(line).get("prev_sha256"))
+        except (ValueError, AttributeError):
+            prevs.append(None)
+    if not any(prevs):
+        return []
+    return [f"line {n}: its prev_sha256 is not the hash of line {n - 1} (a line edited, removed or inserted)"
+            for n, (prev, want) in enumerate(zip(prevs, [None] + [sha256_bytes(x) for x in lines[:-1]]), 1)
+            if prev != want]
 
 
 def resume_state(folder: str | Path) -> tuple[Workspace, TuneRun, list[Evaluation], float]:

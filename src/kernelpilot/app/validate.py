@@ -9,10 +9,18 @@ Checks, each a :class:`Problem` naming the file (relative to the run) and what t
   version that ran correctly (``ok``) has ``correctness.json`` (passed, same config) and, unless it was raced out or
   replayed, ``timing.json``, whose ``median_ns`` is the median of its own ``samples_ns`` and equals the outcome's
   ``duration_ns`` (the median the decision used); run.json's ``best_version`` names an accepted version;
-* **git**: a committed record changed since its last commit, deleted, or a record never committed in a finished
-  run. The one change allowed is the version's own commit id in ``outcome.json`` (written right after that commit,
-  committed with the next; :mod:`kernelpilot.app.recorder`). ``final_report.md`` and ``report.html`` are rebuilt by
-  ``report`` and are not checked.
+* **git and seals** (:mod:`kernelpilot.records.integrity`): every file on disk is hashed and compared with the blob
+  of the last commit and with the last seal that covered it, whatever ``git status`` says (a file marked
+  assume-unchanged or skip-worktree, or ignored, is compared all the same); each commit is compared with its seal.
+  Each difference is named: ``changed since it was committed (edited after commit …)``, ``committed, then deleted``,
+  ``never committed`` (in a finished run), ``differs from the seal written at `v3: …```, and the history's own
+  (a commit amended, rebased or made by hand). The one change allowed is the version's own commit id in
+  ``outcome.json`` (written right after that commit, committed with the next; :mod:`kernelpilot.app.recorder`).
+  ``final_report.md`` and ``report.html`` are rebuilt by ``report`` and are not compared with the last commit.
+
+Session folders (:func:`validate_session`) get the same: ``session.json`` and each version's ``memory.json``,
+``timing.json`` ... against their schemas and each other, and against git and the seals. Tune folders
+(:func:`validate_tune`, no git) get their lines, their medians and ``tune.json`` checked against each other.
 
 A version folder without ``outcome.json`` in a run that has not finished is the version in flight when the run was
 killed or interrupted: it is listed as such (``--resume`` redoes it), not as a problem.
@@ -29,8 +37,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
+from kernelpilot.records.integrity import HistoryCheck, check_history
 
-__all__ = ["Problem", "Validation", "validate_run", "validate_tune"]
+__all__ = ["Problem", "Validation", "commit_id_only", "validate_run", "validate_session", "validate_tune"]
 
 #: Rebuilt by ``kernelpilot report`` itself: never compared with git.
 DERIVED = ("final_report.md", "report.html")
@@ -53,13 +62,17 @@ class Validation(BaseModel):
         problems: every problem (empty: the records are valid).
         in_flight: version folders without an outcome in an unfinished run (killed or interrupted there).
         finished: run.json says the run finished (its final report was written and committed).
-        versions: the valid outcomes read, in version order (an ``Evaluation`` each).
+        versions: the valid outcomes read, in version order (an ``Evaluation`` each; a session's ``MemoryRecord``).
+        sealed / seal_head: the history holds seals, and the sha256 of the last one (compare it with a copy kept
+            elsewhere: a full rewrite of history and seals together is not detectable from the folder alone).
     """
 
     problems: list[Problem] = []
     in_flight: list[int] = []
     finished: bool = False
     versions: list[Any] = []
+    sealed: bool = False
+    seal_head: str | None = None
 
 
 def _restore(run: Path, rel: str, tracked: bool) -> str:
@@ -108,6 +121,15 @@ def _close(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and math.isclose(a, b, rel_tol=REL_TOL, abs_tol=1e-6)
 
 
+def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], field: str, problems: list[Problem],
+                  fix: str) -> None:
+    """A problem when ``median_ns`` (the ``field`` of the record ``rel``) is not the median of its own samples."""
+    if samples_ns and median_ns is not None and not _close(statistics.median(samples_ns), median_ns):
+        problems.append(Problem(file=rel, problem=(
+            f"{field} {median_ns:.6g} is not the median of its {len(samples_ns)} samples "
+            f"({statistics.median(samples_ns):.6g} ns)"), fix=fix))
+
+
 def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
     """Read and cross-check version ``i``; returns its outcome or None."""
     v = f"v{i}"
@@ -140,10 +162,7 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
                                     fix=_restore(run, f"{v}/timing.json", f"{v}/timing.json" in tracked)))
     if timing is not None:
         tfix = _restore(run, f"{v}/timing.json", f"{v}/timing.json" in tracked)
-        if timing.samples_ns and not _close(statistics.median(timing.samples_ns), timing.median_ns):
-            problems.append(Problem(file=f"{v}/timing.json", problem=(
-                f"median_ns {timing.median_ns:.6g} is not the median of its {len(timing.samples_ns)} samples "
-                f"({statistics.median(timing.samples_ns):.6g} ns)"), fix=tfix))
+        _check_median(f"{v}/timing.json", timing.median_ns, timing.samples_ns, "median_ns", problems, tfix)
         if out.duration_ns is not None and not out.raced_out and not _close(out.duration_ns, timing.median_ns):
             problems.append(Problem(file=f"{v}/outcome.json", problem=(
                 f"duration_ns {out.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
@@ -151,27 +170,33 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     return out
 
 
-def _git_state(run: Path) -> tuple[set[str], list[tuple[str, str]]]:
-    """(the tracked files, the (status, path) entries of ``git status``) of the run's repository; empty without git."""
-    try:
-        import git
-    except ImportError:
-        return set(), []
-    try:
-        repo = git.Repo(run)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return set(), []
-    if not repo.head.is_valid():
-        return set(), []
-    tracked = set(repo.git.ls_files().splitlines())
-    entries: list[tuple[str, str]] = []
-    for line in repo.git.status("--porcelain=v1", "--untracked-files=all").splitlines():
-        status, rel = line[:2], line[3:].strip().strip('"')
-        entries.append((status, rel))
-    return tracked, entries
+def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any) -> list[Problem]:
+    """The differences :func:`~kernelpilot.records.integrity.check_history` found, as problems with their fix.
+    Files in ``skip`` (reports rebuilt, a version in flight) are left out, except for the history's own
+    differences; an untracked file counts only once the run ``finished``. A file whose content a check already
+    named is named again here: both say what differs."""
+    flagged = "git -C {run} update-index --no-assume-unchanged --no-skip-worktree -- {rel} && "
+    out: list[Problem] = []
+    for d in checked.differences:
+        if d.kind not in ("history", "seal") and skip(d.file):
+            continue
+        if d.kind == "untracked":
+            if finished:
+                out.append(Problem(file=d.file, problem=d.problem, fix=f"remove it, or commit it with "
+                                   f"`git -C {run} add {d.file}` if it belongs"))
+        elif d.kind in ("edited", "deleted"):
+            fix = _restore(run, d.file, True)
+            if "hidden from `git status`" in d.problem:
+                fix = fix.replace("`git -C", "`" + flagged.format(run=run, rel=d.file) + "git -C", 1)
+            out.append(Problem(file=d.file, problem=d.problem, fix=fix))
+        else:
+            out.append(Problem(file=d.file, problem=d.problem, fix=(
+                "the records and their history no longer agree: do not trust this folder; run the work again "
+                f"(`git -C {run} log --stat` shows the commits)")))
+    return out
 
 
-def _commit_only(run: Path, rel: str) -> bool:
+def commit_id_only(run: Path, rel: str) -> bool:
     """True when ``rel`` (an outcome.json) differs from its committed copy only by its ``commit`` field, and that
     field names the last commit that touched the file (the rewrite that goes into the next commit)."""
     import git
@@ -199,7 +224,9 @@ def validate_run(run: Path) -> Validation:
     ws = Workspace.open(run)
     run = ws.root
     problems: list[Problem] = []
-    tracked, entries = _git_state(run)
+    checked = check_history(run, skip=lambda rel: rel in DERIVED,
+                            commit_only=lambda rel: rel.endswith("outcome.json") and commit_id_only(run, rel))
+    tracked = checked.tracked
     info = _read(run, "run.json", problems, tracked)
     finished = bool(info is not None and info.finished_utc)
     for rel in ("env.json", "roofline.json", "baselines.json", "benchmark.json"):
@@ -221,33 +248,22 @@ def validate_run(run: Path) -> Validation:
             problems.append(Problem(file="run.json", problem=f"best_version v{info.best_version} is not an accepted "
                                     "version of this run", fix=_restore(run, "run.json", "run.json" in tracked)))
     in_flight = {f"v{i}" for i in result.in_flight}
-    named = {p.file for p in problems}  # a file already named (unreadable, contradicting) is not named twice
-    for status, rel in entries:
-        if rel in DERIVED or Path(rel).parts[0] in in_flight or rel in named:
-            continue
-        if "D" in status:
-            problems.append(Problem(file=rel, problem="committed, then deleted", fix=_restore(run, rel, True)))
-        elif status == "??":
-            if finished:
-                problems.append(Problem(file=rel, problem="never committed to the run's git history (not written "
-                                        "by the run, or written after it finished)",
-                                        fix=f"remove it, or commit it with `git -C {run} add {rel}` if it belongs"))
-        elif "M" in status and not (rel.endswith("outcome.json") and _commit_only(run, rel)):
-            problems.append(Problem(file=rel, problem="changed since it was committed "
-                                    f"(`git -C {run} diff -- {rel}` shows how)", fix=_restore(run, rel, True)))
-    result.problems = problems
+    problems += _history_problems(run, checked, finished, lambda rel: rel in DERIVED or Path(rel).parts[0] in in_flight)
+    result.problems, result.sealed, result.seal_head = problems, checked.sealed, checked.seal_head
     return result
 
 
 def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     """Validate a ``tune --out`` folder: ``tune-run.json``, every line of ``evaluations.jsonl`` (a torn last line
-    is a problem only once the search finished), ``tune.json`` against its schema and the lines, and
-    ``roofline.json`` against its schema.
+    is a problem only once the search finished; each line's ``prev_sha256`` is the hash of the line before it; the
+    ``duration_ns`` of each correct, fully timed evaluation must be
+    the median of its own ``samples_ns``), ``tune.json`` against its schema and the lines (the same evaluations in
+    the same order, with the same medians; its ``best`` one of them), and ``roofline.json`` against its schema.
 
     Returns:
         (problems, the TuneRun or None, the evaluations read from the lines).
     """
-    from kernelpilot.app.tune_run import LINES_FILE, RUN_FILE, read_lines
+    from kernelpilot.app.tune_run import LINES_FILE, RUN_FILE, chain_breaks, read_lines
 
     problems: list[Problem] = []
     run = _read(folder, RUN_FILE, problems, set())
@@ -256,13 +272,96 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     for why in bad:
         problems.append(Problem(file=LINES_FILE, problem=why, fix="the file was changed by hand or damaged; the "
                                 "evaluation cache still holds every evaluation: resume, or run the search again"))
+    for why in chain_breaks(folder / LINES_FILE) if not bad else []:
+        problems.append(Problem(file=LINES_FILE, problem=why, fix="the file was changed by hand: do not trust this "
+                                "search; run it again"))
     result = _read(folder, "tune.json", problems, set())
     _read(folder, "roofline.json", problems, set())  # written by tune for report.html (absent without a GPU spec)
     if finished and result is None and not (folder / "tune.json").is_file():
         problems.append(Problem(file="tune.json", problem="missing in a finished search",
                                 fix=f"kernelpilot tune --resume {folder} writes it again"))
+    redo = f"remove tune.json and run `kernelpilot tune --resume {folder}` to write it again"
+    gone = ("the line was changed by hand: do not trust this search; run it again (the evaluation cache answers "
+            "what was measured honestly)")
+    for n, line in enumerate(lines, 1):
+        ev = line.evaluation
+        if ev.ok and not ev.raced_out:
+            _check_median(LINES_FILE, ev.duration_ns, ev.samples_ns, f"line {n}: duration_ns", problems, gone)
     if result is not None and len(result.evaluations) != len(lines):
         problems.append(Problem(file="tune.json", problem=f"{len(result.evaluations)} evaluations, but "
-                                f"{LINES_FILE} has {len(lines)}", fix=f"remove tune.json and run "
-                                f"`kernelpilot tune --resume {folder}` to write it again"))
+                                f"{LINES_FILE} has {len(lines)}", fix=redo))
+    elif result is not None:
+        for n, (ev, line) in enumerate(zip(result.evaluations, lines), 1):
+            if ev.key != line.evaluation.key or ev.status != line.evaluation.status or not (
+                    ev.duration_ns == line.evaluation.duration_ns or _close(ev.duration_ns, line.evaluation.duration_ns)):
+                problems.append(Problem(file="tune.json", problem=(
+                    f"evaluation {n} ({ev.key}: {ev.status}, {ev.duration_ns} ns) is not line {n} of {LINES_FILE} "
+                    f"({line.evaluation.key}: {line.evaluation.status}, {line.evaluation.duration_ns} ns)"), fix=redo))
+                break
+        best = result.best
+        if best is not None and not any(best.key == line.evaluation.key and line.evaluation.ok and _close(
+                best.duration_ns, line.evaluation.duration_ns) for line in lines):
+            problems.append(Problem(file="tune.json", problem=(
+                f"best {best.key} at {best.duration_ns} ns is no evaluation of {LINES_FILE}"), fix=redo))
     return problems, run, [line.evaluation for line in lines]
+
+
+def validate_session(folder: Path) -> Validation:
+    """Validate a session folder (``kernelpilot session``): ``session.json`` and each version's records against
+    their schemas; each ``memory.json`` names its own folder, each ``timing.json`` median is the median of its
+    samples and the memory's ``duration_ns`` (for a correct version) is that median; every file against git and
+    the seals (:func:`~kernelpilot.records.integrity.check_history`; ``report.html`` is rebuilt by ``report`` and
+    skipped). A version folder not in ``session.json``'s versions is the one in flight when the session was killed.
+    Raises nothing for the records' content: every fault is a :class:`Problem`.
+
+    Raises:
+        RunFolderError: ``folder`` is not a session folder (no session.json).
+    """
+    from kernelpilot.errors import RunFolderError
+    from kernelpilot.versions.records import SESSION_FILE
+
+    root = Path(folder)
+    if not (root / SESSION_FILE).is_file():
+        raise RunFolderError(f"{root} is not a kernelpilot session folder (no {SESSION_FILE})",
+                             "pass the --out folder of `kernelpilot session start`")
+    problems: list[Problem] = []
+    checked = check_history(root, skip=lambda rel: rel == "report.html")
+    tracked = checked.tracked
+    state = _read(root, SESSION_FILE, problems, tracked)
+    result = Validation(finished=bool(state is not None and state.finished_utc))
+    recorded = set(state.versions) if state is not None else set()
+    folders = sorted(int(p.name[1:]) for p in root.glob("v*") if p.is_dir() and p.name[1:].isdigit())
+    for i in sorted(set(folders) | recorded):
+        if i not in recorded:
+            result.in_flight.append(i)
+            continue
+        v = f"v{i}"
+        files = {name: _read(root, f"{v}/{name}", problems, tracked)
+                 for name in ("memory.json", "correctness.json", "timing.json", "verdict.json", "metrics.json",
+                              "ab.json")}
+        mem, timing = files["memory.json"], files["timing.json"]
+        fix = _restore(root, f"{v}/memory.json", f"{v}/memory.json" in tracked)
+        if mem is None:
+            if not (root / v / "memory.json").is_file():
+                problems.append(Problem(file=f"{v}/memory.json", problem=f"missing for {v}, a version "
+                                        f"{SESSION_FILE} lists", fix=fix))
+            continue
+        if mem.version != i:
+            problems.append(Problem(file=f"{v}/memory.json", problem=f"version {mem.version} in the folder of {v}",
+                                    fix=fix))
+        if timing is not None:
+            tfix = _restore(root, f"{v}/timing.json", f"{v}/timing.json" in tracked)
+            _check_median(f"{v}/timing.json", timing.median_ns, timing.samples_ns, "median_ns", problems, tfix)
+            if mem.status == "ok" and mem.duration_ns is not None and not _close(mem.duration_ns, timing.median_ns):
+                problems.append(Problem(file=f"{v}/memory.json", problem=(
+                    f"duration_ns {mem.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
+                    f"({timing.median_ns:.6g} ns)"), fix=fix))
+        result.versions.append(mem)
+    if state is not None and state.incumbent is not None and state.incumbent not in recorded:
+        problems.append(Problem(file=SESSION_FILE, problem=f"incumbent v{state.incumbent} is not a version of the "
+                                "session", fix=_restore(root, SESSION_FILE, SESSION_FILE in tracked)))
+    in_flight = {f"v{i}" for i in result.in_flight}
+    problems += _history_problems(root, checked, True, lambda rel: rel == "report.html" or Path(rel).parts[0]
+                                  in in_flight)
+    result.problems, result.sealed, result.seal_head = problems, checked.sealed, checked.seal_head
+    return result

@@ -19,6 +19,7 @@ from typing import Any, Callable, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.errors import RunFolderError
+from kernelpilot.records.seal import note_written
 
 M = TypeVar("M", bound=BaseModel)
 R = TypeVar("R")
@@ -42,6 +43,9 @@ def current_umask() -> int:
 def write_text(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename).
 
+    The write is noted in this process's write journal (:func:`kernelpilot.records.seal.note_written`), so
+    :meth:`kernelpilot.records.history.RunHistory.commit` knows kernelpilot wrote it.
+
     The file gets the permissions any new file gets here (``0o666`` less the umask: ``0644`` under the usual
     ``022``), not the owner-only ``0600`` of a temporary file, so a run folder is readable by the group.
     """
@@ -52,6 +56,7 @@ def write_text(path: Path, text: str) -> Path:
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
+        note_written(path)  # the write journal: a later commit stages only what kernelpilot wrote (records/seal.py)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

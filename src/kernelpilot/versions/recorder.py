@@ -20,6 +20,7 @@ from typing import Any
 
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.models import now_utc
+from kernelpilot.records.seal import note_written
 from kernelpilot.records.workspace import write_json
 from kernelpilot.versions.candidates import version_config, version_of
 from kernelpilot.versions.outcome import classify, flat_metrics, judge_expectations
@@ -72,6 +73,8 @@ def _evidence(run: Any, index: int, ev: Evaluation, kernel_config: dict[str, Any
         ncu = NcuEvidence(run.kernel(index), run.reference, run.state.shape, lambda _e: vdir / "profile.ncu-rep",
                           light, on_metrics=on_metrics, log=run.log)
         ev = ncu.profile(ev)
+        if (vdir / "profile.ncu-rep").is_file():  # ncu wrote it for this command: the session's commit takes it
+            note_written(vdir / "profile.ncu-rep")
     else:
         ev = light.evidence(ev)
     return ev.model_copy(update={"config": version_cfg}), got.get("metrics")

@@ -46,6 +46,7 @@ def copy_version(src: Path, vdir: Path) -> Path:
     import shutil
 
     from kernelpilot.errors import ContractError
+    from kernelpilot.records.seal import note_written
 
     src = Path(src).resolve()
     if src.suffix not in KERNEL_SUFFIXES:
@@ -54,12 +55,14 @@ def copy_version(src: Path, vdir: Path) -> Path:
     vdir.mkdir(parents=True, exist_ok=True)
     dest = vdir / f"kernel{src.suffix}"
     shutil.copy2(src, dest)
+    note_written(dest)  # the write journal: a session commit stages only what kernelpilot wrote
     if src.suffix == ".cu":
         from kernelpilot.backends.cuda.signature import local_includes
 
         side = src.with_suffix(".py")
         if side.is_file():
             shutil.copy2(side, vdir / "kernel.py")
+            note_written(vdir / "kernel.py")
         for inc in local_includes(src):
             try:
                 rel = Path(inc).resolve().relative_to(src.parent)
@@ -69,6 +72,7 @@ def copy_version(src: Path, vdir: Path) -> Path:
                                     "keep the version's local includes beside it or below its folder") from None
             (vdir / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(inc, vdir / rel)
+            note_written(vdir / rel)
     return dest
 
 

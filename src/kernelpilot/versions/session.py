@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
+from kernelpilot.records.seal import note_written
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.versions.outcome import parse_expect
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, save_state
@@ -159,6 +160,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     root = ws.root
     (root / "check").mkdir()
     shutil.copy2(kf.reference_path, root / "check" / "reference.py")
+    note_written(root / "check" / "reference.py")  # the write journal (records/seal.py): committed below
     copy_version(kf.path, ws.version_dir(0))
     env = collect_env(probe_ncu=profile and ctx.device == "cuda")
     write_json(root / "env.json", env)
