@@ -61,8 +61,9 @@ def test_drawn_shapes_break_divisibility_and_fit_where_the_declared_one_fits():
         for dim in ("M", "N"):
             assert small[dim] % 2 == 1 and is_prime(small[dim]) and small[dim] not in (131,)  # no tunable's value
             assert shape[dim] // 4 <= small[dim] <= shape[dim] // 2
-            assert near[dim] % 2 == 1 and shape[dim] - 63 <= near[dim] < shape[dim]  # a ragged odd tail
+            assert near[dim] % 2 == 1 and 0 < abs(near[dim] - shape[dim]) <= 63  # a ragged odd tail
         assert small["H"] == 1 and near["H"] == 3  # small dimensions shrink to 1, or stay
+        assert near["M"] > shape["M"] and near["M"] * near["N"] <= 1.25 * shape["M"] * shape["N"]  # larger, capped
         assert small["dtype"] == "float16" and small["causal"] is True  # not integers: kept
         seen.add((small["M"], near["M"]))
     assert len(seen) > 10  # drawn per run, not a function of the shape the author can predict
@@ -81,7 +82,7 @@ def test_a_declared_domain_is_respected_by_draws_and_recorded():
         (small, near), notes = derived_shapes(kf, {"M": 4096, "K": 4096, "D": 128, "H": 32}, {"BM": 128},
                                               rng=random.Random(seed))
         assert small["M"] % 128 == 0 and is_prime(small["M"] // 128) and (small["M"] // 128) % 2 == 1
-        assert near["M"] % 128 == 0 and near["M"] < 4096 and (4096 - near["M"]) // 128 % 2 == 1
+        assert near["M"] % 128 == 0 and near["M"] > 4096 and (near["M"] - 4096) // 128 % 2 == 1
         assert small["K"] % 16 == 0 and (small["K"] // 16) % 2 == 1 and small["K"] % 32 != 0
         assert small["D"] == 64 and near["D"] == 128 and small["H"] == near["H"] == 32
         assert "M a multiple of BM (=128)" in notes[0] and "D a power of two" in notes[0]

@@ -9,11 +9,12 @@ own shapes on every run, with a generator seeded from :mod:`secrets` (a kernel f
 - **smaller**: every integer dimension ``d ≥ 2`` becomes an odd prime in ``[⌈d/4⌉, ⌊d/2⌋]`` that is none of the
   tunables' values (so it is a multiple of no block, no power of two, no vector width); where that range holds no
   prime, the largest odd number in it; ``d = 2, 3`` becomes 1;
-- **near**: every integer dimension ``d ≥ 16`` becomes ``d − r``, ``r`` a random odd number in ``[1, min(63, d/8)]``
-  (the declared size with a ragged tail: a kernel that hard-codes the size or skips the tail fails here, at about
-  the memory of the declared shape and never more).
+- **larger**: every integer dimension ``d ≥ 16`` becomes ``d + r``, ``r`` a random odd number in
+  ``[1, min(63, d/16)]``, while the product of the growths stays under :data:`MAX_GROWTH` (later dimensions take
+  ``d − r`` once it would not): the declared size with a ragged tail, a little past it — a kernel that hard-codes
+  the size, skips the tail, or covers the declared size in one tile and nothing beyond fails here.
 
-Both are no larger than the declared shape in any dimension, so they fit wherever it does. ``CHECK_SHAPES`` adds to
+The smaller shape fits wherever the declared one fits; the larger one needs at most 25 % more memory. ``CHECK_SHAPES`` adds to
 them; it never replaces them.
 
 **A declared domain** (``SHAPE_RULES``) is how an honest kernel that is right only at some sizes says so (a tiled
@@ -43,8 +44,10 @@ FIXED = "fixed"
 #: A power-of-two dimension is halved while the half is at least this (``tl.dot`` needs 16 along K; smaller
 #: powers of two are rarely what such a kernel supports).
 MIN_POWER_OF_TWO = 16
-#: Largest ragged tail cut off the declared size for the "near" shape.
+#: Largest ragged tail added to (or cut off) the declared size for the "larger" shape.
 MAX_TAIL = 63
+#: The larger shape holds at most this many times the declared shape's elements (product over its dimensions).
+MAX_GROWTH = 1.25
 
 _HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "BN", "K": 16, "D": "power_of_two", "H": "fixed"} '
          "(a multiple of the config's BM, of 16, a power of two, kept as declared)")
@@ -148,16 +151,17 @@ def _smaller(d: int, rule: int | str | None, k: int, avoid: set[int], rng: secre
     return k * max(p, 1)
 
 
-def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom) -> int:
+def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom, room: float) -> int:
+    """``d`` plus a ragged odd tail (in units of ``k``) when the growth fits in ``room``, else minus one."""
     if rule == POWER_OF_TWO or d < 16:
         return d
     units = d // k
-    most = min(MAX_TAIL, units // 8)
+    most = min(MAX_TAIL, units // 16)
     if most < 1:
         return d
     r = rng.randrange(1, most + 1) | 1
     r = min(r, most if most % 2 else most - 1) or 1
-    return k * (units - r)
+    return k * (units + r) if (units + r) / units <= room else k * (units - r)
 
 
 def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None = None,
@@ -173,7 +177,7 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
         rng: a generator (tests pass a seeded ``random.Random``); default a fresh :class:`secrets.SystemRandom`.
 
     Returns:
-        (shapes, each different from ``shape`` and from each other, in order smaller, near, CHECK_SHAPES; notes).
+        (shapes, each different from ``shape`` and from each other, in order smaller, larger, CHECK_SHAPES; notes).
 
     Raises:
         ContractError: ``SHAPE_RULES`` names an expression that does not evaluate to a positive int at ``config``.
@@ -184,6 +188,7 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
     avoid = {int(v) for vals in (getattr(kf, "tunables", {}) or {}).values() for v in vals
              if isinstance(v, int) and not isinstance(v, bool)}
     small, near = dict(shape), dict(shape)
+    room = MAX_GROWTH
     for name, d in shape.items():
         rule = rules.get(name)
         if isinstance(d, bool) or not isinstance(d, int) or d < 2 or rule == FIXED:
@@ -192,7 +197,8 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
         if d % k:  # the declared shape itself is outside the declared domain: vary it freely
             k = 1
         small[name] = _smaller(d, rule, k, avoid, rng)
-        near[name] = _near(d, rule, k, rng)
+        near[name] = _near(d, rule, k, rng, room)
+        room /= max(near[name] / d, 1.0)
     out: list[dict[str, Any]] = []
     for s in (small, near, *({**shape, **c} for c in (getattr(kf, "check_shapes", None) or []))):
         if s != shape and s not in out:

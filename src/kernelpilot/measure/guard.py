@@ -24,7 +24,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["BoundTimers", "TimerGuard", "Tampered", "bound"]
+__all__ = ["BoundTimers", "TimerGuard", "Tampered", "bound", "namespace_changes", "namespace_snapshot"]
 
 #: Attributes of third-party modules and classes the measurement relies on: (module, dotted attribute path).
 WATCHED_ATTRS: tuple[tuple[str, str], ...] = (
@@ -48,6 +48,46 @@ WATCHED_MODULES: tuple[str, ...] = (
     "kernelpilot.search.stages", "kernelpilot.search.stage_steps", "kernelpilot.search.stats",
     "kernelpilot.records.evaluation", "kernelpilot.report.benchmark", "kernelpilot.api",
 )
+
+
+#: Namespaces every public attribute of which is watched by identity (issue 24: a kernel that rebinds
+#: ``torch.softmax`` — at import, in ``run_kernel``, through ``vars(torch)`` or a function's ``__globals__`` — changes
+#: what the reference and kernelpilot's own comparison compute; the static screen sees only the plain forms).
+#: Attributes added later (a lazily imported submodule, a library's registration) are not rebindings.
+WATCHED_NAMESPACES: tuple[str, ...] = ("torch", "torch.Tensor", "torch.nn.functional", "torch.linalg", "torch.fft",
+                                       "torch.special", "math", "operator", "builtins")
+
+
+def namespace_snapshot() -> dict[str, dict[str, Any]]:
+    """The public attributes of :data:`WATCHED_NAMESPACES` (namespace -> name -> object), for
+    :func:`namespace_changes`. Imports torch, and ``torch._dynamo`` first: its import rebinds ``torch.manual_seed``
+    (wrapped so Dynamo does not trace it), a change of torch's own that would otherwise look like a kernel's."""
+    import torch._dynamo  # noqa: F401 - see above
+
+    out = {}
+    for label in WATCHED_NAMESPACES:
+        try:
+            ns = _resolve(*label.split(".", 1)) if "." in label else importlib.import_module(label)
+        except (ImportError, AttributeError, KeyError):
+            continue
+        out[label] = {k: v for k, v in vars(ns).items() if not k.startswith("_")}
+    return out
+
+
+def namespace_changes(snapshot: dict[str, dict[str, Any]]) -> list[str]:
+    """``namespace.name`` of every attribute of a :func:`namespace_snapshot` that now is another object or gone."""
+    out = []
+    for label, before in snapshot.items():
+        try:
+            now = vars(_resolve(*label.split(".", 1)) if "." in label else importlib.import_module(label))
+        except (ImportError, AttributeError, KeyError):
+            out.append(f"{label} (gone)")
+            continue
+        out += [f"{label}.{k}" for k, v in before.items() if now.get(k, _GONE) is not v]
+    return out
+
+
+_GONE = object()
 
 
 class Tampered(Exception):
@@ -103,6 +143,7 @@ class TimerGuard:
     def __init__(self) -> None:
         self._attrs: dict[str, Any] = {}
         self._modules: dict[str, types.ModuleType] = {}
+        self._namespaces: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def snapshot(cls) -> TimerGuard:
@@ -110,6 +151,7 @@ class TimerGuard:
         importing a kernel file."""
         guard = cls()
         bound()
+        guard._namespaces = namespace_snapshot()
         for module, path in WATCHED_ATTRS:
             try:
                 guard._attrs[f"{module}.{path}"] = _resolve(module, path)
@@ -130,6 +172,7 @@ class TimerGuard:
     def changed(self) -> list[str]:
         """Every watched attribute or module that is no longer the object remembered (empty: untouched)."""
         out = [name for name, mod in self._modules.items() if sys.modules.get(name) is not mod]
+        out += namespace_changes(self._namespaces)
         for key, value in self._attrs.items():
             module, path = self._split(key)
             try:

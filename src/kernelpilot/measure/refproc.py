@@ -6,7 +6,9 @@ that rebinds ``torch.softmax`` (or a session's version file that rebinds a torch
 reference agree with a wrong kernel — issue 24 recorded such a version "improved 9.5×" with an error of 2.16. So
 each worker starts a :class:`ReferenceProcess` — a fresh interpreter (``multiprocessing`` *spawn*, not fork: none of
 the worker's modules, patches or kernel code) that imports only the reference's file (the kernel file itself, or
-``--ref``/the session's frozen ``check/reference.py``) and never calls anything but ``reference``. The check, the
+``--ref``/the session's frozen ``check/reference.py``) and never calls anything but ``reference``; an import that
+rebinds anything in torch's namespaces (:func:`kernelpilot.measure.guard.namespace_changes`) leaves it without a
+reference, and every request is answered with that failure. The check, the
 shapes, the re-check and the timed launches kept in secret all ask it (:func:`kernelpilot.measure.correctness.reference_outputs`
 looks it up with :func:`serving`).
 
@@ -206,8 +208,14 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
         if hashlib.sha256(Path(path).read_bytes()).hexdigest() != sha256:
             raise ReferenceServerError(f"{path} changed after the worker loaded it")
         from kernelpilot.kernels.contract import import_module_file
+        from kernelpilot.measure.guard import namespace_changes, namespace_snapshot
 
+        before = namespace_snapshot()
         reference = import_module_file(Path(path), "reference_server").reference
+        rebound = namespace_changes(before)
+        if rebound:  # the file changes what the reference computes with: no reference from this process
+            raise ReferenceServerError(f"importing {path} rebinds {', '.join(rebound[:5])}: the reference would "
+                                       "compute with the file's replacements")
     except BaseException as exc:  # noqa: BLE001 - answered to every request, then exit on stop/EOF
         reference, failure = None, f"{type(exc).__name__}: {exc}"
     cache = _Cache(device)
