@@ -1,7 +1,7 @@
 """Run the adversarial suite (tests/adversarial/cases.json) through `kernelpilot verify` and print the table:
 every cheat must be refused at its stage, every honest control accepted.
 
-    python3 scripts/adversarial.py [--jobs N] [--json OUT.json] [--gpu-only] [FILE ...]
+    python3 scripts/adversarial.py [--jobs N] [--json OUT.json] [--gpu-only] [--shard I/N] [FILE ...]
 
 Cases marked ``needs_gpu`` are skipped without a GPU (their stage can only be reached there). Each case runs in its
 own isolated worker (a cheat's patches die with it), with ``strict=True`` (loosened tolerances refused). On a GPU,
@@ -52,11 +52,16 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--gpu-only", action="store_true", help="only the cases that need a GPU")
+    parser.add_argument("--shard", default=None, help="I/N: only every N-th case from the I-th (0-based), so N "
+                        "processes on N GPUs (CUDA_VISIBLE_DEVICES) run the suite side by side")
     args = parser.parse_args()
     cases = json.loads((SUITE / "cases.json").read_text())
     if args.files:
         cases = [c for c in cases if c["file"] in args.files or Path(c["file"]).stem in args.files]
     gpu = has_gpu()
+    if args.shard:
+        i, n = (int(v) for v in args.shard.split("/"))
+        cases = cases[i::n]
     todo = [c for c in cases if (gpu or not c["needs_gpu"]) and (c["needs_gpu"] or not args.gpu_only)]
     skipped = [c for c in cases if c not in todo]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

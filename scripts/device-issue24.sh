@@ -4,8 +4,13 @@
 #   bash scripts/device-issue24.sh smoke     # the new defences on real launches: check/verify of the examples, a
 #                                            # .cu, an SGEMM-series kernel with its declared domain, a kernel that
 #                                            # rebinds what the reference calls, the reference process's traffic
-#   bash scripts/device-issue24.sh honest    # verify on the examples, benchmarks/library, benchmarks/observed, the
-#                                            # SGEMM series and the seed's CUDA demo (v0..v3): every one accepted
+#   bash scripts/device-issue24.sh honest [FILE...]  # verify on the examples, benchmarks/library, benchmarks/observed
+#                                            # (Liger cross-entropy, flag-gems FP8, fla-core): every one accepted
+#   bash scripts/device-issue24.sh cuda      # the SGEMM series and the seed's CUDA demo (v0..v3, its own shapes)
+#   bash scripts/device-issue24.sh all4      # on a machine of 4 GPUs, side by side, one GPU each: the adversarial
+#                                            # suite in two shards (GPU 0, 1), `honest` (GPU 2), then on GPU 3 the
+#                                            # cost per evaluation before (.old/base/src) and after, `cuda`, and the
+#                                            # GPU-marked tests of the build cache, bundles and CUDA back end
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -58,12 +63,32 @@ honest)
   echo "| file | verdict | stage (status) | median ns | wall | message | seconds per stage |"
   echo "|---|---|---|---|---|---|---|"
   for f in examples/vector_add.py examples/softmax.py examples/layer_norm.py examples/matmul.py examples/cuda/*.cu \
-           benchmarks/library/*.py benchmarks/observed/*.py benchmarks/cuda_sgemm_series/v*.cu "$@"; do
+           benchmarks/library/*.py benchmarks/observed/*.py "$@"; do
     [ -e "$f" ] && verify "$f"
-  done
+  done ;;
+cuda)
+  echo "| file | verdict | stage (status) | median ns | wall | message | seconds per stage |"
+  echo "|---|---|---|---|---|---|---|"
+  for f in benchmarks/cuda_sgemm_series/v*.cu; do verify "$f"; done
   SEED=third_party/kernel-opt-skill/demo/cuda  # the seed's demo, unmodified, at the seed's own shapes
   for v in 0 1 2 3; do
     verify $SEED/softmax/v$v/v$v.cu --ref $SEED/softmax/ref.py --shape N=10240 --shape D=1024
     verify $SEED/gemm/v$v/v$v.cu --ref $SEED/gemm/ref.py --shape M=4096 --shape K=4096 --shape N=4096
   done ;;
+all4)
+  export KERNELPILOT_EXPERIENCE=/tmp/kp-exp.db
+  (CUDA_VISIBLE_DEVICES=0 timeout 560 python3 scripts/adversarial.py --jobs 1 --shard 0/2 --json "$OUT/adv0.json" \
+     > "$OUT/adv0.md" 2>&1) &
+  (CUDA_VISIBLE_DEVICES=1 timeout 560 python3 scripts/adversarial.py --jobs 1 --shard 1/2 --json "$OUT/adv1.json" \
+     > "$OUT/adv1.md" 2>&1) &
+  (CUDA_VISIBLE_DEVICES=2 timeout 560 bash scripts/device-issue24.sh honest > "$OUT/honest.md" 2>&1) &
+  (export CUDA_VISIBLE_DEVICES=3
+   SIDES="base after" timeout 240 bash scripts/device-integrity.sh cost 2>&1 | grep -v "^   medians" > /tmp/cost.log
+   cp /tmp/cost.log "$OUT/cost.log"; rm -f "$OUT"/cost-*
+   timeout 200 bash scripts/device-issue24.sh cuda >> "$OUT/cost.log" 2>&1
+   timeout 100 python3 -m pytest -q -m gpu tests/test_build_integrity.py tests/test_bundle.py tests/test_cuda_backend.py \
+     tests/test_check_what_you_time.py >> "$OUT/cost.log" 2>&1) &
+  wait
+  tail -n 3 "$OUT/adv0.md" "$OUT/adv1.md"; grep -c ACCEPTED "$OUT/honest.md"; grep REFUSED "$OUT/honest.md" | cut -c1-300
+  grep -E "s/eval|passed|failed|REFUSED" "$OUT/cost.log" | cut -c1-300 ;;
 esac

@@ -348,6 +348,12 @@ def test_a_resealed_manifest_is_refused_when_its_id_is_pinned(vadd: Path, tmp_pa
         with pytest.raises(BundleTampered, match="is not the expected") as info:
             call()
         assert exported in info.value.message
+    # the CLI: `bundle verify --expect-id` refuses it by name, with a JSON error and a non-zero exit
+    cli = [sys.executable, "-m", "kernelpilot.cli", "bundle", "verify", str(b), "--expect-id", exported, "--json"]
+    res = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and exported in json.loads(res.stdout)["message"]
+    ok = subprocess.run(cli[:5] + [str(vadd)] + cli[6:], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and json.loads(ok.stdout)["bundle_id"] == exported
 
 
 def test_a_halved_grid_is_refused_by_load_even_when_resealed(vadd: Path, softmax: Path, tmp_path: Path) -> None:

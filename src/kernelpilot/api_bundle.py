@@ -48,16 +48,17 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
                          timeout_s=timeout_s or 300.0)
 
 
-def bundle_verify(bundle: str | Path) -> "BundleVerify":
-    """Check a bundle without a GPU (``kernelpilot bundle verify``): the manifest's schema, every file's sha256,
-    one arch for every entry (:func:`kernelpilot.bundle.manifest.verify_bundle`).
+def bundle_verify(bundle: str | Path, expect_id: str | None = None) -> "BundleVerify":
+    """Check a bundle without a GPU (``kernelpilot bundle verify``): the manifest's identity (its ``bundle_id``, and
+    ``expect_id`` when given: the id recorded when it was exported), schema, every file's sha256, one arch for every
+    entry, the grid's coverage of each output (:func:`kernelpilot.bundle.manifest.verify_bundle`).
 
     Raises:
         BundleError: what failed, naming the file (and both hashes for a tampered one).
     """
     from kernelpilot.bundle.manifest import verify_bundle
 
-    return verify_bundle(bundle)
+    return verify_bundle(bundle, expect_id=expect_id)
 
 
 def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":

@@ -36,6 +36,8 @@ def _kv(d: dict[str, Any]) -> str:
 def _verify(v: Any) -> None:
     out.print(f"[green]ok[/] {v.bundle}: {v.kernel} for {v.arch}, {v.n_entries} entries, {v.n_files} files, "
               f"hashes match; needs a CUDA {v.min_driver_cuda} driver")
+    if getattr(v, "bundle_id", ""):
+        out.print(f"bundle_id {v.bundle_id} (pin it: kernelpilot bundle verify --expect-id, load(..., expect_id=))")
 
 
 def _bench(b: Any) -> None:
@@ -67,11 +69,13 @@ def export_cmd(source: Path = typer.Argument(..., help="A kernel .py file, or a 
 
 
 @bundle_app.command("verify")
-def verify_cmd(bundle: Path, as_json: bool = JsonOpt) -> None:
-    """Check a bundle without a GPU: manifest schema, every file's sha256, the arch list."""
+def verify_cmd(bundle: Path, expect_id: Optional[str] = typer.Option(
+        None, "--expect-id", help="the bundle_id recorded at export: refuse a bundle whose manifest hashes to another"),
+        as_json: bool = JsonOpt) -> None:
+    """Check a bundle without a GPU: its identity, manifest schema, every file's sha256, the arch list, coverage."""
     from kernelpilot import api
 
-    run_command(as_json, lambda: api.bundle_verify(bundle), _verify)
+    run_command(as_json, lambda: api.bundle_verify(bundle, expect_id=expect_id), _verify)
 
 
 @bundle_app.command("bench")
