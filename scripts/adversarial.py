@@ -64,15 +64,16 @@ def main() -> int:
         cases = cases[i::n]
     todo = [c for c in cases if (gpu or not c["needs_gpu"]) and (c["needs_gpu"] or not args.gpu_only)]
     skipped = [c for c in cases if c not in todo]
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(lambda c: run_case(c, gpu), todo))
-    print(f"adversarial suite on {'a GPU' if gpu else 'the CPU (Triton interpreter)'}: {len(results)} cases run, "
+    print(f"adversarial suite on {'a GPU' if gpu else 'the CPU (Triton interpreter)'}: {len(todo)} cases to run, "
           f"{len(skipped)} skipped (need a GPU)\n")
     print("| case | kind | must be caught at | caught at (status) | ok | s | what kernelpilot said |")
-    print("|---|---|---|---|---|---|---|")
-    for r in results:
-        print(f"| {r['file']} | {r['kind']} | {r['stage']} | {r['observed']} ({r['status']}) | "
-              f"{'yes' if r['ok'] else '**NO**'} | {r['seconds']} | {r['message'].replace('|', '/')} |")
+    print("|---|---|---|---|---|---|---|", flush=True)
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for r in pool.map(lambda c: run_case(c, gpu), todo):  # each row as soon as it is known: a run cut short
+            results.append(r)                                  # by a time limit still reports what it saw
+            print(f"| {r['file']} | {r['kind']} | {r['stage']} | {r['observed']} ({r['status']}) | "
+                  f"{'yes' if r['ok'] else '**NO**'} | {r['seconds']} | {r['message'].replace('|', '/')} |", flush=True)
     bad = [r for r in results if not r["ok"]]
     print(f"\n{len(results) - len(bad)} of {len(results)} as expected")
     if args.json:

@@ -168,8 +168,14 @@ def setup(N, seed=0, device="cpu", **_):
 def _same(t, *a, **k):
     return t * 1.0
 
+_LIB = []
+
 def run_kernel(x, out, N, **_):
-    vars(torch).update({"s" "in": _same})  # from now on torch.sin is the identity in this process
+    if HOW == "namespace":
+        vars(torch).update({"s" "in": _same})  # from now on torch.sin is the identity in this process
+    elif not _LIB:  # the dispatcher: aten::sin's CPU kernel replaced, no Python attribute changes
+        _LIB.append(torch.library.Library("aten", "IMPL"))
+        _LIB[0].impl("sin", _same, "CPU")
     out.copy_(x)                            # wrong: sin(x)
 
 def reference(x, out, N, **_):
@@ -178,18 +184,24 @@ def reference(x, out, N, **_):
 
 
 def test_a_kernel_that_rebinds_what_the_reference_calls_no_longer_fools_it(tmp_path):
+    from kernelpilot.errors import KernelFailed
     from kernelpilot.measure.correctness import check_correctness
 
     path = tmp_path / "reach.py"
-    path.write_text(REACH)
-    r = api.check(path)  # the worker's reference runs in a process that never ran the kernel
-    assert not r.passed and r.failed_stage == "check"
+    path.write_text(REACH.replace("HOW", '"namespace"'))
+    with pytest.raises(KernelFailed, match="torch.sin") as caught:  # the guard watches torch's namespaces
+        api.check(path)
+    assert caught.value.failure == "timer_tampered"
     sin = torch.sin
-    try:  # the same check with the reference in the kernel's own process: fooled (what issue 24 measured)
+    try:  # the same check with the reference in the kernel's own process and no guard: fooled (issue 24)
         fooled = check_correctness(load_kernel(path, None, interpreted=True), {"N": 256}, {"BLOCK": 64}, "cpu")
         assert fooled.passed
     finally:
         vars(torch)["sin"] = sin
+    deeper = tmp_path / "dispatch.py"  # below any attribute: only a reference computed elsewhere is untouched
+    deeper.write_text(REACH.replace("HOW", '"dispatcher"'))
+    r = api.check(deeper)
+    assert not r.passed and r.failed_stage == "check"
 
 
 def test_the_reference_process_caches_by_content_and_passes_errors_by_name(tmp_path):

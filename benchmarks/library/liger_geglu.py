@@ -16,6 +16,8 @@ from liger_kernel.ops.utils import calculate_settings
 SHAPE = {"M": 8192, "N": 16384, "dtype": "bfloat16"}
 CPU_SHAPE = {"M": 4, "N": 512, "dtype": "bfloat16"}
 TUNABLES = {"BLOCK_SIZE": [16384, 32768], "num_warps": [4, 8, 16, 32]}
+# the kernel reads a row in one block of BLOCK_SIZE columns (run_kernel refuses a longer row): its domain
+SHAPE_RULES = {"N": "<= BLOCK_SIZE"}
 _block, _warps = calculate_settings(SHAPE["N"])
 DEFAULT_CONFIG = {"BLOCK_SIZE": _block, "num_warps": _warps}
 COMPUTE_UNIT = "fp32"

@@ -18,6 +18,8 @@ from liger_kernel.ops.utils import calculate_settings
 SHAPE = {"M": 8192, "N": 4096, "dtype": "bfloat16"}
 CPU_SHAPE = {"M": 4, "N": 256, "dtype": "bfloat16"}
 TUNABLES = {"BLOCK_SIZE": [4096, 8192, 16384], "num_warps": [1, 2, 4, 8, 16, 32]}
+# the kernel reads a row in one block of BLOCK_SIZE columns (run_kernel refuses a longer row): its domain
+SHAPE_RULES = {"N": "<= BLOCK_SIZE"}
 _block, _warps = calculate_settings(SHAPE["N"])  # what rms_norm_forward would launch at SHAPE
 DEFAULT_CONFIG = {"BLOCK_SIZE": _block, "num_warps": _warps}
 COMPUTE_UNIT = "fp32"

@@ -20,7 +20,8 @@ them; it never replaces them.
 **A declared domain** (``SHAPE_RULES``) is how an honest kernel that is right only at some sizes says so (a tiled
 GEMM without bounds checks, an attention kernel whose head dimension is a ``tl.arange`` length): per dimension, an
 int ``k`` or a tunable expression (``"BM"``, ``"BM * TM"``, evaluated over the config being checked): the dimension
-must be a multiple of it; or ``"power_of_two"``. Drawn shapes stay inside the declared domain — a multiple ``k·p``
+must be a multiple of it; ``"<= EXPR"``: at most that (a row read in one block of a tunable size); or
+``"power_of_two"``. Drawn shapes stay inside the declared domain — a multiple ``k·p``
 with ``p`` an odd prime (so a multiple of ``k`` and of nothing above it), a power of two half the declared one
 while that is ≥ 16 — and the restriction is a claim recorded with every verdict (``domain`` notes), never a way to
 pick the shapes: the values are still drawn, not chosen. A dimension set to a bool or a non-integer, and one the
@@ -49,8 +50,8 @@ MAX_TAIL = 63
 #: The larger shape holds at most this many times the declared shape's elements (product over its dimensions).
 MAX_GROWTH = 1.25
 
-_HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "BN", "K": 16, "D": "power_of_two", "H": "fixed"} '
-         "(a multiple of the config's BM, of 16, a power of two, kept as declared)")
+_HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "<= BLOCK_N", "K": 16, "D": "power_of_two", "H": "fixed"} '
+         "(a multiple of the config's BM, at most BLOCK_N, a multiple of 16, a power of two, kept as declared)")
 
 
 def parse_rules(rules: Any, path: Any = "SHAPE_RULES") -> dict[str, int | str]:
@@ -193,11 +194,15 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
         rule = rules.get(name)
         if isinstance(d, bool) or not isinstance(d, int) or d < 2 or rule == FIXED:
             continue
+        bound = None
+        if isinstance(rule, str) and rule.startswith("<="):  # an upper bound, not a divisor
+            bound = _multiple(rule[2:].strip(), config, name, getattr(kf, "path", "kernel"))
+            rule = None
         k = 1 if rule in (None, POWER_OF_TWO) else _multiple(rule, config, name, getattr(kf, "path", "kernel"))
         if d % k:  # the declared shape itself is outside the declared domain: vary it freely
             k = 1
         small[name] = _smaller(d, rule, k, avoid, rng)
-        near[name] = _near(d, rule, k, rng, room)
+        near[name] = _near(d, rule, k, rng, room if bound is None else min(room, bound / d))
         room /= max(near[name] / d, 1.0)
     out: list[dict[str, Any]] = []
     for s in (small, near, *({**shape, **c} for c in (getattr(kf, "check_shapes", None) or []))):
@@ -220,6 +225,8 @@ def domain_notes(kf: Any, config: dict[str, Any] | None = None) -> list[str]:
     for name, rule in rules.items():
         if rule == POWER_OF_TWO:
             parts.append(f"{name} a power of two")
+        elif isinstance(rule, str) and rule.startswith("<="):
+            parts.append(f"{name} at most {rule[2:].strip()}")
         elif rule == FIXED:
             parts.append(f"{name} as declared")
         elif isinstance(rule, int):

@@ -56,14 +56,17 @@ class ReferenceProcess:
         device: ``"cuda"`` or ``"cpu"``.
     """
 
-    def __init__(self, reference_path: str | Path, sha256: str, device: str) -> None:
+    def __init__(self, reference_path: str | Path, sha256: str, device: str, method: str | None = None) -> None:
+        import torch
         import torch.multiprocessing as mp
 
-        # on the CPU a fork of the worker taken before it imported the kernel file (torch already imported: ~0.1 s
-        # instead of a new interpreter's 3-6 s on a small machine); on a GPU a new interpreter (spawn): a process
-        # that may have initialised CUDA must not be forked
-        ctx = mp.get_context("fork" if device == "cpu" else "spawn")
+        # a fork of the worker taken before it imported the kernel file (torch, Triton and kernelpilot already
+        # imported: well under a second where a new interpreter took 6-9 s on a busy 4-GPU host, issue 24's run);
+        # a new interpreter (spawn) once this process has initialised CUDA, which a fork must not inherit
+        self.method = method or ("spawn" if device == "cuda" and torch.cuda.is_initialized() else "fork")
+        ctx = mp.get_context(self.method)
         self.path, self.sha256, self.device = str(Path(reference_path).resolve()), sha256, device
+        self.ready: str | None = None  # None: not heard from yet; "" ready; else why it cannot serve
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, self.path, sha256, device), daemon=True,
                                 name="kernelpilot-reference")
@@ -100,6 +103,7 @@ class ReferenceProcess:
         """
         import torch
 
+        self._wait_ready()
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
         layout = _layout({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
         need = max((off + n for _, _, off, n in layout.values()), default=0)
@@ -128,6 +132,20 @@ class ReferenceProcess:
         self.hits += int(hit)
         refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
         return refs, precision
+
+    def _wait_ready(self) -> None:
+        """Wait for the server's first message; a fork that cannot use CUDA is replaced by a spawned process once."""
+        if self.ready is not None:
+            return
+        try:
+            _, why = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            why = f"the reference process ended before it was ready ({exc!r}; exit code {self.proc.exitcode})"
+        self.ready = why or ""
+        if why and "CUDA" in why and self.method == "fork":
+            self.close()
+            self.__init__(self.path, self.sha256, self.device, method="spawn")  # type: ignore[misc]
+            self._wait_ready()
 
     def _send(self, msg: tuple) -> Any:
         try:
@@ -216,8 +234,17 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
         if rebound:  # the file changes what the reference computes with: no reference from this process
             raise ReferenceServerError(f"importing {path} rebinds {', '.join(rebound[:5])}: the reference would "
                                        "compute with the file's replacements")
+        failure = ""
+        if device == "cuda":
+            import torch
+
+            torch.zeros(1, device="cuda")  # the CUDA context now: a fork that cannot have one says so at once
     except BaseException as exc:  # noqa: BLE001 - answered to every request, then exit on stop/EOF
         reference, failure = None, f"{type(exc).__name__}: {exc}"
+    try:
+        conn.send(("ready", failure))
+    except (OSError, BrokenPipeError):
+        return
     cache = _Cache(device)
     stage_in: Any = None
     stage_out: Any = None

@@ -292,7 +292,7 @@ def _shapes(ctx: StageContext) -> Failure | None:
     from kernelpilot.errors import ContractError
     from kernelpilot.kernels.contract import make_case
     from kernelpilot.kernels.shapes import derived_shapes
-    from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, run_and_compare
+    from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, observe_case_roles, run_and_compare
 
     shape, before = ctx.opts.shape, ctx.results.get("correctness")
     try:
@@ -307,6 +307,7 @@ def _shapes(ctx: StageContext) -> Failure | None:
         except ContractError as exc:
             notes.append(f"derived shape {other} not checked: {exc.message.splitlines()[0][:200]}")
             continue
+        observe_case_roles(ctx.kf, case, derived=True)  # a buffer written in full at one shape may be in part here
         check, _, _ = run_and_compare(ctx.kf, case, ctx.config, ctx.dev, "shapes", watch_inputs=False)
         checked.append(dict(other))
         checks.append(check if check.passed or check.stage != "check" else check.model_copy(update={"stage": "shapes"}))

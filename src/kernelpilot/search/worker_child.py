@@ -140,6 +140,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         if opts.interpreted is None:  # decide here: the parent has not imported torch
             import torch
 
+            # NVML's device count, not the CUDA runtime's: CUDA stays uninitialised until the reference process is
+            # forked (kernelpilot.measure.refproc)
+            os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
             gpu = device.startswith("cuda") and torch.cuda.is_available()
             device = device if gpu else "cpu"
             opts = opts.model_copy(update={"interpreted": not gpu})
