@@ -123,12 +123,14 @@ class ReferenceProcess:
         kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
                                     scalars, list(outputs)))
         self.calls += 1
+        if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
+            self.stage_out = _alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
+            self._send(("stage_out", self.stage_out))        # may have been held by another thread at the fork)
+            kind, payload = self._send(("fetch",))
         if kind == "raised":
             name, _, message = payload.partition(": ")
             raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
-        out_layout, precision, hit, stage_out = payload
-        if stage_out is not None:
-            self.stage_out = stage_out
+        out_layout, precision, hit = payload
         self.hits += int(hit)
         refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
         return refs, precision
@@ -150,7 +152,7 @@ class ReferenceProcess:
     def _send(self, msg: tuple) -> Any:
         try:
             self.conn.send(msg)
-            return self.conn.recv() if msg[0] == "ref" else None
+            return self.conn.recv() if msg[0] in ("ref", "fetch") else None
         except (EOFError, OSError, BrokenPipeError) as exc:
             raise ReferenceServerError(f"the reference process ended ({exc!r}); exit code {self.proc.exitcode}") \
                 from None
@@ -248,6 +250,7 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
     cache = _Cache(device)
     stage_in: Any = None
     stage_out: Any = None
+    pending: Any = None
     while True:
         try:
             msg = conn.recv()
@@ -255,21 +258,25 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             return
         if msg[0] == "stop":
             return
-        if msg[0] == "stage_in":
-            stage_in = msg[1]
+        if msg[0] in ("stage_in", "stage_out"):
+            stage_in, stage_out = (msg[1], stage_out) if msg[0] == "stage_in" else (stage_in, msg[1])
             continue
         try:
-            if reference is None:
-                raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
-            _, layout, scalars, outputs = msg
-            inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
-            need = max((v[2] + v[3] for v in layout.values()), default=0)
-            refs, precision, hit = cache.answer(reference, inputs, outputs, layout, stage_in[:need])
-            out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
-            need = max((off + n for _, _, off, n in out_layout.values()), default=0)
-            fresh = None
-            if stage_out is None or stage_out.numel() < need:
-                stage_out = fresh = _alloc(need, device)
+            if msg[0] == "fetch":
+                out_layout, precision, hit, refs = pending
+            else:
+                if reference is None:
+                    raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
+                _, layout, scalars, outputs = msg
+                inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
+                need = max((v[2] + v[3] for v in layout.values()), default=0)
+                refs, precision, hit = cache.answer(reference, inputs, outputs, layout, stage_in[:need])
+                out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
+                need = max((off + n for _, _, off, n in out_layout.values()), default=0)
+                if stage_out is None or stage_out.numel() < need:
+                    pending = (out_layout, precision, hit, refs)
+                    conn.send(("grow", need))
+                    continue
             for name, t in refs.items():
                 _, _, off, n = out_layout[name]
                 stage_out[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
@@ -277,8 +284,9 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
                 import torch
 
                 torch.cuda.synchronize()
+            pending = None
             conn.send(("ok", ({k: (str(d), sh, off, n) for k, (d, sh, off, n) in out_layout.items()}, precision,
-                              hit, fresh)))
+                              hit)))
         except BaseException as exc:  # noqa: BLE001 - the reference's own failure is the check's business
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
 
