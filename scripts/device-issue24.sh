@@ -6,11 +6,12 @@
 #                                            # rebinds what the reference calls, the reference process's traffic
 #   bash scripts/device-issue24.sh honest [FILE...]  # verify on the examples, benchmarks/library, benchmarks/observed
 #                                            # (Liger cross-entropy, flag-gems FP8, fla-core): every one accepted
-#   bash scripts/device-issue24.sh cuda      # the SGEMM series and the seed's CUDA demo (v0..v3, its own shapes)
+#   bash scripts/device-issue24.sh series    # the SGEMM series (benchmarks/cuda_sgemm_series, its third_party carried)
+#   bash scripts/device-issue24.sh seed      # the seed's CUDA demo, unmodified (v0..v3 of softmax and gemm, its shapes)
 #   bash scripts/device-issue24.sh all4      # on a machine of 4 GPUs, side by side, one GPU each: the adversarial
-#                                            # suite in two shards (GPU 0, 1), `honest` (GPU 2), then on GPU 3 the
-#                                            # cost per evaluation before (.old/base/src) and after, `cuda`, and the
-#                                            # GPU-marked tests of the build cache, bundles and CUDA back end
+#                                            # suite in two shards (GPU 0, 1), `honest` then `series` (GPU 2), then on
+#                                            # GPU 3 the cost per evaluation before (.old/base/src) and after, `seed`,
+#                                            # and the GPU-marked tests of the build cache, bundles and CUDA back end
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -66,10 +67,13 @@ honest)
            benchmarks/library/*.py benchmarks/observed/*.py "$@"; do
     [ -e "$f" ] && verify "$f"
   done ;;
-cuda)
+series)
   echo "| file | verdict | stage (status) | median ns | wall | message | seconds per stage |"
   echo "|---|---|---|---|---|---|---|"
-  for f in benchmarks/cuda_sgemm_series/v*.cu; do verify "$f"; done
+  for f in benchmarks/cuda_sgemm_series/v*.cu; do verify "$f"; done ;;
+seed)
+  echo "| file | verdict | stage (status) | median ns | wall | message | seconds per stage |"
+  echo "|---|---|---|---|---|---|---|"
   SEED=third_party/kernel-opt-skill/demo/cuda  # the seed's demo, unmodified, at the seed's own shapes
   for v in 0 1 2 3; do
     verify $SEED/softmax/v$v/v$v.cu --ref $SEED/softmax/ref.py --shape N=10240 --shape D=1024
@@ -81,11 +85,13 @@ all4)
      > "$OUT/adv0.md" 2>&1) &
   (CUDA_VISIBLE_DEVICES=1 timeout 560 python3 scripts/adversarial.py --jobs 1 --shard 1/2 --json "$OUT/adv1.json" \
      > "$OUT/adv1.md" 2>&1) &
-  (CUDA_VISIBLE_DEVICES=2 timeout 560 bash scripts/device-issue24.sh honest > "$OUT/honest.md" 2>&1) &
+  (export CUDA_VISIBLE_DEVICES=2
+   timeout 330 bash scripts/device-issue24.sh honest > "$OUT/honest.md" 2>&1
+   timeout 220 bash scripts/device-issue24.sh series >> "$OUT/honest.md" 2>&1) &
   (export CUDA_VISIBLE_DEVICES=3
    SIDES="base after" timeout 240 bash scripts/device-integrity.sh cost 2>&1 | grep -v "^   medians" > /tmp/cost.log
    cp /tmp/cost.log "$OUT/cost.log"; rm -f "$OUT"/cost-*
-   timeout 200 bash scripts/device-issue24.sh cuda >> "$OUT/cost.log" 2>&1
+   timeout 200 bash scripts/device-issue24.sh seed >> "$OUT/cost.log" 2>&1
    timeout 100 python3 -m pytest -q -m gpu tests/test_build_integrity.py tests/test_bundle.py tests/test_cuda_backend.py \
      tests/test_check_what_you_time.py >> "$OUT/cost.log" 2>&1) &
   wait

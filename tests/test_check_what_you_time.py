@@ -86,6 +86,10 @@ def test_a_declared_domain_is_respected_by_draws_and_recorded():
         assert small["K"] % 16 == 0 and (small["K"] // 16) % 2 == 1 and small["K"] % 32 != 0
         assert small["D"] == 64 and near["D"] == 128 and small["H"] == near["H"] == 32
         assert "M a multiple of BM (=128)" in notes[0] and "D a power of two" in notes[0]
+    bounded = _kf(rules={"N": "<= BLOCK"}, tunables={"BLOCK": [4096]})
+    for seed in range(20):  # an upper bound: the larger shape stays under it, the smaller one is drawn as ever
+        (small, larger), notes = derived_shapes(bounded, {"N": 4096}, {"BLOCK": 4096}, rng=random.Random(seed))
+        assert small["N"] % 2 == 1 and larger["N"] < 4096 and larger["N"] % 2 == 1 and "N at most BLOCK" in notes[0]
     with pytest.raises(ContractError, match="SHAPE_RULES"):
         parse_rules({"M": 0})
     with pytest.raises(ContractError, match="cannot be evaluated"):
