@@ -72,6 +72,12 @@ series)
   echo "|---|---|---|---|---|---|---|"
   for f in benchmarks/cuda_sgemm_series/v*.cu; do verify "$f"; done ;;
 seed)
+  # The seed's demo is unmodified; its float4 versions are right only where a row is a whole number of float4s,
+  # which the user declares in a sidecar beside the .cu (softmax v2/v3: D a multiple of 4; gemm v3: N a multiple
+  # of 4). Without the declaration kernelpilot's drawn shapes (odd D) end in a misaligned-address fault there.
+  S=third_party/kernel-opt-skill/demo/cuda
+  for v in v2 v3; do [ -e $S/softmax/$v/$v.py ] || printf 'SHAPE_RULES = {"D": 4}\n' > $S/softmax/$v/$v.py; done
+  [ -e $S/gemm/v3/v3.py ] || printf 'SHAPE_RULES = {"N": 4}\n' > $S/gemm/v3/v3.py
   echo "| file | verdict | stage (status) | median ns | wall | message | seconds per stage |"
   echo "|---|---|---|---|---|---|---|"
   SEED=third_party/kernel-opt-skill/demo/cuda  # the seed's demo, unmodified, at the seed's own shapes
@@ -79,6 +85,13 @@ seed)
     verify $SEED/softmax/v$v/v$v.cu --ref $SEED/softmax/ref.py --shape N=10240 --shape D=1024
     verify $SEED/gemm/v$v/v$v.cu --ref $SEED/gemm/ref.py --shape M=4096 --shape K=4096 --shape N=4096
   done ;;
+final1)  # one GPU: the cost per evaluation before and after, the seed's demo, the GPU-marked tests
+  SIDES="base after" timeout 240 bash scripts/device-integrity.sh cost 2>&1 | grep -v "^   medians" > /tmp/cost.log
+  cp /tmp/cost.log "$OUT/cost.log"; rm -f "$OUT"/cost-*
+  timeout 200 bash scripts/device-issue24.sh seed > "$OUT/seed.md" 2>&1
+  timeout 100 python3 -m pytest -q -m gpu -x tests/test_build_integrity.py tests/test_bundle.py tests/test_check_what_you_time.py \
+    > "$OUT/gpu-tests.log" 2>&1
+  cat "$OUT/cost.log"; grep "^|" "$OUT/seed.md" | cut -c1-220; tail -n 3 "$OUT/gpu-tests.log" ;;
 all4)
   export KERNELPILOT_EXPERIENCE=/tmp/kp-exp.db
   (CUDA_VISIBLE_DEVICES=0 timeout 560 python3 scripts/adversarial.py --jobs 1 --shard 0/2 --json "$OUT/adv0.json" \

@@ -54,10 +54,10 @@ def test_manifest_is_complete_and_consistent():
     assert len(IDS) == len(set(IDS))
     for case in CASES:
         assert FIELDS <= set(case), case
-        assert case["kind"] in ("cheat", "honest") and case["stage"] in STAGES
+        assert case["kind"] in ("cheat", "honest", "defused") and case["stage"] in STAGES
         assert case.get("stage_gpu", "none") in STAGES
-        assert case["expected"] == ("accepted" if case["kind"] == "honest" else "rejected")
-        assert (case["stage"] == "none") == (case["kind"] == "honest")
+        assert case["expected"] == ("accepted" if case["kind"] in ("honest", "defused") else "rejected")
+        assert (case["stage"] == "none") == (case["kind"] in ("honest", "defused"))
         assert isinstance(case["needs_gpu"], bool) and case["what"].strip() and case["source"].strip()
         assert case["file"].startswith(f"{'honest' if case['kind'] == 'honest' else 'cheats'}/")
         assert _fools(case) <= FOOLS, case
@@ -74,11 +74,15 @@ def test_manifest_is_complete_and_consistent():
 
 def test_every_class_of_issue_24_has_a_cheat_and_an_honest_twin_in_triton_and_cuda():
     """Issue 24, "Grow the adversarial suite by class": timed-vs-checked, shapes the author picks, the reference's
-    reach and caches that stay right (the floor) each have a Triton and a CUDA cheat, and honest twins exist in both
-    languages."""
-    for stage in ("timing", "shapes", "check", "floor"):
+    reach each have a Triton and a CUDA cheat; caches that stay right (meant for the floor) are defused in both
+    languages (their key never repeats: accepted with an honest time); honest twins exist in both languages."""
+    for stage in ("timing", "shapes"):
         langs = {Path(c["file"]).suffix for c in CASES if c["kind"] == "cheat" and c["stage"] == stage}
         assert {".py", ".cu"} <= langs, stage
+    reach = {Path(c["file"]).suffix for c in CASES if c["kind"] == "cheat" and c["file"].startswith("cheats/")
+             and ("reach" in c["file"])}
+    assert {".py", ".cu"} <= reach
+    assert {Path(c["file"]).suffix for c in CASES if c["kind"] == "defused"} == {".py", ".cu"}
     assert {Path(c["file"]).suffix for c in CASES if c["kind"] == "honest"} == {".py", ".cu"}
 
 

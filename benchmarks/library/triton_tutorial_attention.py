@@ -33,6 +33,9 @@ _PATH = Path(os.environ.get("KP_TRITON_TUTORIAL_ATTENTION", _DEFAULT))
 # shows whether the vendored version has that bug: kernelpilot check then fails).
 SHAPE = {"Z": 1, "H": 32, "S": 4096, "D": 128, "causal": 1}
 CPU_SHAPE = {"Z": 1, "H": 2, "S": 128, "D": 64, "causal": 1}
+# no masks in the tutorial kernel: the sequence is whole BLOCK_M tiles (128 at most), the head dimension a power of
+# two (16..256, a tl.arange length), the batch 1 (the TMA row offset of commit 003da478, above)
+SHAPE_RULES = {"S": 128, "D": "power_of_two", "Z": "fixed"}
 COMPUTE_UNIT = "fp16_tensor"
 RCP_LN2 = 1.0 / math.log(2.0)
 

@@ -36,7 +36,8 @@ from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
-from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles, reference_results
+from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles
+from kernelpilot.measure.reference_run import reference_outputs_local
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
     TOLERANCES, OutputCheck, Tolerance, compare, tolerance_for)
@@ -97,30 +98,8 @@ def _is_tensor(value: Any) -> bool:
     return isinstance(value, torch.Tensor)
 
 
-def _upcast(value: Any) -> Any:
-    """A float64 copy of a floating tensor (one pass: ``to(copy=True)``), a copy of any other tensor, else the value."""
-    import torch
-
-    if _is_tensor(value) and value.dtype.is_floating_point:
-        return value.detach().to(torch.float64, copy=True)
-    return value.detach().clone() if _is_tensor(value) else value
-
-
 def _clone(value: Any) -> Any:
     return value.detach().clone() if _is_tensor(value) else value
-
-
-def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str],
-                       prior: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
-    """The reference's result for each of ``outputs``: returned (a tensor, a tuple in order, a dict), written in
-    place, or both (a returned tensor sharing storage with an argument is that argument's result;
-    :func:`kernelpilot.kernels.roles.reference_results`)."""
-    if isinstance(result, dict):
-        missing = [n for n in outputs if n not in result and n not in ref_inputs]
-        if missing:
-            raise ValueError(f"reference returned a dict without {missing}")
-    results = reference_results(result, ref_inputs, outputs, prior)
-    return {n: results[n] for n in outputs}
 
 
 def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str],
@@ -145,22 +124,6 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     if server is not None:
         return server.outputs(inputs, outputs)
     return reference_outputs_local(kf.reference, inputs, outputs)
-
-
-def reference_outputs_local(reference: Any, inputs: dict[str, Any],
-                            outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
-    """:func:`reference_outputs` in this process, with the function ``reference`` (the reference process's own
-    computation; :mod:`kernelpilot.measure.refproc`)."""
-    def run(prepare: Any) -> dict[str, torch.Tensor]:
-        ref_inputs = {k: prepare(v) for k, v in inputs.items()}
-        prior = {n: _clone(ref_inputs[n]) for n in outputs if _is_tensor(ref_inputs.get(n))}
-        return _collect_reference(reference(**ref_inputs), ref_inputs, outputs, prior)
-
-    try:
-        return run(_upcast), "float64"
-    except Exception as exc:  # some ops have no float64 kernel; fall back and say so
-        note = f"native (float64 failed: {type(exc).__name__}: {exc})"
-    return run(_clone), note
 
 
 def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> RoleReport | None:

@@ -60,10 +60,7 @@ WATCHED_NAMESPACES: tuple[str, ...] = ("torch", "torch.Tensor", "torch.nn.functi
 
 def namespace_snapshot() -> dict[str, dict[str, Any]]:
     """The public attributes of :data:`WATCHED_NAMESPACES` (namespace -> name -> object), for
-    :func:`namespace_changes`. Imports torch, and ``torch._dynamo`` first: its import rebinds ``torch.manual_seed``
-    (wrapped so Dynamo does not trace it), a change of torch's own that would otherwise look like a kernel's."""
-    import torch._dynamo  # noqa: F401 - see above
-
+    :func:`namespace_changes`. Imports torch."""
     out = {}
     for label in WATCHED_NAMESPACES:
         try:
@@ -83,8 +80,20 @@ def namespace_changes(snapshot: dict[str, dict[str, Any]]) -> list[str]:
         except (ImportError, AttributeError, KeyError):
             out.append(f"{label} (gone)")
             continue
-        out += [f"{label}.{k}" for k, v in before.items() if now.get(k, _GONE) is not v]
+        out += [f"{label}.{k}" for k, v in before.items() if now.get(k, _GONE) is not v
+                and not _torch_own(f"{label}.{k}", v, now.get(k, _GONE))]
     return out
+
+
+#: torch's own rebindings when a part of it is imported later: ``torch._dynamo``'s import wraps ``torch.manual_seed``
+#: (so Dynamo does not trace it). Accepted only as that wrapper of the very function seen before (importing
+#: ``torch._dynamo`` up front instead cost every worker about 1.5 s).
+_TORCH_OWN: dict[str, str] = {"torch.manual_seed": "torch._dynamo"}
+
+
+def _torch_own(name: str, old: Any, new: Any) -> bool:
+    module = _TORCH_OWN.get(name)
+    return module is not None and module in sys.modules and getattr(new, "__wrapped__", None) is old
 
 
 _GONE = object()

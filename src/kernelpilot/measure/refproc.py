@@ -354,7 +354,7 @@ class _Cache:
         ``layout``: its layout key. The results are the server's own tensors."""
         import torch
 
-        from kernelpilot.measure.correctness import reference_outputs_local
+        from kernelpilot.measure.reference_run import reference_outputs_local
 
         key = (repr(layout), repr(sorted((k, repr(v)) for k, v in inputs.items()
                                          if not isinstance(v, torch.Tensor))), tuple(outputs))

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from kernelpilot.hardware.specs import kernelpilot_home
 from kernelpilot.search.cache_trust import LineTrust, cache_secret, check_line
+from kernelpilot.search.cache_trust import dumps_compact as dumps_compact  # noqa: PLC0414 - re-exported
 from kernelpilot.search.model import Evaluation
 
 __all__ = ["HEADER_KIND", "FORMAT_VERSION", "FILE_NAME_RE", "CacheFileIndex", "cache_dir", "dumps_compact", "fsync_dir",
@@ -40,11 +41,6 @@ def now_iso() -> str:
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON data (non-JSON leaves such as ``torch.float16`` become their ``str``)."""
     return json.loads(json.dumps(value, sort_keys=True, default=str))
-
-
-def dumps_compact(obj: Any) -> str:
-    """``obj`` as one compact JSON line (sorted keys, no spaces; non-JSON leaves become their ``str``)."""
-    return json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
 
 
 def cache_dir(root: str | os.PathLike[str] | None = None) -> Path:

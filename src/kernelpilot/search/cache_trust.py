@@ -116,6 +116,13 @@ class LineTrust(BaseModel):
     why: str
 
 
+def dumps_compact(obj: Any) -> str:
+    """``obj`` as one compact JSON line (sorted keys, no spaces; non-JSON leaves become their ``str``)."""
+    import json
+
+    return json.dumps(obj, sort_keys=True, default=str, separators=(",", ":"))
+
+
 def secret_dir() -> Path:
     """The folder of the per-user secret: ``$KERNELPILOT_SECRET_DIR``, else ``<kernelpilot_home()>/keys`` (never
     the cache folder: whoever can write a cache file must not find the key beside it). Not created here."""
@@ -194,7 +201,6 @@ def signer_id(secret: bytes) -> str:
 def line_mac(secret: bytes, context_key: str, body: dict[str, Any]) -> str:
     """HMAC-SHA256 (hex) of ``context_key`` and ``body`` (a cache line's JSON object without ``mac``, in the
     canonical compact form with sorted keys that the file stores). Raises nothing."""
-    from kernelpilot.search.cache_file import dumps_compact
 
     message = (context_key + "\n" + dumps_compact(body)).encode("utf-8")
     return hmac.new(secret, message, hashlib.sha256).hexdigest()

@@ -1,0 +1,63 @@
+"""The reference run itself: float64 copies of the inputs (native ones when float64 fails), the reference called on
+them, and its results collected whether it returns them, writes them in place, or both. The reference process
+(:mod:`kernelpilot.measure.refproc`) runs it; :func:`kernelpilot.measure.correctness.reference_outputs` runs it in the
+worker when no reference process serves the kernel file (the Python API without a worker, tests)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kernelpilot.kernels.roles import reference_results
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["reference_outputs_local"]
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _upcast(value: Any) -> Any:
+    """A float64 copy of a floating tensor (one pass: ``to(copy=True)``), a copy of any other tensor, else the value."""
+    import torch
+
+    if _is_tensor(value) and value.dtype.is_floating_point:
+        return value.detach().to(torch.float64, copy=True)
+    return value.detach().clone() if _is_tensor(value) else value
+
+
+def _collect_reference(result: Any, ref_inputs: dict[str, Any], outputs: list[str],
+                       prior: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    """The reference's result for each of ``outputs``: returned (a tensor, a tuple in order, a dict), written in
+    place, or both (a returned tensor sharing storage with an argument is that argument's result;
+    :func:`kernelpilot.kernels.roles.reference_results`)."""
+    if isinstance(result, dict):
+        missing = [n for n in outputs if n not in result and n not in ref_inputs]
+        if missing:
+            raise ValueError(f"reference returned a dict without {missing}")
+    results = reference_results(result, ref_inputs, outputs, prior)
+    return {n: results[n] for n in outputs}
+
+
+def _clone(value: Any) -> Any:
+    return value.detach().clone() if _is_tensor(value) else value
+
+
+def reference_outputs_local(reference: Any, inputs: dict[str, Any],
+                            outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
+    """:func:`kernelpilot.measure.correctness.reference_outputs` in this process, with the function ``reference`` (the reference process's own
+    computation; :mod:`kernelpilot.measure.refproc`)."""
+    def run(prepare: Any) -> dict[str, torch.Tensor]:
+        ref_inputs = {k: prepare(v) for k, v in inputs.items()}
+        prior = {n: _clone(ref_inputs[n]) for n in outputs if _is_tensor(ref_inputs.get(n))}
+        return _collect_reference(reference(**ref_inputs), ref_inputs, outputs, prior)
+
+    try:
+        return run(_upcast), "float64"
+    except Exception as exc:  # some ops have no float64 kernel; fall back and say so
+        note = f"native (float64 failed: {type(exc).__name__}: {exc})"
+    return run(_clone), note
