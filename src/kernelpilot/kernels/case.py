@@ -182,7 +182,6 @@ class Refresher:
         self.launches = 0
         self.current: Draw | None = None
         self.kept: list[tuple[int, str, Draw, dict[str, Any]]] = []
-        self.seen = 0
         self._rng = random.Random(secrets.randbits(64))
 
     def __call__(self) -> None:
@@ -193,8 +192,7 @@ class Refresher:
         """After a launch: keep its outputs when the reservoir draws it (``tag`` names the side of an A/B)."""
         if not self.keep or self.current is None:
             return
-        self.seen += 1
-        t = self.seen
+        t = self.launches  # the launch just made: every timer calls after() once per before_each()
         slot = len(self.kept) if len(self.kept) < self.keep else self._rng.randrange(t)
         if slot >= self.keep:
             return

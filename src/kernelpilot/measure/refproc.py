@@ -47,7 +47,8 @@ class ReferenceServerError(RuntimeError):
 
 
 class ReferenceProcess:
-    """A spawned process that serves ``reference`` of one file (see the module docstring).
+    """A process that serves ``reference`` of one file (see the module docstring): a fork of this one, or a new
+    interpreter once CUDA is initialised here.
 
     Args:
         reference_path: the ``.py`` file that defines ``reference`` (its sha256 is checked by the server before
@@ -58,17 +59,22 @@ class ReferenceProcess:
 
     def __init__(self, reference_path: str | Path, sha256: str, device: str, method: str | None = None) -> None:
         import torch
-        import torch.multiprocessing as mp
 
+        self.path, self.sha256, self.device = str(Path(reference_path).resolve()), sha256, device
         # a fork of the worker taken before it imported the kernel file (torch, Triton and kernelpilot already
         # imported: well under a second where a new interpreter took 6-9 s on a busy 4-GPU host, issue 24's run);
         # a new interpreter (spawn) once this process has initialised CUDA, which a fork must not inherit
-        self.method = method or ("spawn" if device == "cuda" and torch.cuda.is_initialized() else "fork")
-        ctx = mp.get_context(self.method)
-        self.path, self.sha256, self.device = str(Path(reference_path).resolve()), sha256, device
+        self._start(method or ("spawn" if device == "cuda" and torch.cuda.is_initialized() else "fork"))
+
+    def _start(self, method: str) -> None:
+        """Start the server with ``method`` (``"fork"`` or ``"spawn"``); nothing heard from it yet."""
+        import torch.multiprocessing as mp
+
+        self.method = method
+        ctx = mp.get_context(method)
         self.ready: str | None = None  # None: not heard from yet; "" ready; else why it cannot serve
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.path, sha256, device), daemon=True,
+        self.proc = ctx.Process(target=_serve, args=(child, self.path, self.sha256, self.device), daemon=True,
                                 name="kernelpilot-reference")
         # the worker is itself a daemon process, and multiprocessing refuses children to daemons (they would be
         # orphaned when it is terminated): this child dies with its parent instead (PR_SET_PDEATHSIG, pipe EOF)
@@ -81,18 +87,19 @@ class ReferenceProcess:
             me._config["daemon"] = was  # type: ignore[attr-defined]
         child.close()
         self.calls = self.hits = 0
-        self.stage_in: Any = None  # bytes on the device, mapped once by the server (inputs)
-        self.stage_out: Any = None  # the server's, mapped once here (results)
+        self.stage_in: Any = None  # bytes on the device, allocated here, mapped once by the server (inputs)
+        self.stage_out: Any = None  # likewise, for the results
 
     def serves(self, kf: Any) -> bool:
-        """True when this process serves ``kf``'s reference (the same file, unchanged)."""
+        """True when this process serves ``kf``'s reference: the same file (its sha256 was checked against the
+        worker's when the server imported it) and the server still alive."""
         return str(Path(kf.reference_path).resolve()) == self.path and self.proc.is_alive()
 
     def outputs(self, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, Any], str]:
         """The reference's results for ``outputs`` on ``inputs`` (name -> tensor or scalar).
 
         Tensors are copied (contiguous) into a staging buffer the server mapped once, and the results come back
-        through a second one (:class:`_Stage`): one device-to-device copy each way, no per-call IPC handles.
+        through a second one: one device-to-device copy each way, no per-call IPC handles.
 
         Returns:
             (output name -> float64 tensor (native dtype when float64 failed), the worker's own copy; the precision).
@@ -146,7 +153,7 @@ class ReferenceProcess:
         self.ready = why or ""
         if why and "CUDA" in why and self.method == "fork":
             self.close()
-            self.__init__(self.path, self.sha256, self.device, method="spawn")  # type: ignore[misc]
+            self._start("spawn")
             self._wait_ready()
 
     def _send(self, msg: tuple) -> Any:

@@ -118,10 +118,10 @@ class _TwinSetup:
     def __init__(self, mine: Any, v0: Any) -> None:
         import inspect
 
+        from kernelpilot.kernels.case import _accepts
+
         self.mine, self.v0 = mine, v0
-        params = inspect.signature(mine).parameters
-        self.takes_device = "device" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD
-                                                      for p in params.values())
+        self.takes_device = _accepts(mine, "device")
         self.__signature__ = inspect.signature(mine)  # make_case asks whether setup accepts device
 
     def __call__(self, **kwargs: Any) -> Any:
