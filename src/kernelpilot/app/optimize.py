@@ -59,7 +59,7 @@ def check_options(iterations: int | None, budget_s: float | None, timeout_s: flo
 def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = None, budget_s: float | None = None,
              shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None, ref: str | Path | None = None,
              gpu: str | None = None, profile: bool = True, git: bool = True, benchmark: bool = True,
-             strategy: str = "guided", seed: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S,
+             strategy: str = "auto", seed: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S,
              replay: str | Path | None = None, cache_root: str | Path | None = None,
              constraints: list[str] | None = None, baselines_ns: dict[str, float] | None = None,
              log: Log = lambda s: None) -> OptimizeResult:
@@ -75,7 +75,8 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
         ref: a separate reference file. gpu: spec name for the roofline (default: the current GPU); unknown: error.
         profile: ncu on v0 and the final best (GPU only). git: a git history in the run folder.
         benchmark: write benchmark.md (best vs PyTorch eager vs torch.compile).
-        strategy: what proposes the next config (``guided``, ``exhaustive``, ``random``, ``local``, ``bayes``).
+        strategy: what proposes the next config: ``auto`` (default: the card's moves while they pay, then Optuna's TPE
+            until the space or the budget is spent), ``guided``, ``exhaustive``, ``random``, ``local``, ``bayes``.
         seed: the strategy's seed. timeout_s: seconds one version may take in its worker before it is a ``timeout``.
         replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files): its
             lines are checked first (a forged or inconsistent line refuses the file, by name), their stored

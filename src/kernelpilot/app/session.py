@@ -147,6 +147,26 @@ def _baselines(runner: Any, shape: dict[str, Any], config: dict[str, Any], log: 
         return None
 
 
+def search_first(strategy: Any) -> bool:
+    """True when the strategy wants the GPU for the search alone until it ends (``auto``: its ``search_first``):
+    no ncu profile of v0 (light cards during the search; ncu profiles the final best), the baselines timed after the
+    search, and no roofline-target stop (only the budget and the space end it). Other strategies: v0 profiled, the
+    baselines timed before the search, the target rule on."""
+    return bool(getattr(strategy, "search_first", False))
+
+
+def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str) -> None:
+    """Time PyTorch eager and torch.compile of the reference once (:func:`_baselines`) and record them in
+    ``baselines.json`` and run.json; ``when`` says where in the run (logged)."""
+    with Phase(s.log, "baselines", f"PyTorch eager and torch.compile of the reference, timed once {when}"):
+        s.bench = _baselines(runner, s.ctx.shape, s.ctx.start, s.log)
+    if s.bench is not None:
+        s.info.baselines_ns = s.bench.baselines_ns
+        with guard.held():
+            write_json(s.ws.root / "baselines.json", s.bench)
+            write_json(s.ws.root / "run.json", s.info)
+
+
 def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any]) -> str:
     """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
     from kernelpilot.report.benchmark import run_benchmark
@@ -172,7 +192,8 @@ def _evidence(s: Session, recorder: Any) -> Any:
     kf = ctx.kf
     evidence = NcuEvidence(kf.path, kf.reference_path if kf.reference_path != kf.path else None, ctx.shape,
                            recorder.report_path, light, on_metrics=recorder.write_metrics,
-                           max_profiles=0 if s.prior else NCU_PROFILES_IN_SEARCH, log=s.log)
+                           max_profiles=0 if s.prior or search_first(s.strategy) else NCU_PROFILES_IN_SEARCH,
+                           log=s.log)
     evidence.metrics = s.metrics_of
     env_ncu = getattr(s.env, "ncu", None)
     if env_ncu is not None and env_ncu.counters_readable is False:
@@ -204,17 +225,10 @@ def _search(s: Session, guard: GracefulStop) -> Any:
                                      progress=counter(s.log, "compile-ahead", "configs compiled"))
             runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
                                  timeout_s=s.timeout_s)
-            if cuda and s.benchmark and s.bench is None:
-                with Phase(s.log, "baselines", "PyTorch eager and torch.compile of the reference, timed once "
-                           "before the search"):
-                    s.bench = _baselines(runner, ctx.shape, ctx.start, s.log)
-                if s.bench is not None:
-                    info.baselines_ns = s.bench.baselines_ns
-                    with guard.held():
-                        write_json(ws.root / "baselines.json", s.bench)
-                        write_json(ws.root / "run.json", info)
+            if cuda and s.benchmark and s.bench is None and not search_first(s.strategy):
+                _time_baselines(s, runner, guard, "before the search")
         stop: list[StopRule] = [FirstIncorrect()]  # after the baselines: the target rule reads them
-        if roof is not None:
+        if roof is not None and not search_first(s.strategy):
             stop.append(TargetMet(roof.target_fraction * 100, dict(info.baselines_ns)))
         if info.iterations is not None:
             stop.append(MaxVersions(info.iterations + 1))
@@ -238,6 +252,8 @@ def _search(s: Session, guard: GracefulStop) -> Any:
         except BudgetExhausted as exc:
             info.stop_reason = str(exc)
         info.search_spent_s = ev.budget.elapsed_s()
+        if cuda and s.benchmark and s.bench is None and s.replayer is None and ev.incumbent is not None:
+            _time_baselines(s, runner, guard, "after the search")
     except RunInterrupted:
         interrupted = True
         raise

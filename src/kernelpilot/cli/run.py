@@ -135,8 +135,10 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                              "roofline + compile metadata)."),
              no_benchmark: bool = typer.Option(False, "--no-benchmark", help="Skip the eager/torch.compile baselines "
                                                "and benchmark.md."),
-             strategy: Optional[str] = typer.Option(None, help="What proposes the next config: guided (the "
-                                                    "default: the bottleneck card's one-variable moves), exhaustive, "
+             strategy: Optional[str] = typer.Option(None, help="What proposes the next config: auto (the "
+                                                    "default: the bottleneck card's moves while they pay, then "
+                                                    "Optuna's TPE over the rest of the space until the space or the "
+                                                    "budget is spent), guided (the card's moves only), exhaustive, "
                                                     "random, local or bayes."),
              seed: Optional[int] = typer.Option(None, help="The strategy's seed (default 0)."),
              timeout_s: Optional[float] = typer.Option(None, "--timeout-s", help="Seconds one version's check and "

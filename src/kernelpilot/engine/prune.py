@@ -17,6 +17,7 @@ instead of the search waiting for it, and stopping the search kills the compiles
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections import Counter
@@ -142,6 +143,10 @@ class CompileAhead:
             self._tasks[0]["sass"] = True  # one disassembly (~0.75 s) shows whether tensor cores are used
         self._keys = [config_key(c) for c in configs]
         self._key_set = set(self._keys)
+        self._index = {k: i for i, k in enumerate(self._keys)}
+        #: indices of configs not handed to a compile worker yet, next first (isolated mode; see :meth:`reason`)
+        self._todo: collections.deque[int] = collections.deque()
+        self._started: set[int] = set()
         self._unchecked: set[str] = set()
         self.report = PruneReport(arch=arch, n_configs=len(configs))
         self.verdicts: dict[str, str | None] = {}  # key -> prune reason, or None to measure
@@ -183,7 +188,6 @@ class CompileAhead:
         limited to ``timeout_s``; a worker that hangs or dies gives its config a ``stage="worker"`` failure and is
         replaced for the next config. Stops taking configs once :meth:`finish` asks it to stop."""
         import os
-        import queue
 
         from kernelpilot.errors import KernelpilotError
         from kernelpilot.profile.static_models import StaticFailure, load_result
@@ -196,9 +200,8 @@ class CompileAhead:
         n = max(1, min(max_workers or os.cpu_count() or 1, len(self._tasks)))
         self._workers = [Worker(opts, "cpu", timeout_s=self.timeout_s, start_timeout_s=self.timeout_s)
                          for _ in range(n)]
-        todo: queue.Queue[int] = queue.Queue()
-        for i in range(len(self._tasks)):
-            todo.put(i)
+        with self._cv:
+            self._todo.extend(range(len(self._tasks)))
 
         def failed(task: dict[str, Any], exc: KernelpilotError) -> StaticFailure:
             return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
@@ -207,9 +210,8 @@ class CompileAhead:
 
         def work(worker: Any) -> None:
             while not self._stop:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
+                i = self._take()
+                if i is None:
                     return
                 task = self._tasks[i]
                 try:
@@ -235,6 +237,23 @@ class CompileAhead:
         finally:
             for w in self._workers:
                 w.close()
+
+    def _take(self) -> int | None:
+        """The next config index to compile (isolated mode), each once, or None when none is left."""
+        with self._cv:
+            while self._todo:
+                i = self._todo.popleft()
+                if i not in self._started:
+                    self._started.add(i)
+                    return i
+            return None
+
+    def _prioritize(self, key: str) -> None:
+        """Compile ``key`` next when its compile has not started (isolated mode; called under the lock): a strategy
+        that asks out of the compile order (a model's proposal) waits for one compile, not for the queue ahead."""
+        i = self._index.get(key)
+        if i is not None and i not in self._started and self.timeout_s is not None:
+            self._todo.appendleft(i)
 
     def _record(self, key: str, res: Any) -> None:
         why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
@@ -295,6 +314,7 @@ class CompileAhead:
             if key in self._unchecked:
                 return None
             if key not in self.verdicts and key in self._key_set and (self.verdicts or not self.measure_while_cold):
+                self._prioritize(key)
                 self._cv.wait_for(lambda: key in self.verdicts or self._done, timeout=self.wait_s)
             self.waited_s += time.monotonic() - t0
             if self.declaration is not None:

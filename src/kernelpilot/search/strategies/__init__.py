@@ -11,7 +11,8 @@ propagate (the tuner catches it). A strategy never evaluates the same config twi
 keeps no result of its own (the tuner records every evaluation). Options go to the class's constructor
 (:func:`get_strategy`), the seed to ``search``, so one strategy object can run several seeded searches.
 
-Strategies: ``guided`` (the bottleneck card's one-variable moves; the default), ``exhaustive`` (every config in space order), ``random`` (a seeded permutation), ``local`` (greedy
+Strategies: ``auto`` (``optimize``'s default: the card's moves while they pay, then Optuna's TPE over the rest of
+the space until the space or the budget is spent), ``guided`` (the bottleneck card's one-variable moves), ``exhaustive`` (every config in space order), ``random`` (a seeded permutation), ``local`` (greedy
 best-improvement hill climbing with random restarts), ``bayes`` (Optuna's TPE sampler through ask/tell).
 """
 
@@ -21,6 +22,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kernelpilot.errors import SearchError
+from kernelpilot.search.strategies.auto import AutoStrategy
 from kernelpilot.search.strategies.bayes import BayesStrategy
 from kernelpilot.search.strategies.exhaustive import ExhaustiveStrategy
 from kernelpilot.search.strategies.guided import GuidedStrategy
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STRATEGIES",
+    "AutoStrategy",
     "BayesStrategy",
     "ExhaustiveStrategy",
     "LocalStrategy",
@@ -82,7 +85,7 @@ def register(cls: type) -> type:
     return cls
 
 
-for _cls in (GuidedStrategy, ExhaustiveStrategy, RandomStrategy, LocalStrategy, BayesStrategy):
+for _cls in (AutoStrategy, GuidedStrategy, ExhaustiveStrategy, RandomStrategy, LocalStrategy, BayesStrategy):
     register(_cls)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.search.model import config_key, evaluate_many, parallelism
 
 if TYPE_CHECKING:
-    from kernelpilot.search.model import Evaluate
+    from kernelpilot.search.model import Evaluate, Evaluation
     from kernelpilot.search.space import SearchSpace
 
 #: What TPE is told for a failed or invalid config. TPE ranks trials (good vs bad by quantile), so any value above
@@ -63,6 +64,17 @@ class BayesStrategy:
         Raises:
             BudgetExhausted: from ``evaluate``, propagated unchanged.
         """
+        prior = [evaluate(dict(start))] if start is not None and start in space and space.size else []
+        self.search_from(space, evaluate, seed=seed, prior=prior)
+
+    def search_from(self, space: SearchSpace, evaluate: Evaluate, *, seed: int,
+                    prior: Sequence[Evaluation] = ()) -> None:
+        """TPE told ``prior`` (evaluations already made, e.g. the ``auto`` strategy's card moves) as completed trials,
+        then asked until every valid config was tried or ``evaluate`` raises. Invalid priors are ignored.
+
+        Raises:
+            BudgetExhausted: from ``evaluate``, propagated unchanged.
+        """
         import optuna
         from optuna.distributions import CategoricalDistribution
         from optuna.trial import TrialState, create_trial
@@ -72,11 +84,6 @@ class BayesStrategy:
         distributions = {n: CategoricalDistribution(list(v)) for n, v in space.tunables.items()}
         tried: dict[str, float] = {}
         width = parallelism(evaluate)
-
-        def run(config: dict[str, Any]) -> float:
-            value = evaluate(config).objective
-            tried[config_key(config)] = value
-            return value
 
         def told(value: float) -> float:
             return value if math.isfinite(value) else PENALTY
@@ -96,8 +103,10 @@ class BayesStrategy:
                     study.add_trial(create_trial(params=dict(config), distributions=distributions,
                                                  value=told(value), state=TrialState.COMPLETE))
 
-                if start is not None and start in space:
-                    add(start, run(dict(start)))
+                for ev in prior:
+                    if ev.key not in tried and space.is_valid(ev.config):
+                        tried[ev.key] = ev.objective
+                        add({n: ev.config[n] for n in space.names}, ev.objective)
                 size = space.size
                 while len(tried) < size:
                     # one batch: up to `width` valid untried configs (asked, or nearest substitutes)
