@@ -18,7 +18,7 @@ __all__ = ["tune", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
 PRUNE_MODES: dict[str, bool | str] = {"drop": True, "report": "report", "off": False}
 
 
-def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, strategy: str = "guided", budget_evals: int | None = None,
+def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, strategy: str = "auto", budget_evals: int | None = None,
          budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
          ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
          constraints: list[str] | None = None, max_spills: int | None = None, min_occupancy_pct: float | None = None,

@@ -7,7 +7,7 @@ GPU (or Ray actors, or a replay of a cache); keep every answer in the cache befo
 search run again answers what it measured from the cache. With ``--out DIR`` the search also keeps its own records
 while it runs (:mod:`kernelpilot.app.tune_run`: ``tune-run.json``, one line per evaluation in ``evaluations.jsonl``)
 and ``kernelpilot tune --resume DIR`` continues it, the budget counting what was spent. SIGINT and SIGTERM stop it
-cleanly. The guided strategy reads light cards of its incumbents (no ncu in ``tune``).
+cleanly. The guided and auto strategies read light cards of their incumbents (no ncu in ``tune``).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> No
         ev.measure_ahead(plan(ev.space, seed=seed, start=start))
 
 
-def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | None = None,
+def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None = None,
          budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
          ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
          constraints: list[str] | None = None, max_spills: int = DEFAULT_MAX_SPILLS,
@@ -142,7 +142,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
 
     Args:
         kernel: the kernel file (TUNABLES, optional CONSTRAINTS; or a ``@triton.autotune`` kernel).
-        strategy: ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes``.
+        strategy: ``auto`` (default), ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes``.
         budget_evals / budget_s: stop after this many new evaluations / wall seconds (None: no limit).
         shape: overrides of SHAPE (CPU_SHAPE under the interpreter).
         seed: the strategy's seed. ref: a separate reference file.
@@ -237,7 +237,7 @@ def tune(kernel: str | Path, *, strategy: str = "guided", budget_evals: int | No
                 evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
                                           "tune: light card of the incumbent",
                                           arch="sm_90" if ctx.device != "cuda" else None)
-                            if strategy == "guided" else None)
+                            if strategy in ("guided", "auto") else None)  # the strategies that read cards
                 ev = Evaluator(space, runner, cache=cache,
                                budget=Budget(max_evals=budget_evals, max_s=budget_s, spent_before_s=spent_s),
                                pruner=ahead if prune is True else None, evidence=evidence, roofline=roof,

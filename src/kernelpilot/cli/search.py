@@ -20,7 +20,9 @@ RootOpt = typer.Option(None, "--root", help="Cache folder (default $KERNELPILOT_
 
 def tune_cmd(
     kernel: Path | None = typer.Argument(None, help="Kernel file (TUNABLES, optional CONSTRAINTS)."),
-    strategy: str = typer.Option("guided", "--strategy", help="guided, exhaustive, random, local or bayes."),
+    strategy: str = typer.Option("auto", "--strategy", help="auto (the card's moves while they pay, then TPE "
+                                                           "until the space or the budget is spent), guided, "
+                                                           "exhaustive, random, local or bayes."),
     budget_evals: int | None = typer.Option(None, "--budget-evals", help="Most new evaluations."),
     budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds."),
     seed: int = typer.Option(0, "--seed", help="The strategy's seed."),

@@ -1,0 +1,168 @@
+"""Issue 25's table, one kernel per row, on the GPU this runs on: ``optimize`` at its defaults beside an exhaustive
+``tune`` of the same space, PyTorch eager, torch.compile and (where torch.compile was faster than the search's best)
+the imported Inductor kernel after tuning.
+
+    python3 benchmarks/search/table.py KERNEL [KERNEL ...] [--out DIR] [--json-out FILE] [--skip-exhaustive]
+
+Each kernel runs ``kernelpilot optimize KERNEL --json`` and ``kernelpilot tune KERNEL --strategy exhaustive
+--no-cache --json`` one after the other, each with its own empty Triton and Inductor caches (neither inherits the
+other's compiles). Columns:
+
+- ``optimize best`` / ``wall``: the run's best median and the command's wall seconds (set-up, search, baselines,
+  Inductor candidate, final profile, reports); ``to 1 %``: seconds from the command's start to the git commit of the
+  first version within 1 % of the exhaustive best (commit times have 1 s resolution); ``versions`` / ``skipped``:
+  version folders (measured configs) and rows of the skipped-config table; ``MB``: the run folder's size without
+  ``.ncu-rep`` files, git objects included.
+- ``exhaustive best`` / ``wall`` / ``measured``: the exhaustive tune's best, command wall seconds, configs measured
+  (not pruned, not invalid).
+- ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search).
+- ``Inductor (tuned)``: the best of the imported Inductor kernel's search, when there was one; ``final``: the run's
+  final choice and where it came from; ``vs compile``: torch.compile's median / the final's (>= 0.98 is the bar).
+
+Rows are printed as they finish (a timeout still leaves the rows done); ``--json-out`` appends one JSON object per
+kernel. Numbers are those of this GPU: compare within a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HEAD = ("| kernel | space | optimize best µs | wall s | to 1 % s | versions | skipped | MB | exhaustive best µs | wall s "
+        "| measured | eager µs | torch.compile µs | Inductor (tuned) µs | final | vs compile |")
+
+
+def _us(ns: float | None) -> str:
+    return f"{ns / 1000:.2f}" if ns else "—"
+
+
+def run_json(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[dict[str, Any], float, str]:
+    """Run a kernelpilot command with ``--json``: (its JSON object, wall seconds, stderr tail). Raises nothing."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
+        out, err = p.stdout, p.stderr
+    except subprocess.TimeoutExpired as exc:
+        out, err = exc.stdout or "", f"timeout after {timeout_s:.0f} s"
+        out = out.decode() if isinstance(out, bytes) else out
+    wall = time.monotonic() - t0
+    try:
+        return json.loads(out), wall, err[-600:]
+    except json.JSONDecodeError:
+        return {}, wall, (err or out)[-600:]
+
+
+def folder_bytes(root: Path) -> int:
+    """Bytes under ``root`` without ``.ncu-rep`` files (git objects included)."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and p.suffix != ".ncu-rep")
+
+
+def commit_times(run: Path) -> dict[int, int]:
+    """Version index -> unix time of its git commit (``vN: ...`` subjects) in an optimize run folder."""
+    try:
+        log = subprocess.run(["git", "-C", str(run), "log", "--format=%ct %s"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[int, int] = {}
+    for line in log.splitlines():
+        ts, _, subject = line.partition(" ")
+        head = subject.split(":", 1)[0]
+        if head.startswith("v") and head[1:].isdigit():
+            found.setdefault(int(head[1:]), int(ts))
+    return found
+
+
+def time_to_within(run: Path, versions: list[dict[str, Any]], target_ns: float, start_unix: float) -> float | None:
+    """Seconds from ``start_unix`` to the commit of the first version whose median is within ``target_ns``."""
+    times = commit_times(run)
+    hits = [times[v["index"]] for v in versions if v.get("index") in times and v.get("status") == "ok"
+            and v.get("duration_ns") and v["duration_ns"] <= target_ns]
+    return (min(hits) - start_unix) if hits else None
+
+
+def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str, Any]:
+    """Run optimize and the exhaustive tune for one kernel; the row's numbers (see the module docstring)."""
+    name = Path(kernel).stem
+    env = dict(os.environ)
+    kp = [sys.executable, "-m", "kernelpilot.cli"]
+    res: dict[str, Any] = {"kernel": kernel}
+    tune: dict[str, Any] = {}
+    if exhaustive:
+        env_t = {**env, "TRITON_CACHE_DIR": str(out / f"tc-{name}-tune"),
+                 "TORCHINDUCTOR_CACHE_DIR": str(out / f"ic-{name}-tune")}
+        tune, res["tune_wall_s"], err = run_json([*kp, "tune", kernel, "--strategy", "exhaustive", "--no-cache",
+                                                 "--json", "--quiet"], env_t, timeout_s)
+        if not tune:
+            res["tune_error"] = err
+    env_o = {**env, "TRITON_CACHE_DIR": str(out / f"tc-{name}-opt"), "TORCHINDUCTOR_CACHE_DIR": str(out / f"ic-{name}-opt")}
+    run = out / f"opt-{name}"
+    start = time.time()
+    opt, res["opt_wall_s"], err = run_json([*kp, "optimize", kernel, "--out", str(run), "--json", "--quiet"], env_o,
+                                           timeout_s)
+    if not opt:
+        res["opt_error"] = err
+    best_t = (tune.get("best") or {}).get("duration_ns")
+    res.update(space=tune.get("space_size"), exhaustive_ns=best_t,
+               measured=sum(1 for e in tune.get("evaluations", []) if e.get("status") not in ("pruned", "invalid_config")))
+    info = opt.get("run") or {}
+    versions = opt.get("versions") or []
+    best = next((v for v in versions if v.get("index") == info.get("best_version")), None)
+    res.update(opt_ns=best.get("duration_ns") if best else None, versions=len(versions),
+               baselines=info.get("baselines_ns") or {}, final=info.get("final") or {},
+               strategy=info.get("strategy"), stop=info.get("stop_reason", "")[:200])
+    skipped = run / "skipped.jsonl"
+    res["skipped"] = sum(1 for _ in skipped.open()) if skipped.is_file() else 0
+    res["mb"] = folder_bytes(run) / 1e6 if run.is_dir() else None
+    ref = min(x for x in (best_t, res["opt_ns"]) if x) if (best_t or res["opt_ns"]) else None
+    res["to_1pct_s"] = time_to_within(run, versions, 1.01 * ref, start) if ref else None
+    return res
+
+
+def render(r: dict[str, Any]) -> str:
+    """One markdown row of :data:`HEAD`."""
+    b = r.get("baselines") or {}
+    final = r.get("final") or {}
+    final_ns = final.get("duration_ns") or r.get("opt_ns")
+    comp = b.get("torch.compile")
+    vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
+    f = lambda x, d=1: f"{x:.{d}f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
+    return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
+            f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "
+            f"| {_us(r.get('exhaustive_ns'))} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
+            f"| {_us(b.get('eager'))} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
+            f"| {_us(final_ns)} ({final.get('source', 'search')}) | {vs} |")
+
+
+def main() -> None:
+    """The command line (see the module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("kernels", nargs="+")
+    ap.add_argument("--out", default="/tmp/kp-table", help="folder for run folders and caches")
+    ap.add_argument("--json-out", help="append one JSON object per kernel to this file")
+    ap.add_argument("--skip-exhaustive", action="store_true", help="optimize only")
+    ap.add_argument("--timeout-s", type=float, default=900.0, help="per command")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print(HEAD)
+    print("|" + "---|" * HEAD.count(" | ") + "---|")
+    for k in args.kernels:
+        r = row(k, out, not args.skip_exhaustive, args.timeout_s)
+        print(render(r), flush=True)
+        for key in ("tune_error", "opt_error"):
+            if r.get(key):
+                print(f"<!-- {k} {key}: {r[key]!r} -->", flush=True)
+        if args.json_out:
+            with open(args.json_out, "a") as fh:
+                fh.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 25 on a GPU machine (from the repository root; carry .whl, third_party for the tutorials):
+#   bash scripts/device-issue25.sh smoke        # optimize at defaults vs exhaustive tune on softmax and layer_norm;
+#                                               # the cost of one evaluation of the 10,800-config benchmark space
+#   bash scripts/device-issue25.sh table K...   # benchmarks/search/table.py over the given kernel files
+#   bash scripts/device-issue25.sh lanes        # on a machine of 4 GPUs: the issue's table, one lane of kernels
+#                                               # per GPU (CUDA_VISIBLE_DEVICES), side by side
+#   bash scripts/device-issue25.sh big          # the 10,800-config space: a long exhaustive tune over every GPU
+#                                               # of the machine (its cache comes back), then optimize at 25 % of
+#                                               # its wall on one GPU
+# Everything lands in $OUT (at most 8 files).
+set -uo pipefail
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+source scripts/device-env.sh
+stage=${1:-smoke}; shift || true
+echo "== $stage $*, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+EX=src/kernelpilot/examples
+case "$stage" in
+smoke)
+  python3 benchmarks/search/table.py $EX/softmax.py $EX/layer_norm.py --out /tmp/kp-table \
+    --json-out "$OUT/smoke-rows.jsonl" 2>&1 | tee "$OUT/smoke-table.md"
+  t0=$(date +%s.%N)
+  timeout 240 python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py --strategy random --budget-evals 120 \
+    --no-cache --json --quiet > /tmp/big-random.json 2> /tmp/big-random.err
+  python3 - /tmp/big-random.json "$t0" <<'PY' | tee -a "$OUT/smoke-table.md"
+import json, sys, time
+d = json.load(open(sys.argv[1]))
+evs = d["evaluations"]
+ran = [e for e in evs if e["status"] not in ("pruned", "invalid_config")]
+print(f"softmax_big random 120: command {time.time() - float(sys.argv[2]):.1f} s, tune wall {d['wall_s']:.1f} s, "
+      f"device {d['device_s']:.1f} s, {len(ran)} ran, {len(evs) - len(ran)} skipped, best {d['best']['duration_ns']:.0f} ns, "
+      f"prune {d['prune'] and d['prune']['by_reason']}, stopped: {d['stopped']}")
+PY
+  tail -3 /tmp/big-random.err
+  for r in /tmp/kp-table/opt-*; do
+    echo "== $r"; cat "$r/run.json" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['stop_reason'], d.get('wall_s'), d.get('search_spent_s'))"
+    git -C "$r" log --format='%ct %s' | tail -n 4
+  done ;;
+table)
+  python3 benchmarks/search/table.py "$@" --out /tmp/kp-table --json-out "$OUT/rows.jsonl" ;;
+esac
