@@ -5,10 +5,13 @@ Attention v2 in Triton); M[b, h, i] = log2(sum_j exp(s_ij)) with s = Q K^T * sm_
 saved for the backward pass). Both O and M are checked.
 
 The kernel is the tutorial's @triton.autotune kernel that reads Q, K, V and writes O through host-side TMA
-TensorDescriptors (``_attn_fwd_tma`` in older tutorials, ``_attn_fwd`` with ``desc_q`` in newer ones). Its configs
-carry a ``pre_hook`` that sets each descriptor's block shape from the config's BLOCK_M/BLOCK_N: the descriptors
-are built here with a dummy [1, 1] block, as the tutorial's launcher does, so a config that loses its pre_hook
-fails the check instead of passing silently. No TUNABLES: kernelpilot searches the autotune configs.
+TensorDescriptors (``_attn_fwd_tma`` in older tutorials, ``_attn_fwd`` with ``desc_q`` in newer ones, e.g. commit
+5c846f015 placed for Triton 3.6). Its configs carry a ``pre_hook`` that sets each descriptor's block shape from the
+config's BLOCK_M/BLOCK_N: the descriptors are built here with a dummy [1, 1] block, as the tutorial's launcher
+does, so a config that loses its pre_hook fails the check instead of passing silently. No TUNABLES: kernelpilot
+searches the autotune configs (21 on an H100 with commit 5c846f015). The launch is the tutorial's Hopper path
+with ``warp_specialize=False`` (host descriptors; its tests' setting off Blackwell); a config that the tutorial's
+``early_config_prune`` drops for the launch's arguments is refused with a ValueError (see ``_refuse_pruned``).
 
 The tutorial is third-party code, not part of kernelpilot and not committed here: it is read from
 third_party/triton_tutorials/06-fused-attention.py (see the README there), or from the path in the environment
@@ -28,14 +31,14 @@ _DEFAULT = Path(__file__).resolve().parents[2] / "third_party" / "triton_tutoria
 _PATH = Path(os.environ.get("KP_TRITON_TUTORIAL_ATTENTION", _DEFAULT))
 
 # One prefill: 32 heads of dimension 128 (Llama-2-7B), 4096 tokens, causal (the float64 reference of the check then
-# needs about 20 GB: S=8192 would need four times that). Z=1 because the tutorial
-# version at commit 003da478 offsets TMA rows by off_z + off_h * N_CTX, which is right only for Z=1 (--shape Z=2
-# shows whether the vendored version has that bug: kernelpilot check then fails).
+# needs about 20 GB: S=8192 would need four times that). Z=1 as in issue 24's H100 runs. The tutorial placed from
+# commit 5c846f015 offsets TMA rows by off_z * (N_CTX * H) + off_h * N_CTX, right for any Z (commit 003da478 had
+# off_z + off_h * N_CTX, right only for Z=1: check --shape Z=2 fails on such a file, as it should).
 SHAPE = {"Z": 1, "H": 32, "S": 4096, "D": 128, "causal": 1}
 CPU_SHAPE = {"Z": 1, "H": 2, "S": 128, "D": 64, "causal": 1}
 # no masks in the tutorial kernel: the sequence is whole BLOCK_M tiles (128 at most), the head dimension a power of
-# two (16..256, a tl.arange length), the batch 1 (the TMA row offset of commit 003da478, above)
-SHAPE_RULES = {"S": 128, "D": "power_of_two", "Z": "fixed"}
+# two (16..256, a tl.arange length)
+SHAPE_RULES = {"S": 128, "D": "power_of_two"}
 COMPUTE_UNIT = "fp16_tensor"
 RCP_LN2 = 1.0 / math.log(2.0)
 
@@ -97,8 +100,23 @@ def run_kernel(q, k, v, o, M, sm_scale, causal, **_):
         raise ValueError(f"triton_tutorial_attention: the tutorial kernel takes {missing}, which this wrapper "
                          "does not know how to set")
     args = {n: available[n] for n in attn_fwd.arg_names if n in available}
+    _refuse_pruned(args)
     grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), Z * H, 1)  # noqa: E731
     attn_fwd[grid](**args)
+
+
+def _refuse_pruned(args):
+    """Raise ValueError when the tutorial's own ``early_config_prune`` would drop the config pinned for this
+    launch. Triton's Autotuner skips pruning when it holds one config (kernelpilot pins one), so a config the
+    tutorial never launches for these arguments (causal with BLOCK_M < BLOCK_N: wrong results, commit 5c846f015's
+    fix; BLOCK_M > N_CTX) would run; the library's rule is applied here instead, with the launch's arguments."""
+    prune = getattr(attn_fwd, "early_config_prune", None)
+    if prune is None or len(attn_fwd.configs) != 1:
+        return  # no pruner in the placed tutorial, or the autotuner itself chooses (and prunes) among several
+    if not prune(attn_fwd.configs, {}, **args):
+        raise ValueError(f"triton_tutorial_attention: the tutorial's early_config_prune drops "
+                         f"{attn_fwd.configs[0]} at N_CTX={args.get('N_CTX')}, STAGE={args.get('STAGE')}: "
+                         "the tutorial never launches it for these arguments")
 
 
 def reference(q, k, v, o, M, sm_scale, causal, **_):
