@@ -12,6 +12,31 @@ those whose accumulator cannot fit in registers (see MAX_ACC_REGS_PER_THREAD: ru
 On a GPU, configs whose pipelined A and B buffers (num_stages * (BLOCK_M + BLOCK_N) * BLOCK_K * 2 bytes)
 exceed the shared memory per block fail to compile with Triton's OutOfResources error (256 x 256 x 128 with
 5 stages asked for 655,360 of 232,448 bytes on an H200 with Triton 3.6); the interpreter does not model that.
+
+TMA = 1 selects a second kernel, _matmul_tma_persistent_kernel (issue 25, "GEMM": the best tiled config stayed at
+0.93-0.96x cuBLAS). It launches min(SM count, tiles) programs, each looping over the tiles p, p + programs, ... of
+the same grouped order, so no program waits in a launch queue and the last wave is as short as the tile count
+allows. A, B and C are moved by the Tensor Memory Accelerator through host tensor descriptors
+(triton.tools.tensor_descriptor.TensorDescriptor, in Triton 3.6 and 3.9): a tile is one bulk copy into shared memory
+instead of per-thread loads, rows and columns past M, N and K are zero-filled by the hardware, and the C store is
+clipped at M and N. The tile loop is flattened with the K loop (tl.range(..., flatten=True)), so the software
+pipeline issues the next tile's loads during this tile's epilogue. Measured on an H100 80GB HBM3 (Triton 3.6, torch
+2.11, bf16 4096^3, docs/device-runs/2026-11-26-h100-gemm): the best TMA config, 128x256x64, 8 warps, 3 stages, took
+176.93 us beside cuBLAS's 173.73 us in one `kernelpilot bench --baselines` call (0.982x; torch.compile 176.54 us),
+and 189.92 vs 192.48 us (1.013x) as medians of 7 interleaved do_bench rounds, where the best tiled config
+(128x256x64, 8 warps, 4 stages) took 201.31 us (0.956x); timed one after the other, cuBLAS first, 186.50 vs
+174.98 us (0.938x): the GPU's clocks drift, so compare only interleaved timings. `kernelpilot tune --strategy
+exhaustive --constraint "TMA == 1"` found the same best (179.47 us, 10 configs in 54 s). Not flattening was slower
+(189.73 vs 182.72 us in one run), and so were a subtiled epilogue (two half-width C stores, 185.66 us) and Triton
+3.6's warp specialization (tl.range(..., warp_specialize=True), 192.58 us), which were therefore left out.
+
+TMA needs a 16-byte aligned base and row strides that are multiples of 16 bytes (bf16/fp16: K and N multiples of 8)
+and a GPU of compute capability >= 9.0; elsewhere (e.g. the shapes stage's K = 4096 + 3, or an A100) run_kernel
+runs the tiled kernel with the same tiles, so every config is correct at every shape and a TMA config is never a
+failed config for its shape. Static compiles (`kernelpilot inspect`, tune's pruning) capture the launch with CPU
+tensors and so compile the TMA kernel: for a target before sm_90 they fail where the GPU would fall back. Under the
+interpreter the TMA kernel runs on the CPU (Triton's interpreter models the descriptors, their zero fill and
+clipping), with 2 programs so the loop over tiles is exercised.
 """
 
 import torch
