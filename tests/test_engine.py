@@ -129,7 +129,9 @@ def test_optimize_replay_with_the_default_budget_lands_within_3_percent(name, tm
     cache = DATA / f"{name}-h100.jsonl"
     exhaustive = min(e.duration_ns for e in ReplayRunner(cache).evaluations() if e.ok and not e.raced_out)
     baselines = json.loads((DATA / "baselines-h100.json").read_text())[name]  # eager, torch.compile on an H100
-    result = api.optimize(EXAMPLES / f"{name}.py", out=tmp_path / "run", replay=str(cache), constraints=constraints,
+    # the cache answers only for the file it was measured with; the matmul example changed since (tests/test_replay.py)
+    kernel = DATA / "matmul.py" if name == "matmul" else EXAMPLES / f"{name}.py"
+    result = api.optimize(kernel, out=tmp_path / "run", replay=str(cache), constraints=constraints,
                           config=start, benchmark=False, baselines_ns=baselines)
     best = result.best
     assert result.run.mode == "replay" and result.run.budget_s == DEFAULT_BUDGET_S
