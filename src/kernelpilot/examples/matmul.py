@@ -241,11 +241,15 @@ def _tma_usable(*tensors) -> bool:
 
     The TMA unit (CUDA's cuTensorMapEncodeTiled) needs a 16-byte aligned base address, a unit stride on the last
     axis and the other strides multiples of 16 bytes (for bf16/fp16: K and N multiples of 8), and a GPU of compute
-    capability 9.0 or later. CPU tensors pass the device test: under the interpreter the kernel runs there, and
-    kernelpilot's static compile (sm_90 without a GPU) captures the launch with CPU tensors.
+    capability 9.0 or later. The base is judged by the tensor's offset into its storage: storages that PyTorch
+    allocates start at least 64-byte aligned (CUDA's caching allocator: 512), so a view whose offset is not a
+    multiple of 16 bytes is refused. (The address itself is not read: kernelpilot's screen flags run_kernel code
+    reading data pointers, the pattern of caches keyed on them.) CPU tensors pass the device test: under the
+    interpreter the kernel runs there, and kernelpilot's static compile (sm_90 without a GPU) captures the launch
+    with CPU tensors.
     """
     for t in tensors:
-        if t.stride(-1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.data_ptr() % 16:
+        if t.stride(-1) != 1 or (t.stride(0) * t.element_size()) % 16 or (t.storage_offset() * t.element_size()) % 16:
             return False
     device = tensors[0].device
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
