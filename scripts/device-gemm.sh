@@ -141,12 +141,15 @@ json.dump({"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "tr
 if tma:
     open("/tmp/kp-gemm-best", "w").write(" ".join(f"--config {k}={v}" for k, v in tma[0]["config"].items()))
 PY
+TILED_CFG="--config BLOCK_M=128 --config BLOCK_N=256 --config BLOCK_K=64 --config GROUP_M=8 --config num_warps=8"
+TILED_CFG="$TILED_CFG --config num_stages=4 --config TMA=0"
 for which in tma tiled; do
   if [[ $which == tma ]]; then cfg=$(cat /tmp/kp-gemm-best 2>/dev/null) || continue; base=--baselines
-  else cfg="--config BLOCK_M=128 --config BLOCK_N=256 --config BLOCK_K=64 --config GROUP_M=8 --config num_warps=8 --config num_stages=4 --config TMA=0"; base=--no-baselines; fi
+  else cfg=$TILED_CFG; base=--no-baselines; fi
   echo "== kernelpilot bench $cfg $base"
   # shellcheck disable=SC2086
-  timeout 90 python3 -m kernelpilot.cli bench src/kernelpilot/examples/matmul.py $cfg $base --json > "$OUT/gemm-bench-$which.json"
+  timeout 90 python3 -m kernelpilot.cli bench src/kernelpilot/examples/matmul.py $cfg $base --json \
+    > "$OUT/gemm-bench-$which.json"
   echo "bench exit $?"
   python3 - "$OUT/gemm-bench-$which.json" <<'PY'
 import json, sys
@@ -154,13 +157,11 @@ try:
     d = json.load(open(sys.argv[1]))
 except Exception as exc:
     print("no bench JSON:", exc); sys.exit(0)
-def walk(x, path=""):
-    if isinstance(x, dict):
-        for k, v in x.items():
-            walk(v, f"{path}.{k}" if path else k)
-    elif isinstance(x, (int, float)) and any(w in path for w in ("median", "duration", "baseline", "_ns", "speedup")):
-        print(f"  {path} = {x}")
-walk(d)
+print(f"  kernel: median {d['timing']['median_ns'] / 1e3:.2f} us (IQR {d['timing']['iqr_ns'] / 1e3:.2f} us)")
+for row in (d.get("baselines") or {}).get("rows", []):  # the kernel again, PyTorch eager (cuBLAS), torch.compile
+    t = row.get("timing") or {}
+    if t.get("median_ns"):
+        print(f"  {row['name']}: median {t['median_ns'] / 1e3:.2f} us (IQR {t['iqr_ns'] / 1e3:.2f} us)")
 PY
 done
 left=$(( GEMM_BUDGET_S + 60 - ($(date +%s) - start) ))
