@@ -32,7 +32,7 @@ from kernelpilot.search.tune import tune
 RUNS = ROOT / "docs/device-runs/2026-11-22-h100/search/runs"
 KERNELS = {
     "matmul": {
-        "kernel": ROOT / "src/kernelpilot/examples/matmul.py",
+        "kernel": ROOT / "tests/data/search/matmul.py",  # the file the cache was measured with
         "cache": ROOT / "tests/data/search/matmul-h100.jsonl",
         "constraints": ["GROUP_M == 8", "BLOCK_K <= 64", "num_warps >= 4", "num_stages >= 3", "num_stages <= 4"],
         "prune_from": RUNS / "matmul-guided/tune.json",  # same space, same device: its prune report

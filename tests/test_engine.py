@@ -142,7 +142,9 @@ def test_optimize_replay_at_defaults_meets_the_best_sooner_than_brute_force(name
         if brute_s is None and ev is not None and ev.ok and ev.duration_ns <= 1.01 * exhaustive:
             brute_s = spent
     baselines = json.loads((DATA / "baselines-h100.json").read_text())[name]  # eager, torch.compile on an H100
-    result = api.optimize(EXAMPLES / f"{name}.py", out=tmp_path / "run", replay=str(cache), constraints=constraints,
+    # the cache answers only for the file it was measured with; the matmul example changed since (tests/test_replay.py)
+    kernel = DATA / "matmul.py" if name == "matmul" else EXAMPLES / f"{name}.py"
+    result = api.optimize(kernel, out=tmp_path / "run", replay=str(cache), constraints=constraints,
                           config=start, benchmark=False, baselines_ns=baselines)
     best = result.best
     assert result.run.mode == "replay" and result.run.budget_s == DEFAULT_BUDGET_S and result.run.strategy == "auto"

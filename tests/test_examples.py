@@ -224,6 +224,60 @@ def test_matmul_rejects_configs_that_can_only_spill(examples):
     assert sorted(rejected) == [(128, 256, 2), (256, 128, 2), (256, 256, 2), (256, 256, 4)]
 
 
+def test_matmul_tma_part_of_the_space_is_small_and_leaves_the_tiled_configs_alone(examples):
+    from kernelpilot.search.space import SearchSpace
+
+    module = examples["matmul"]
+    configs = list(SearchSpace(module.TUNABLES, module.CONSTRAINTS).configs())
+    tma = [c for c in configs if c["TMA"] == 1]
+    tiled = [{k: v for k, v in c.items() if k != "TMA"} for c in configs if c["TMA"] == 0]
+    assert len(tiled) == math.prod(len(v) for k, v in module.TUNABLES.items() if k != "TMA") == 1152
+    assert len(tma) == 10
+    best_h100 = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3, "TMA": 1}
+    assert best_h100 in tma
+    for c in tma:  # large tiles, enough stages, no accumulator past 128 registers, shared memory within 227 KiB
+        assert min(c["BLOCK_M"], c["BLOCK_N"]) >= 128 and c["BLOCK_K"] >= 64 and c["num_stages"] >= 3
+        assert c["BLOCK_M"] * c["BLOCK_N"] // (32 * c["num_warps"]) <= 128
+        assert c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 + c["BLOCK_M"] * c["BLOCK_N"] * 2 \
+            <= 232448
+    assert module.DEFAULT_CONFIG["TMA"] == 0
+
+
+def test_matmul_tma_needs_16_byte_strides_and_base(examples):
+    module = examples["matmul"]
+    aligned = torch.empty(8, 24, dtype=torch.bfloat16)
+    assert module._tma_usable(aligned, aligned)
+    assert not module._tma_usable(aligned, torch.empty(8, 20, dtype=torch.bfloat16))  # 40-byte rows
+    assert not module._tma_usable(torch.empty(8, 32, dtype=torch.bfloat16)[:, 1:25])  # base 2 bytes off
+    assert not module._tma_usable(torch.empty(24, 8, dtype=torch.bfloat16).t())  # last axis not contiguous
+
+
+@needs_interpreter
+@pytest.mark.parametrize("shape, tma_grids", [
+    ({"M": 300, "N": 264, "K": 88, "dtype": "float16"}, [(2,)]),  # 3 x 3 tiles over 2 programs, every edge partial
+    ({"M": 101, "N": 72, "K": 40, "dtype": "bfloat16"}, [(1,)]),  # one tile: one program
+    ({"M": 70, "N": 65, "K": 33, "dtype": "bfloat16"}, []),  # 66- and 130-byte rows: the tiled fallback
+])
+def test_matmul_tma_variant_is_correct_at_odd_shapes(examples, monkeypatch, shape, tma_grids):
+    module = examples["matmul"]
+    launched = []
+    real = module._matmul_tma_persistent_kernel
+
+    class Spy:  # the real kernel, launched; only the grids are noted
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(module, "_matmul_tma_persistent_kernel", Spy())
+    inputs = module.setup(**shape, seed=3, device="cpu")["inputs"]
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 3, "TMA": 1}
+    module.run_kernel(**inputs, **config)
+    assert launched == tma_grids
+    expected = inputs["a"].double() @ inputs["b"].double()
+    atol, rtol = TOLERANCES[inputs["c"].dtype]
+    torch.testing.assert_close(inputs["c"].double(), expected, atol=atol * 10, rtol=rtol)
+
+
 def test_flops_and_bytes(examples):
     ex = examples
     assert ex["vector_add"].flops(N=1000) == 1000

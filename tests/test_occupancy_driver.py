@@ -4,8 +4,8 @@ for EVERY config of EVERY example (``src/kernelpilot/examples/*.py``).
 What runs, on the device (test marked ``gpu``):
 
 1. **Every config.** Each example's TUNABLES space is enumerated in full (``itertools.product`` order; a config
-   breaking one of the file's CONSTRAINTS is left out). vector_add 24, layer_norm 35, softmax 315, matmul 1152:
-   1526 configs.
+   breaking one of the file's CONSTRAINTS is left out). vector_add 24, layer_norm 35, softmax 315, matmul 1162
+   (1152 tiled, 10 persistent TMA): 1536 configs.
 2. **Compiled as ``kernelpilot inspect`` does.** :func:`kernelpilot.profile.static.iter_tasks` captures each
    config's launch at the example's SHAPE, compiles it with Triton for the device's arch and reads the binary
    (``cuobjdump`` registers, Triton's ``metadata.shared``, ``num_warps``) in a ``ProcessPoolExecutor`` over every
@@ -53,8 +53,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES_DIR = ROOT / "src" / "kernelpilot" / "examples"
-#: Size of each example's TUNABLES space (the product of its candidate lists; no example has CONSTRAINTS).
-EXPECTED_SPACE = {"vector_add": 24, "layer_norm": 35, "softmax": 315, "matmul": 1152}
+#: Size of each example's space (the product of its candidate lists, less configs breaking its CONSTRAINTS:
+#: matmul's keep 10 of its 1152 TMA == 1 configs).
+EXPECTED_SPACE = {"vector_add": 24, "layer_norm": 35, "softmax": 315, "matmul": 1162}
 #: Seed of the KP_OCC_LIMIT sample (a str seed is hashed with SHA-512 by ``random``: the same on every machine).
 SAMPLE_SEED = "kernelpilot-issue3-occupancy"
 #: Triton sets the large-shared-memory function attributes above this dynamic size (Triton 3.6 driver.c).
@@ -563,7 +564,7 @@ def test_jobs_cover_every_config_of_every_example():
     jobs = select_jobs()
     counts = {e: sum(j["example"] == e for j in jobs) for e in EXPECTED_SPACE}
     assert set(example_names()) == set(EXPECTED_SPACE) and counts == EXPECTED_SPACE
-    assert len(jobs) == sum(EXPECTED_SPACE.values()) == 1526
+    assert len(jobs) == sum(EXPECTED_SPACE.values()) == 1536
     assert [j["index"] for j in jobs] == list(range(len(jobs)))
     for name in EXPECTED_SPACE:
         configs = [json.dumps(j["config"], sort_keys=True) for j in jobs if j["example"] == name]
@@ -575,7 +576,7 @@ def test_jobs_cover_every_config_of_every_example():
 def test_jobs_can_be_split_by_example_limit_and_shard():
     small = jobs_from_env({"KP_OCC_EXAMPLES": "vector_add,layer_norm,softmax"})
     big = jobs_from_env({"KP_OCC_EXAMPLES": "matmul"})
-    assert len(small) == 24 + 35 + 315 and len(big) == 1152
+    assert len(small) == 24 + 35 + 315 and len(big) == 1162
     full = select_jobs()
     assert sorted(json.dumps([j["example"], j["config"]]) for j in small + big) == \
         sorted(json.dumps([j["example"], j["config"]]) for j in full)
@@ -584,7 +585,7 @@ def test_jobs_can_be_split_by_example_limit_and_shard():
     assert all(sum(j["is_default"] for j in limited if j["example"] == e) == 1 for e in EXPECTED_SPACE)
     assert limited == jobs_from_env({"KP_OCC_LIMIT": "3"})  # seeded
     halves = [jobs_from_env({"KP_OCC_SHARD": f"{i}/2"}) for i in (0, 1)]
-    assert sorted(j["index"] for h in halves for j in h) == list(range(1526))
+    assert sorted(j["index"] for h in halves for j in h) == list(range(1536))
     with pytest.raises(ValueError):
         select_jobs(["no_such_example"])
     with pytest.raises(ValueError):
@@ -601,7 +602,7 @@ def test_constraints_filter_the_space():
 
 def test_compile_order_starts_with_the_costliest_configs():
     ordered = compile_order(select_jobs())
-    assert len(ordered) == 1526
+    assert len(ordered) == 1536
     examples_in_order = [e for e, _ in itertools.groupby(j["example"] for j in ordered)]
     assert examples_in_order == ["vector_add", "layer_norm", "softmax", "matmul"]  # each in one run of jobs
     for name in ("softmax", "matmul"):
@@ -754,10 +755,11 @@ def test_cpu_compile_and_compare_two_configs_per_example_with_a_stand_in_driver(
     # Two vector_add configs and the matmul configs that exercise > 48 KB of shared memory, a rejection by
     # run_kernel and an OutOfResources, compiled for sm_90 by the device test's own code path.
     jobs = select_jobs(["vector_add"], limit=2)
+    tiled = {"GROUP_M": 1, "TMA": 0}
     matmul = [j for j in select_jobs(["matmul"]) if j["config"] in (
-        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 1, "num_warps": 8, "num_stages": 3},  # 96 KB
-        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 2, "num_stages": 2},  # rejected
-        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 8, "num_stages": 5},  # OOR
+        {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, **tiled, "num_warps": 8, "num_stages": 3},  # 96 KB
+        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 32, **tiled, "num_warps": 2, "num_stages": 2},  # rejected
+        {"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, **tiled, "num_warps": 8, "num_stages": 5},  # OOR
     )]
     assert len(jobs) == 2 and len(matmul) == 3
     driver = FakeDriver()

@@ -158,7 +158,8 @@ def test_sass_main_loop_of_the_compiled_matmul(matmul_reports):
 
 def test_default_pipeline_configs_vary_stages_and_block_k():
     configs = default_pipeline_configs(MATMUL)
-    assert configs[0] == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2}
+    assert configs[0] == {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 1, "num_warps": 4, "num_stages": 2,
+                          "TMA": 0}
     assert {c["num_stages"] for c in configs} == {2, 3, 4, 5} and {c["BLOCK_K"] for c in configs} == {32, 64, 128}
     assert len(configs) == 6
     with pytest.raises(ContractError):

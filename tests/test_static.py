@@ -274,9 +274,9 @@ def test_cli_all_configs_table_fits_100_columns(monkeypatch):
     assert res.exit_code == 0, res.stdout
     lines = res.stdout.splitlines()
     assert max(len(line) for line in lines) <= 100, "\n".join(line for line in lines if len(line) > 100)
-    assert any("max thr" in line for line in lines) and any(line.startswith(" 64,64,32,1,4,2 ") for line in lines)
-    assert "config = BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages" in res.stdout
-    assert "inspected a sample of 3 of 1152 configs" in res.stdout
+    assert any("max thr" in line for line in lines) and any(line.startswith(" 64,64,32,1,4,2,0 ") for line in lines)
+    assert "config = BLOCK_M,BLOCK_N,BLOCK_K,GROUP_M,num_warps,num_stages,TMA" in res.stdout
+    assert "inspected a sample of 3 of 1162 configs" in res.stdout
 
 
 def test_sass_can_be_skipped_and_occupancy_is_still_read():
