@@ -135,15 +135,15 @@ def test_optimize_replay_at_defaults_meets_the_best_sooner_than_brute_force(name
     stored = ReplayRunner(cache)
     exhaustive = min(e.duration_ns for e in stored.evaluations() if e.ok and not e.raced_out)
     whole_s = sum(e.wall_s for e in stored.evaluations())
+    # the cache answers only for the file it was measured with; the matmul example changed since (tests/test_replay.py)
+    kernel = DATA / "matmul.py" if name == "matmul" else EXAMPLES / f"{name}.py"
     brute_s, spent = None, 0.0  # device seconds until space order meets 1 % of the best
-    for config in SearchSpace(load_kernel(EXAMPLES / f"{name}.py").tunables, constraints).configs():
+    for config in SearchSpace(load_kernel(kernel).tunables, constraints).configs():
         ev = stored.answer(config) if config in stored else None
         spent += ev.wall_s if ev is not None else 0.0
         if brute_s is None and ev is not None and ev.ok and ev.duration_ns <= 1.01 * exhaustive:
             brute_s = spent
     baselines = json.loads((DATA / "baselines-h100.json").read_text())[name]  # eager, torch.compile on an H100
-    # the cache answers only for the file it was measured with; the matmul example changed since (tests/test_replay.py)
-    kernel = DATA / "matmul.py" if name == "matmul" else EXAMPLES / f"{name}.py"
     result = api.optimize(kernel, out=tmp_path / "run", replay=str(cache), constraints=constraints,
                           config=start, benchmark=False, baselines_ns=baselines)
     best = result.best

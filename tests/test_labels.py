@@ -68,7 +68,8 @@ def test_a_declared_move_does_not_name_the_change():
 def test_guided_run_with_restarts_labels_equal_the_config_difference(write_kernel, tmp_path):
     pytest.importorskip("pandas")
     out = tmp_path / "run"
-    result = api.optimize(write_kernel(source=THREE_TUNABLES), out=out, iterations=30, benchmark=False)
+    result = api.optimize(write_kernel(source=THREE_TUNABLES), out=out, iterations=30, benchmark=False,
+                          strategy="guided")
     versions = result.versions
     assert len(versions) == 31
     by_index = {v.index: v for v in versions}

@@ -128,15 +128,16 @@ def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str,
 def render(r: dict[str, Any]) -> str:
     """One markdown row of :data:`HEAD`."""
     b = r.get("baselines") or {}
+    eager = next((v for k, v in b.items() if k.startswith("PyTorch eager")), None)
+    comp = next((v for k, v in b.items() if k.startswith("torch.compile")), None)
     final = r.get("final") or {}
     final_ns = final.get("duration_ns") or r.get("opt_ns")
-    comp = b.get("torch.compile")
     vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
     f = lambda x, d=1: f"{x:.{d}f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
     return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
             f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "
             f"| {_us(r.get('exhaustive_ns'))} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
-            f"| {_us(b.get('eager'))} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
+            f"| {_us(eager)} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
             f"| {_us(final_ns)} ({final.get('source', 'search')}) | {vs} |")
 
 

@@ -116,7 +116,10 @@ class Move(BaseModel):
     expected: str
 
     def apply(self, config: dict[str, Any]) -> dict[str, Any]:
-        """A copy of ``config`` with this move applied (one-variable moves only)."""
+        """A copy of ``config`` with this move applied (a jump's ``+``-joined tunables get their ``new`` tuple).
+        Raises nothing."""
+        if self.direction == "jump" and isinstance(self.new, (tuple, list)):
+            return {**config, **dict(zip(self.tunable.split("+"), self.new))}
         return {**config, self.tunable: self.new}
 
     def undo(self, config: dict[str, Any]) -> dict[str, Any]:
