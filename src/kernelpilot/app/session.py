@@ -289,6 +289,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
             write_json(ws.version_dir(best.index) / "outcome.json", best)
             if best.card:
                 write_json(ws.version_dir(best.index) / "verdict.json", best.card)
+    _choose_final(s, best, guard)
     if best is None and not info.stop_reason.startswith("v0 is not correct"):
         failed = next((v for v in versions if not v.ok), None)
         info.stop_reason += "; no version was correct" + (f" ({failure_line(failed)})" if failed else "")
@@ -309,6 +310,40 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     # the worker's full records live in the version folders; the result carries what outcome.json holds
     return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions],
                           report_html=html)
+
+
+def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> None:
+    """run.json's ``final`` (:mod:`kernelpilot.app.candidates`): on a GPU with the baselines measured, torch.compile's
+    kernel is imported and searched when torch.compile beat the search's best by more than ``MARGIN``, and the final
+    is the fastest correct candidate; elsewhere (a replay, the interpreter, no baselines) the search's best. The
+    candidate's files (``RUN/inductor/``) are this command's writes, committed with the final record."""
+    from kernelpilot.app.candidates import MARGIN, CandidateOutcome, decide_final, inductor_candidate, torch_compile_ns
+    from kernelpilot.records.seal import note_written
+
+    ctx, info = s.ctx, s.info
+    cand = None
+    compiled_ns = torch_compile_ns(info.baselines_ns)
+    if ctx.device == "cuda" and s.replayer is None and best is not None and compiled_ns is not None:
+        if compiled_ns < best.duration_ns * (1 - MARGIN):  # type: ignore[operator]
+            s.phase = "Inductor candidate"
+            kf = ctx.kf
+            with Phase(s.log, "Inductor candidate", f"torch.compile ran in {compiled_ns / 1000:.2f} µs, the search's "
+                       f"best in {best.duration_ns / 1000:.2f} µs: importing Inductor's kernel"):  # type: ignore[operator]
+                cand = inductor_candidate(kf.path, kf.reference_path if kf.reference_path != kf.path else None,
+                                          ctx.shape, s.ws.root / "inductor", compiled_ns, timeout_s=s.timeout_s,
+                                          log=s.log)
+            for path in sorted((s.ws.root / "inductor").rglob("*")):
+                if path.is_file():
+                    note_written(path)
+        else:
+            cand = CandidateOutcome(status="not_needed", torch_compile_ns=compiled_ns,
+                                    message=f"torch.compile was not faster than the search's best by more than "
+                                            f"{MARGIN:.0%}")
+    if best is not None or cand is not None:
+        info.final = decide_final(best, "kernel.py", cand).model_dump()
+        with guard.held():
+            write_json(s.ws.root / "run.json", info)
+        s.log(f"final: {info.final['source']} at {info.final['duration_ns'] or 0:.0f} ns — {info.final['decision']}")
 
 
 def _record_experience(s: Session, versions: list[Evaluation]) -> None:

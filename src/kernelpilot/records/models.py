@@ -19,12 +19,14 @@ def now_utc() -> str:
 class RunInfo(BaseModel):
     """run.json: what was optimized, where, and how the run ended.
 
-    ``strategy`` proposed the configs (``guided`` unless asked otherwise), with ``seed``. ``mode`` is ``"cuda"``
+    ``strategy`` proposed the configs (``auto`` unless asked otherwise; ``guided`` in runs from before it), with ``seed``. ``mode`` is ``"cuda"``
     (timed with CUDA events, profiled with ncu), ``"interpreter"`` (Triton interpreter on the CPU: times are not
     measurements) or ``"replay"`` (answers from a cache measured on a GPU). ``floor_ns``/``target_ns`` come from
     roofline.md (None without a spec). ``iterations`` caps the versions after v0; ``budget_s`` caps the search's wall
-    seconds. ``baselines_ns`` holds the medians of PyTorch eager and torch.compile on the same inputs, measured before
-    the search (the target stop rule does not stop while one of them is faster than the incumbent).
+    seconds. ``baselines_ns`` holds the medians of PyTorch eager and torch.compile on the same inputs, measured once
+    (before the search for the guided strategy, whose target stop rule does not stop while one of them is faster than
+    the incumbent; after it for ``auto``). ``final`` is the fastest correct candidate and where it came from: the
+    search's best version or torch.compile's imported kernel (:class:`kernelpilot.app.candidates.FinalChoice`).
 
     What ``optimize --resume`` needs to continue the same run: the options given (``timeout_s``, extra
     ``constraints``, ``config_overrides``, ``gpu_requested``, ``benchmark``, ``git``, ``replay``), the search seconds
@@ -54,6 +56,7 @@ class RunInfo(BaseModel):
     target_ns: float | None = None
     baselines_ns: dict[str, float] = {}
     best_version: int | None = None
+    final: dict[str, Any] | None = None
     stop_reason: str = ""
     wall_s: float | None = None
     timeout_s: float | None = None

@@ -1,0 +1,156 @@
+"""Candidates from elsewhere: torch.compile's own kernel competes with the search's best (issue 25).
+
+After an ``optimize`` search on a GPU, the baselines say how fast PyTorch eager and torch.compile run the reference.
+When torch.compile beat the search's best by more than :data:`MARGIN`, Inductor generated a faster kernel for the
+same reference on the same GPU: :func:`inductor_candidate` imports it (:func:`kernelpilot.api_inductor.
+import_inductor`: Inductor's Triton kernels as a kernel file in kernelpilot's contract, their launch parameters as
+TUNABLES), searches that file's space with ``tune`` (the ``auto`` strategy: every check of every kernel, its own
+budget :data:`CANDIDATE_BUDGET_S`), and returns the candidate's best beside the decision: it replaces the search's
+best only when faster beyond noise on the samples both were timed with in this run (the one decision rule,
+:func:`kernelpilot.search.stats.decide`). Everything lands in ``RUN/inductor/`` (the imported file, ``import.json``,
+the tune folder) and the choice in run.json's ``final`` (:class:`FinalChoice`): the final is the fastest correct
+candidate, with where it came from.
+
+Where Inductor generated no Triton kernel (a matmul goes to cuBLAS through ``extern_kernels.mm``) there is nothing
+to import: ``final.inductor.status`` says so and the search's best stays.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["CANDIDATE_BUDGET_S", "MARGIN", "CandidateOutcome", "FinalChoice", "inductor_candidate", "search_final"]
+
+#: torch.compile must beat the search's best by more than this (relative) before its kernel is imported: the two
+#: were timed separately (the baseline once, after the search), and 2 % is above the spread of two such timings of
+#: one kernel on the H100 (docs/search.md); below it the search's best is as good.
+MARGIN = 0.02
+#: Seconds of search for the imported kernel's space (Inductor's launch parameters: a few dozen configs).
+CANDIDATE_BUDGET_S = 90.0
+
+
+class CandidateOutcome(BaseModel):
+    """What became of the Inductor candidate.
+
+    Attributes:
+        status: ``imported`` (searched; ``duration_ns`` its best), ``no_triton_kernel`` (torch.compile used library
+            calls only, e.g. cuBLAS), ``failed`` (the import or its search failed: ``message``), ``not_needed``
+            (torch.compile was not faster than the search's best beyond :data:`MARGIN`).
+        kernel: the imported kernel file (relative to the run folder). config / duration_ns: its best.
+        samples_ns: the best's timing samples (ns). tune_folder: the search's folder (relative).
+        torch_compile_ns: the baseline it was imported for. message: why, for the other statuses.
+    """
+
+    status: str
+    kernel: str | None = None
+    config: dict[str, Any] = {}
+    duration_ns: float | None = None
+    samples_ns: list[float] = []
+    tune_folder: str | None = None
+    torch_compile_ns: float | None = None
+    message: str = ""
+
+
+class FinalChoice(BaseModel):
+    """run.json's ``final``: the fastest correct candidate and where it came from.
+
+    Attributes:
+        source: ``search`` (a version of this run) or ``inductor`` (torch.compile's kernel, imported and searched).
+        version: the version when ``source`` is ``search``. kernel: the kernel file of the final (relative to the run
+            folder for the imported one). config / duration_ns: the final's config and median (ns).
+        decision: why (the decision rule's reason, or why no candidate competed).
+        inductor: the Inductor candidate's outcome (None when the run had no baselines to compare with).
+    """
+
+    source: str
+    version: int | None = None
+    kernel: str
+    config: dict[str, Any]
+    duration_ns: float | None
+    decision: str
+    inductor: CandidateOutcome | None = None
+
+
+def torch_compile_ns(baselines_ns: dict[str, float]) -> float | None:
+    """torch.compile's median (ns) among the run's baselines (keyed ``torch.compile ...``), or None."""
+    return next((v for k, v in baselines_ns.items() if k.startswith("torch.compile")), None)
+
+
+def search_final(best: Any, kernel: str, why: str, inductor: CandidateOutcome | None = None) -> FinalChoice:
+    """The search's best as the final (``best`` an Evaluation with ``index``, ``config``, ``duration_ns``)."""
+    return FinalChoice(source="search", version=best.index, kernel=kernel, config=dict(best.config),
+                       duration_ns=best.duration_ns, decision=why, inductor=inductor)
+
+
+def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], folder: Path, baseline_ns: float,
+                       *, timeout_s: float, budget_s: float = CANDIDATE_BUDGET_S,
+                       log: Any = lambda _m: None) -> CandidateOutcome:
+    """Import torch.compile's kernel for ``kernel``'s reference and search its space (see the module docstring).
+
+    Args:
+        kernel / ref: the kernel file and its separate reference (None: in the kernel file).
+        shape: the run's shape (Inductor's code is specialized to it). folder: ``RUN/inductor`` (created).
+        baseline_ns: torch.compile's median that made the import worth it. timeout_s: per config.
+        budget_s: seconds for the candidate's search. log: progress lines.
+
+    Returns:
+        The :class:`CandidateOutcome` (never raises for the import's or the search's own failures: they are its
+        ``failed`` / ``no_triton_kernel`` statuses).
+    """
+    from kernelpilot.errors import KernelpilotError
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / "kernel.py"
+    try:
+        from kernelpilot.api_inductor import import_inductor
+        from kernelpilot.inductor import NoTritonKernel
+
+        try:
+            imported = import_inductor(kernel, out=out, ref=ref, shape=shape, timeout_s=max(timeout_s, 300.0))
+        except NoTritonKernel as exc:
+            log(f"torch.compile's code has no Triton kernel to import ({exc.message.splitlines()[0][:160]})")
+            return CandidateOutcome(status="no_triton_kernel", torch_compile_ns=baseline_ns, message=exc.message[:500])
+        (folder / "import.json").write_text(imported.model_dump_json(indent=1))
+        log(f"imported {len(imported.kernels)} Inductor kernel(s) as {out.name}: {imported.n_configs} configs; "
+            f"searching them for up to {budget_s:.0f} s")
+        from kernelpilot.app.tune import tune
+
+        res = tune(out, strategy="auto", budget_s=budget_s, shape=dict(shape), ref=None, use_cache=False,
+                   timeout_s=timeout_s, out=folder / "tune", start=dict(imported.default_config))
+    except KernelpilotError as exc:
+        log(f"the Inductor candidate failed: {exc.message.splitlines()[0][:200]}")
+        return CandidateOutcome(status="failed", torch_compile_ns=baseline_ns, message=exc.message[:500],
+                                kernel=out.name if out.is_file() else None)
+    best = res.best
+    if best is None:
+        return CandidateOutcome(status="failed", kernel=out.name, tune_folder="tune", torch_compile_ns=baseline_ns,
+                                message=f"no config of the imported kernel was correct ({res.failures})")
+    return CandidateOutcome(status="imported", kernel=out.name, config=dict(best.config),
+                            duration_ns=best.duration_ns, samples_ns=list(best.samples_ns or []), tune_folder="tune",
+                            torch_compile_ns=baseline_ns)
+
+
+def decide_final(best: Any, kernel: str, cand: CandidateOutcome | None) -> FinalChoice:
+    """The final between the search's ``best`` and the candidate: the candidate replaces it only when its median is
+    lower and the decision rule on both sets of samples says faster beyond noise (:func:`kernelpilot.search.stats.
+    decide`: Mann-Whitney U and a bootstrap CI of the ratio of medians). Raises nothing."""
+    from kernelpilot.search.stats import decide
+
+    if cand is None or cand.status != "imported" or cand.duration_ns is None:
+        why = "the search's best (" + (cand.status.replace("_", " ") if cand else "no candidate") + ")"
+        return search_final(best, kernel, why, cand)
+    if best is None:
+        return FinalChoice(source="inductor", kernel=f"inductor/{cand.kernel}", config=cand.config,
+                           duration_ns=cand.duration_ns, decision="no version of the search was correct",
+                           inductor=cand)
+    a = cand.samples_ns or [cand.duration_ns]
+    b = best.samples_ns or [best.duration_ns]
+    d = decide(a, b)
+    if cand.duration_ns < best.duration_ns and d.replace:
+        return FinalChoice(source="inductor", kernel=f"inductor/{cand.kernel}", config=cand.config,
+                           duration_ns=cand.duration_ns, decision=f"Inductor's kernel: {d.reason}", inductor=cand)
+    return search_final(best, kernel, f"the search's best: the imported Inductor kernel is not faster beyond noise "
+                                      f"({d.reason})", cand)
