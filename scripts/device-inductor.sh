@@ -2,8 +2,8 @@
 # Issue 25's Inductor import on a GPU machine (from the repository root; carry .whl for the Liger kernels):
 #   bash scripts/device-inductor.sh capture   # torch.compile (Inductor) of the examples' and Liger's references:
 #                                              # one CapturedCode JSON per kernel and mode (tests/data/inductor/)
-#   bash scripts/device-inductor.sh import     # `kernelpilot inductor` on them, then `check` and
-#                                              # `tune --strategy exhaustive` of each converted file
+#   bash scripts/device-inductor.sh import     # `kernelpilot inductor` on them (and two small shapes), then `check`
+#                                              # of each converted file and `tune --strategy exhaustive` of three
 # SRC (default src) is the source tree to run (a helper's copy: SRC=.h25/inductor/src). Everything lands in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -34,17 +34,35 @@ print('arg_names', cap.arg_names, 'returns', cap.returns, 'chosen', cap.chosen)
   done
   wait ;;
 import)
-  for km in $KERNELS; do
-    k=${km%%:*}; m=${km##*:}; name=$(basename "$k" .py)-$m; f=/tmp/ind-$name.py
+  # 1. every import at once (each compiles in its own worker), small-shape captures kept as interpreter fixtures
+  imp() {  # NAME KERNEL MODE [ARGS...]
+    local name=$1 k=$2 m=$3; shift 3; local t0; t0=$(date +%s)
+    timeout 300 python3 -m kernelpilot.cli inductor "$k" --out "$OUT/$name.py" --mode "$m" --save-capture "$OUT/$name.json" \
+      "$@" --json > "$OUT/$name-import.json" 2> "$OUT/$name-import.err"
+    echo "-- import $name rc=$? $(( $(date +%s) - t0 )) s: $(head -c 700 "$OUT/$name-import.json")"; tail -n 2 "$OUT/$name-import.err"
+  }
+  imp softmax-default src/kernelpilot/examples/softmax.py default &
+  imp softmax-max-autotune src/kernelpilot/examples/softmax.py max-autotune &
+  imp layer_norm-default src/kernelpilot/examples/layer_norm.py default &
+  imp liger_geglu-default benchmarks/library/liger_geglu.py default &
+  imp liger_rope-default benchmarks/library/liger_rope.py default &
+  imp matmul-default src/kernelpilot/examples/matmul.py default &
+  imp softmax-small src/kernelpilot/examples/softmax.py default --shape M=16 --shape N=512 &
+  imp layer_norm-small src/kernelpilot/examples/layer_norm.py default --shape M=16 --shape N=256 &
+  wait
+  # 2. check every converted file (in parallel: correctness, not time)
+  for f in "$OUT"/*.py; do
+    name=$(basename "$f" .py)
+    ( timeout 200 python3 -m kernelpilot.cli check "$f" --json > "$OUT/$name-check.json" 2> "$OUT/$name-check.err"
+      echo "-- check $name rc=$?: $(head -c 400 "$OUT/$name-check.json")"; tail -n 2 "$OUT/$name-check.err" ) &
+  done
+  wait
+  # 3. exhaustive tune, one at a time (timed), each within TUNE_S seconds
+  for name in ${TUNE:-softmax-default layer_norm-default liger_geglu-default}; do
+    [ -f "$OUT/$name.py" ] || continue
     t0=$(date +%s)
-    timeout 300 python3 -m kernelpilot.cli inductor "$k" --out "$f" --mode "$m" --json > "$OUT/$name-import.json" 2> "$OUT/$name-import.err"
-    echo "-- import $name rc=$? $(( $(date +%s) - t0 )) s: $(head -c 600 "$OUT/$name-import.json")"; tail -n 3 "$OUT/$name-import.err"
-    [ -f "$f" ] || continue
-    cp "$f" "$OUT/$name-converted.py"
-    timeout 200 python3 -m kernelpilot.cli check "$f" --json > "$OUT/$name-check.json" 2> "$OUT/$name-check.err"
-    echo "-- check $name rc=$?: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('passed','error','message','max_abs_err')})" "$OUT/$name-check.json" 2>&1 | head -c 800)"
-    t0=$(date +%s)
-    timeout 240 python3 -m kernelpilot.cli tune "$f" --strategy exhaustive --out "/tmp/tune-$name" --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
-    echo "-- tune $name rc=$? $(( $(date +%s) - t0 )) s: $(head -c 1500 "$OUT/$name-tune.json")"; tail -n 3 "$OUT/$name-tune.err"
+    timeout 200 python3 -m kernelpilot.cli tune "$OUT/$name.py" --strategy exhaustive --budget-s "${TUNE_S:-40}" \
+      --out "/tmp/tune-$name" --json > "$OUT/$name-tune.json" 2> "$OUT/$name-tune.err"
+    echo "-- tune $name rc=$? $(( $(date +%s) - t0 )) s: $(head -c 1200 "$OUT/$name-tune.json")"; tail -n 2 "$OUT/$name-tune.err"
   done ;;
 esac

@@ -151,7 +151,8 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=False, fullgraph=False)
     result, codes = run_and_get_code(compiled, *[inputs[n] for n in names])
-    torch.cuda.synchronize()
+    if any(inputs[n].is_cuda for n in names):
+        torch.cuda.synchronize()
     return list(codes), list(order), result
 
 
