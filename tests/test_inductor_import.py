@@ -189,3 +189,60 @@ def test_capture_observes_which_tensor_is_which_graph_input():
     assert order == ["b", "a"]  # c (unused) dropped, b met first
     assert len(codes) == 1 and "def call" in codes[0]
     assert torch.allclose(result, reference(**inputs), atol=1e-5)
+
+
+def _small_softmax(tmp_path: Path, n: int = 64) -> Path:
+    """The softmax capture with its sizes rewritten from 8192 to ``n`` (M = N = 8192 is the only number 8192 in it:
+    xnumel, r0_numel, the row stride, the asserted size and stride, the buffer, the launch's numels), so the
+    interpreter runs Inductor's body in seconds: 8192 rows take it about 20 minutes."""
+    cap = _capture("softmax-default")
+    chosen = {k: {**v, "kwargs": {"XBLOCK": 1, "R0_BLOCK": n}} for k, v in cap.chosen.items()}
+    cap = cap.model_copy(update={"codes": [cap.codes[0].replace("8192", str(n))], "chosen": chosen,
+                                 "shape": {"M": n, "N": n, "dtype": "float32"}, "constants": {"M": n, "N": n}})
+    _write(cap, tmp_path / "softmax_small.py")
+    return tmp_path / "softmax_small.py"
+
+
+@pytest.mark.parametrize("blocks", [{"XBLOCK_0": 1, "R0_BLOCK_0": 64}, {"XBLOCK_0": 2, "R0_BLOCK_0": 32}])
+def test_the_interpreter_runs_inductors_softmax_body_at_a_config(tmp_path, blocks):
+    """Under TRITON_INTERPRET=1 (tests/conftest.py) Inductor's body runs on CPU tensors (triton_helpers'
+    online softmax, libdevice.exp): one tile per row, and two rows per program over two column tiles."""
+    import torch
+
+    from kernelpilot.kernels.case import make_case
+
+    kf = _load(_small_softmax(tmp_path))
+    case = make_case(kf, kf.shape, 0, "cpu")
+    y = case.inputs["y"]
+    y.fill_(float("nan"))
+    kf.run_kernel(**case.inputs, **{**kf.default_config, **blocks})
+    assert torch.allclose(y, torch.softmax(case.inputs["x"], -1), atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="compiled for"):  # the specialization is checked, not assumed
+        kf.run_kernel(**{**case.inputs, "N": 32}, **kf.default_config)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_converted_softmax_matches_the_reference_at_its_shape(tmp_path):
+    import torch
+
+    from kernelpilot.kernels.case import make_case
+    from kernelpilot.kernels.contract import load_kernel
+
+    _write(_capture("softmax-default"), tmp_path / "sm.py")
+    kf = load_kernel(tmp_path / "sm.py")
+    case = make_case(kf, kf.shape, 0, "cuda")
+    y = case.inputs["y"]
+    y.fill_(float("nan"))
+    for cfg in ({}, {"XBLOCK_0": 2, "R0_BLOCK_0": 4096, "num_warps_0": 8}):
+        kf.run_kernel(**case.inputs, **{**kf.default_config, **cfg})
+        assert torch.allclose(y, torch.softmax(case.inputs["x"], -1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_capture_records_the_graph_inputs_and_the_autotuners_choice():
+    from kernelpilot.inductor import capture_kernel
+
+    cap = capture_kernel(ROOT / "src/kernelpilot/examples/layer_norm.py", shape={"M": 64, "N": 256})
+    assert cap.arg_names == ["x", "w", "b"] and cap.outputs == ["y"] and cap.return_names == ["y"]
+    assert cap.chosen and all(c is not None for c in cap.chosen.values())
+    assert len(cap.codes) == 1 and "async_compile.triton(" in cap.codes[0]
