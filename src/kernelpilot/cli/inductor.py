@@ -1,5 +1,6 @@
 """``kernelpilot inductor``: import torch.compile's (Inductor's) Triton kernels for a kernel file's reference as a
-kernel file of their own. Calls :func:`kernelpilot.api_inductor.import_inductor` and prints what it wrote."""
+kernel file of their own. Calls :func:`kernelpilot.api.import_inductor` (:mod:`kernelpilot.api_inductor`) and prints
+what it wrote."""
 
 from __future__ import annotations
 
@@ -49,10 +50,10 @@ def inductor_cmd(kernel: Path = typer.Argument(..., help="The kernel file whose 
 
     Needs a GPU (Inductor writes Triton only for CUDA), except with --from-capture. Exits 1 when Inductor made no
     Triton kernel (the graph went to cuBLAS or aten: nothing to import)."""
-    from kernelpilot.api_inductor import import_inductor
+    from kernelpilot import api
 
     shp = kv(shape, "--shape", as_json) or None
-    run_command(as_json, lambda: import_inductor(kernel, out=out_file, ref=ref, shape=shp, mode=mode, spread=spread,
+    run_command(as_json, lambda: api.import_inductor(kernel, out=out_file, ref=ref, shape=shp, mode=mode, spread=spread,
                                                  from_capture=from_capture, save_capture=save_capture,
                                                  validate=not no_validate, timeout_s=timeout_s), _human)
 
