@@ -246,3 +246,12 @@ def test_on_a_gpu_the_capture_records_the_graph_inputs_and_the_autotuners_choice
     assert cap.arg_names == ["x", "w", "b"] and cap.outputs == ["y"] and cap.return_names == ["y"]
     assert cap.chosen and all(c is not None for c in cap.chosen.values())
     assert len(cap.codes) == 1 and "async_compile.triton(" in cap.codes[0]
+
+
+def test_kernelpilot_check_passes_the_converted_kernel(tmp_path):
+    """The whole check (isolated worker, poisoned outputs, three seeds, roles observed) on the converted file."""
+    from kernelpilot import api
+
+    result = api.check(_small_softmax(tmp_path))
+    assert result.passed, result.summary
+    assert len(result.seeds) == 3

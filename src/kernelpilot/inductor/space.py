@@ -1,8 +1,9 @@
 """The search space of an imported Inductor kernel: its launch parameters as TUNABLES around Inductor's own choice.
 
 Per kernel ``i`` (in the output code's order): ``XBLOCK_i`` (and ``YBLOCK_i``, ``R0_BLOCK_i`` ... for each block
-parameter of its signature), ``num_warps_i``, ``num_stages_i``. Each takes powers of two within ``2**spread`` of
-the config Inductor's autotuner launched (the default), bounded by the numel along that axis (rounded up to a
+parameter of its signature) and ``num_warps_i`` take powers of two within a factor ``2**spread`` of the config
+Inductor's autotuner launched (the default; warps 1 to 32), ``num_stages_i`` takes 1, 2 and Inductor's; blocks are
+bounded by the numel along that axis (rounded up to a
 power of two) and by Inductor's own block limits (``torch._inductor.runtime.hints.TRITON_MAX_BLOCK``: X 4096,
 Y and Z 1024, R0 65536, R1 32768), plus every value of Inductor's own config list within that window. A persistent
 reduction's R0 block is fixed in its body and is no tunable. A constraint keeps each kernel's tile (the product of
