@@ -6,8 +6,8 @@ Inductor's autotuner launched (the default; warps 1 to 32), ``num_stages_i`` tak
 bounded by the numel along that axis (rounded up to a
 power of two) and by Inductor's own block limits (``torch._inductor.runtime.hints.TRITON_MAX_BLOCK``: X 4096,
 Y and Z 1024, R0 65536, R1 32768), plus every value of Inductor's own config list within that window. A persistent
-reduction's R0 block is fixed in its body and is no tunable. A constraint keeps each kernel's tile (the product of
-its block sizes, the fixed ones included) at most four times the default's and at most 2**20 elements (Triton's
+reduction's R0 block is fixed in its body and is no tunable. For a kernel of two or more block sizes (the fixed ones
+included) a constraint keeps its tile (their product) at most four times the default's and at most 2**20 elements (Triton's
 largest tensor, ``TRITON_MAX_TENSOR_NUMEL``).
 """
 
