@@ -25,6 +25,7 @@ from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_s
 from kernelpilot.api_static import inspect, inspect_space, pipeline
 from kernelpilot.api_bundle import bundle_bench, bundle_verify, export
 from kernelpilot.api_verify import VerifyResult, verify
+from kernelpilot.api_inductor import InductorImport, import_inductor
 from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
                                         experience_list, experience_mask, experience_merge, experience_recommend,
                                         experience_search, experience_stats)
@@ -52,6 +53,7 @@ __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench",
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",
             "experience_merge", "experience_export", "experience_import", "experience_mask", "experience_guide"]
 __all__ += ["export", "bundle_verify", "bundle_bench"]
+__all__ += ["import_inductor", "InductorImport"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
 

@@ -26,6 +26,7 @@ search.register(app)
 session.register(app)
 experience.register(app)
 bundle.register(app)
+from kernelpilot.cli import inductor as _inductor; _inductor.register(app)  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -1,0 +1,202 @@
+"""Read Inductor's output code (the Python module torch.compile writes for a graph): its Triton kernels and its host
+code. Pure text and AST work: no torch, no GPU.
+
+Inductor's output module (torch 2.11) defines each Triton kernel as ``NAME = async_compile.triton('NAME', '''...''')``,
+the string a module of its own holding ``@triton_heuristics.<kind>(size_hints=..., triton_meta=...,
+inductor_meta={'grid_type': ...})`` over ``@triton.jit def NAME(...)``; its host code is a ``Runner`` class whose
+``call(self, args)`` allocates buffers and launches ``NAME.run(*args, stream=stream0)`` (or, with CUDA-graph
+partitions, calls ``partition_<i>(args)`` functions that do), and ``call = runner.call``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+
+from kernelpilot.inductor.errors import InductorConvertError, NoTritonKernel
+
+__all__ = ["BLOCK_PARAMS", "GRID_TYPES", "KINDS", "InductorKernel", "ParsedOutput", "parse_output"]
+
+#: Launch parameters Inductor's configs set as constexpr kernel arguments (``triton.Config`` kwargs).
+BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
+#: Grid types whose grid the converted launcher derives (torch/_inductor/runtime/triton_heuristics.py, ``Grid1D``
+#: .. ``Grid3D``: ``ceildiv(xnumel, XBLOCK)`` per axis, the numel itself where the config has no block).
+GRID_TYPES = ("Grid1D", "Grid2D", "Grid3D")
+#: ``triton_heuristics`` decorators the converter reads (templates, split scans, cooperative and combo kernels not).
+KINDS = ("pointwise", "reduction", "persistent_reduction")
+
+_HOST_RENAMES = ((r"\bempty_strided_cuda\(", "_h.empty("), (r"\btorch\.cuda\._DeviceGuard\(", "_h.guard("),
+                 (r"\btorch\.cuda\.set_device\(", "_h.set_device("), (r"\bget_raw_stream\(", "_h.stream("))
+
+
+@dataclass
+class InductorKernel:
+    """One Inductor Triton kernel, as the converter needs it.
+
+    Attributes:
+        name: the kernel's name (Inductor's: ``triton_red_fused__softmax_0``).
+        kind: its ``triton_heuristics`` decorator (one of :data:`KINDS`). grid_type: ``inductor_meta["grid_type"]``.
+        source: ``@triton.jit`` and the ``def`` as Inductor wrote it (the heuristics decorator dropped).
+        params: the arguments ``.run`` passes, in order (the signature less the block parameters).
+        blocks: the block parameters of the signature (of :data:`BLOCK_PARAMS`), set from the config.
+        fixed_blocks: block sizes the body fixes (``R0_BLOCK: tl.constexpr = 1024`` in a persistent reduction).
+        size_hints: ``{"x": numel, "r0_": numel, ...}`` from the decorator. imports: the kernel module's imports.
+    """
+
+    name: str
+    kind: str
+    grid_type: str
+    source: str
+    params: list[str]
+    blocks: list[str]
+    fixed_blocks: dict[str, int]
+    size_hints: dict[str, int]
+    imports: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ParsedOutput:
+    """A parsed output module: its Triton kernels in order of definition, the host code (partitions, ``Runner``,
+    ``runner``/``call``) with its launches routed through ``_h`` (see :func:`parse_output`), the buffer names
+    ``call`` returns (None where it returns an expression), their allocations, and the extern calls seen."""
+
+    kernels: list[InductorKernel]
+    host: str
+    returned: list[str | None]
+    extern_calls: list[str]
+
+
+def _kwarg(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _dict_entry(node: ast.expr | None, key: str) -> ast.expr | None:
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values):
+            if isinstance(k, ast.Constant) and k.value == key:
+                return v
+    return None
+
+
+def _kernel(name: str, module_src: str) -> InductorKernel:
+    """Read one ``async_compile.triton`` source string (raises InductorConvertError on what it cannot read)."""
+    tree = ast.parse(module_src)
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(fns) != 1 or fns[0].name != name:
+        raise InductorConvertError(f"{name}: its source defines {[f.name for f in fns]}, not one function {name}",
+                                   "report the torch version; the converter reads one kernel per source string")
+    fn = fns[0]
+    decos = [ast.unparse(d) for d in fn.decorator_list]
+    heur = [d for d in fn.decorator_list if isinstance(d, ast.Call) and ast.unparse(d.func).startswith("triton_heuristics.")]
+    if "triton.jit" not in decos or len(heur) != 1:
+        raise InductorConvertError(f"{name}: decorators {decos}: expected @triton_heuristics.<kind>(...) over @triton.jit",
+                                   "the converter keeps plain @triton.jit kernels only")
+    kind = ast.unparse(heur[0].func).split(".", 1)[1]
+    if kind not in KINDS:
+        raise InductorConvertError(f"{name}: Inductor kernel kind {kind!r} is not supported (supported: {', '.join(KINDS)})",
+                                   "a template, split-scan, cooperative or combo kernel needs its own launcher")
+    grid = _dict_entry(_kwarg(heur[0], "inductor_meta"), "grid_type")
+    grid_type = ast.literal_eval(grid) if grid is not None else None
+    if grid_type not in GRID_TYPES:
+        raise InductorConvertError(f"{name}: grid type {grid_type!r} is not supported (supported: {', '.join(GRID_TYPES)})",
+                                   "its grid is not ceildiv(numel, block) per axis; convert it by hand")
+    hints = _kwarg(heur[0], "size_hints")
+    size_hints = ast.literal_eval(hints) if hints is not None else {}
+    args = [a.arg for a in fn.args.args]
+    constexpr = {a.arg for a in fn.args.args if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+    unknown = sorted(constexpr - set(BLOCK_PARAMS))
+    if unknown:
+        raise InductorConvertError(f"{name}: constexpr arguments {unknown} are not launch parameters the converter sets",
+                                   "their values come from Inductor's launcher; convert this kernel by hand")
+    fixed: dict[str, int] = {}
+    for node in fn.body:
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in BLOCK_PARAMS
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
+            fixed[node.target.id] = node.value.value
+    lines = module_src.splitlines()
+    body = "\n".join(lines[fn.lineno - 1:fn.end_lineno])
+    imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return InductorKernel(name=name, kind=kind, grid_type=grid_type, source="@triton.jit\n" + body,
+                          params=[a for a in args if a not in BLOCK_PARAMS], blocks=[a for a in args if a in BLOCK_PARAMS],
+                          fixed_blocks=fixed, size_hints={str(k): int(v) for k, v in size_hints.items()}, imports=imports)
+
+
+def _host_nodes(tree: ast.Module) -> list[ast.stmt]:
+    keep: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and re.fullmatch(r"partition_\d+", node.name):
+            keep.append(node)
+        elif isinstance(node, ast.ClassDef) and node.name == "Runner":
+            keep.append(node)
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in ("runner", "call", "recursively_apply_fns")):
+            keep.append(node)
+    return keep
+
+
+def _returned(tree: ast.Module) -> list[str | None]:
+    runner = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Runner"), None)
+    call = next((n for n in (runner.body if runner else []) if isinstance(n, ast.FunctionDef) and n.name == "call"), None)
+    rets = [n for n in ast.walk(call) if isinstance(n, ast.Return)] if call else []
+    if len(rets) != 1 or not isinstance(rets[0].value, ast.Tuple):
+        raise InductorConvertError("the output code's Runner.call has no single `return (...)`",
+                                   "report the torch version; the converter reads torch 2.11's Runner.call")
+    return [e.id if isinstance(e, ast.Name) else None for e in rets[0].value.elts]
+
+
+def parse_output(code: str) -> ParsedOutput:
+    """Parse one Inductor output module.
+
+    Returns:
+        :class:`ParsedOutput`. Its ``host`` is the host code as Inductor wrote it with these changes only: every
+        ``NAME.run(`` of a Triton kernel becomes ``_h.NAME.run(``; ``empty_strided_cuda(``, ``torch.cuda._DeviceGuard(``,
+        ``torch.cuda.set_device(`` and ``get_raw_stream(`` become methods of ``_h``; ``call``, ``Runner.call`` and the
+        ``partition_<i>`` functions take ``_h`` as a last argument and pass it on.
+
+    Raises:
+        NoTritonKernel: the code defines no Triton kernel (the graph went to ``extern_kernels``: cuBLAS, or aten).
+        InductorConvertError: a kernel kind, grid type, compile call or launch the converter does not support, or
+            a ``.run`` whose argument count is not the kernel's.
+    """
+    tree = ast.parse(code)
+    kernels: list[InductorKernel] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        func = ast.unparse(node.value.func)
+        if not func.startswith("async_compile."):
+            continue
+        name = node.targets[0].id if isinstance(node.targets[0], ast.Name) else "?"
+        if func != "async_compile.triton":
+            raise InductorConvertError(f"{name}: compiled with {func}, not a Triton kernel the converter reads",
+                                       "only async_compile.triton kernels are imported")
+        src = node.value.args[1]
+        if not (isinstance(src, ast.Constant) and isinstance(src.value, str)):
+            raise InductorConvertError(f"{name}: its source is not a string literal", "report the torch version")
+        kernels.append(_kernel(name, src.value))
+    extern = re.findall(r"\bextern_kernels\.(\w+)\(", code) + re.findall(r"\btorch\.ops\.aten\.(\w+)\b", code)
+    if not kernels:
+        what = ", ".join(f"extern_kernels.{e}" for e in extern) or "no kernel at all"
+        raise NoTritonKernel(f"torch.compile generated no Triton kernel: the graph runs {what}"
+                             + (" (cuBLAS)" if any(e in ("mm", "addmm", "bmm", "baddbmm") for e in extern) else ""),
+                             "nothing to import: torch.compile's time is a library's (compare against it as is)", extern)
+    nodes = _host_nodes(tree)
+    host = "\n\n".join(ast.get_source_segment(code, n) or "" for n in nodes)
+    by_name = {k.name: k for k in kernels}
+    for call in (n for root in nodes for n in ast.walk(root) if isinstance(n, ast.Call)):
+        f = call.func
+        if isinstance(f, ast.Attribute) and f.attr == "run" and isinstance(f.value, ast.Name) and f.value.id in by_name:
+            k = by_name[f.value.id]
+            if len(call.args) != len(k.params) or any(a.arg != "stream" for a in call.keywords):
+                raise InductorConvertError(f"{k.name}.run passes {len(call.args)} arguments and "
+                                           f"{[a.arg for a in call.keywords]}; the kernel takes {k.params} + stream",
+                                           "report the torch version; the launch cannot be reproduced")
+    for name in by_name:
+        host = re.sub(rf"(?<![\w.]){re.escape(name)}\.run\(", f"_h.{name}.run(", host)
+    for pattern, repl in _HOST_RENAMES:
+        host = re.sub(pattern, repl, host)
+    host = re.sub(r"def call\(self, args\):", "def call(self, args, _h):", host)
+    host = re.sub(r"def (partition_\d+)\(args\):", r"def \1(args, _h):", host)
+    host = re.sub(r"self\.partitions\[(\d+)\]\((\w+)\)", r"self.partitions[\1](\2, _h)", host)
+    return ParsedOutput(kernels=kernels, host=host, returned=_returned(tree), extern_calls=extern)

@@ -1,0 +1,257 @@
+"""The Inductor import (kernelpilot.inductor, api_inductor, `kernelpilot inductor`): torch.compile's output code,
+captured on an H100 (torch 2.11, Triton 3.6; tests/data/inductor/*.json, written by scripts/device-inductor.sh),
+converted into kernel files that the contract loads, with Inductor's launch parameters as TUNABLES."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+from kernelpilot.errors import ContractError
+from kernelpilot.inductor import CapturedCode
+from kernelpilot.inductor.convert import convert_capture
+from kernelpilot.inductor.errors import InductorConvertError, NoTritonKernel
+from kernelpilot.inductor.parse import parse_output
+
+DATA = Path(__file__).resolve().parent / "data" / "inductor"
+
+
+def _capture(name: str, tmp_path: Path | None = None) -> CapturedCode:
+    """A fixture, its original kernel file re-pointed to this checkout's (the capture ran on the device's checkout
+    of the same file; a copy in ``tmp_path`` when given, so a test may change it)."""
+    cap = CapturedCode.model_validate_json((DATA / f"{name}.json").read_text())
+    original = ROOT / cap.kernel_path.split("/work/main/", 1)[1]
+    if tmp_path is not None:
+        original = Path(shutil.copy(original, tmp_path / original.name))
+    cap.kernel_path, cap.kernel_sha256 = str(original), hashlib.sha256(original.read_bytes()).hexdigest()
+    return cap
+
+
+def _write(cap: CapturedCode, path: Path, **kw):
+    conv = convert_capture(cap, path, **kw)
+    path.write_text(conv.text)
+    return conv
+
+
+def _load(path: Path):
+    from kernelpilot.kernels.contract import load_kernel
+
+    return load_kernel(path, interpreted=True)
+
+
+def test_softmax_capture_converts_to_a_kernel_file_the_contract_loads(tmp_path):
+    cap = _capture("softmax-default")
+    _write(cap, tmp_path / "softmax_inductor.py")
+    kf = _load(tmp_path / "softmax_inductor.py")
+    # Inductor's autotuner launched XBLOCK=1, R0_BLOCK=8192, 16 warps, 1 stage: the default; powers of two around it
+    assert kf.default_config == {"XBLOCK_0": 1, "R0_BLOCK_0": 8192, "num_warps_0": 16, "num_stages_0": 1}
+    assert kf.tunables == {"XBLOCK_0": [1, 2], "R0_BLOCK_0": [4096, 8192], "num_warps_0": [8, 16, 32],
+                           "num_stages_0": [1, 2]}
+    assert kf.constraints == ["XBLOCK_0 * R0_BLOCK_0 <= 32768"]
+    assert kf.shape == {"M": 8192, "N": 8192, "dtype": "float32"}
+    assert kf.shape_rules == {"M": "fixed", "N": "fixed", "dtype": "fixed"}
+    # setup and reference are the original file's
+    assert kf.setup.__code__.co_filename == cap.kernel_path
+    assert kf.reference.__code__.co_filename == cap.kernel_path
+    assert kf.module.SOURCE["torch"].startswith("2.11") and kf.module.SOURCE["mode"] == "default"
+
+
+def test_the_kernels_are_module_level_triton_jit_functions_without_inductor_launchers(tmp_path):
+    cap = _capture("liger_rope-default")
+    conv = _write(cap, tmp_path / "rope.py")
+    tree = ast.parse(conv.text)
+    jitted = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+              and [ast.unparse(d) for d in n.decorator_list] == ["triton.jit"]]
+    assert jitted == conv.kernel_names == ["triton_poi_fused_add_cat_mul_neg_slice_unsqueeze_0",
+                                           "triton_poi_fused_add_cat_mul_neg_slice_unsqueeze_1"]
+    assert "triton_heuristics.pointwise" not in conv.text and "async_compile" not in conv.text
+    assert "set_driver_to_gpu" not in conv.text
+    kf = _load(tmp_path / "rope.py")
+    for name in jitted:  # the module's own kernels (InterpretedFunction is what triton.jit gives under the interpreter)
+        assert type(getattr(kf.module, name)).__name__ in ("JITFunction", "InterpretedFunction")
+        assert getattr(kf.module, name).fn.__module__ == kf.module.__name__
+    # two kernels: tunables suffixed by index; each default is what its autotuner launched
+    assert kf.default_config == {"XBLOCK_0": 512, "num_warps_0": 8, "num_stages_0": 1,
+                                 "XBLOCK_1": 1024, "num_warps_1": 4, "num_stages_1": 1}
+    # q and k are read by the compiled call: never handed over as its output buffers (the kernel reads other halves)
+    assert conv.handed_over == {"q": False, "k": False}
+    assert "_h.out(" not in conv.text
+
+
+def test_the_returned_buffer_is_the_declared_output_where_it_can_be(tmp_path):
+    conv = _write(_capture("layer_norm-default"), tmp_path / "ln.py")
+    assert conv.handed_over == {"y": True}
+    assert "buf3 = _h.out(0, (8192, 4096), (4096, 1), torch.bfloat16)" in conv.text
+    # the launch as Inductor wrote it, routed to this file's launcher
+    assert "_h.triton_red_fused_native_layer_norm_0.run(arg0_1, arg1_1, arg2_1, buf3, 8192, 4096, stream=stream0)" \
+        in conv.text
+
+
+def test_cuda_graph_partitions_keep_their_host_code(tmp_path):
+    conv = _write(_capture("softmax-max-autotune"), tmp_path / "sm_ma.py")
+    assert "def partition_0(args, _h):" in conv.text
+    assert "self.partitions[0](partition0_args, _h)" in conv.text
+    kf = _load(tmp_path / "sm_ma.py")
+    assert kf.module.SOURCE["mode"] == "max-autotune"
+    assert kf.module.runner.partitions == [kf.module.partition_0]
+
+
+def test_cublas_only_output_is_a_distinct_error():
+    cap = _capture("matmul-default")
+    with pytest.raises(NoTritonKernel) as info:
+        convert_capture(cap, "/tmp/never.py")
+    assert info.value.extern_calls == ["mm"]
+    assert "cuBLAS" in info.value.message and info.value.hint
+    assert info.value.to_dict()["extern_calls"] == ["mm"]
+
+
+@pytest.mark.parametrize("old,new,what", [("'grid_type': 'Grid1D'", "'grid_type': 'SplitScanGrid'", "SplitScanGrid"),
+                                          ("@triton_heuristics.reduction(", "@triton_heuristics.split_scan(",
+                                           "split_scan")])
+def test_an_unsupported_grid_or_kind_is_refused_by_name(old, new, what):
+    cap = _capture("softmax-default")
+    assert old in cap.codes[0]
+    with pytest.raises(InductorConvertError, match=what):
+        parse_output(cap.codes[0].replace(old, new))
+
+
+def test_a_launch_with_other_arguments_than_the_kernel_takes_is_refused():
+    code = _capture("softmax-default").codes[0]
+    bad = code.replace(".run(arg0_1, buf2, 8192, 8192, stream=stream0)", ".run(arg0_1, buf2, 8192, stream=stream0)")
+    with pytest.raises(InductorConvertError, match="takes"):
+        parse_output(bad)
+
+
+def test_graph_breaks_and_a_host_name_it_does_not_define_are_refused():
+    cap = _capture("softmax-default")
+    with pytest.raises(InductorConvertError, match="2 output modules"):
+        convert_capture(cap.model_copy(update={"codes": cap.codes * 2}), "/tmp/never.py")
+    odd = cap.codes[0].replace("args.clear()", "args.clear()\n        mystery_helper(args)", 1)
+    with pytest.raises(InductorConvertError, match="mystery_helper"):
+        convert_capture(cap.model_copy(update={"codes": [odd]}), "/tmp/never.py")
+
+
+def test_an_original_file_changed_since_capture_is_refused(tmp_path):
+    cap = _capture("softmax-default", tmp_path)
+    _write(cap, tmp_path / "imported.py")
+    _load(tmp_path / "imported.py")  # as captured: loads
+    original = Path(cap.kernel_path)
+    original.write_text(original.read_text().replace("4.0 * torch.randn", "40.0 * torch.randn"))
+    with pytest.raises(ContractError, match="changed since"):
+        _load(tmp_path / "imported.py")
+
+
+def test_spread_zero_keeps_inductors_config_only(tmp_path):
+    conv = _write(_capture("liger_geglu-default"), tmp_path / "geglu.py", spread=0)
+    assert conv.tunables == {"XBLOCK_0": [1024], "num_warps_0": [4], "num_stages_0": [1, 2]}
+    assert conv.constraints == []
+
+
+def test_api_and_cli_from_a_saved_capture(tmp_path):
+    from typer.testing import CliRunner
+
+    from kernelpilot.api_inductor import import_inductor
+    from kernelpilot.cli import app
+
+    cap = _capture("layer_norm-default")
+    saved = tmp_path / "cap.json"
+    saved.write_text(cap.model_dump_json())
+    res = import_inductor(cap.kernel_path, out=tmp_path / "ln.py", from_capture=saved, validate=False)
+    assert res.kernels == ["triton_red_fused_native_layer_norm_0"] and res.n_configs == 2 * 3 * 3 * 2
+    assert res.out_sha256 == hashlib.sha256((tmp_path / "ln.py").read_bytes()).hexdigest()
+    mm = tmp_path / "mm.json"
+    mm.write_text(_capture("matmul-default").model_dump_json())
+    got = CliRunner().invoke(app, ["inductor", str(ROOT / "src/kernelpilot/examples/matmul.py"), "--out",
+                                   str(tmp_path / "mm.py"), "--from-capture", str(mm), "--json"])
+    assert got.exit_code == 1
+    assert json.loads(got.stdout)["error"] == "NoTritonKernel" and not (tmp_path / "mm.py").exists()
+
+
+def test_capture_observes_which_tensor_is_which_graph_input():
+    """Dynamo hands a graph only the tensors it uses, in the order it first meets them: the capture matches them by
+    identity (on the CPU Inductor writes C++, but the order is Dynamo's, the same for CUDA)."""
+    import torch
+
+    from kernelpilot.inductor.capture import capture_reference
+
+    def reference(a, b, c, scale, **_):
+        return torch.nn.functional.gelu(b, approximate="tanh") * a * scale
+
+    inputs = {"a": torch.randn(4, 8), "b": torch.randn(4, 8), "c": torch.empty(4, 8), "scale": 2.0}
+    codes, order, result = capture_reference(reference, inputs, "default")
+    assert order == ["b", "a"]  # c (unused) dropped, b met first
+    assert len(codes) == 1 and "def call" in codes[0]
+    assert torch.allclose(result, reference(**inputs), atol=1e-5)
+
+
+def _small_softmax(tmp_path: Path, n: int = 64) -> Path:
+    """The softmax capture with its sizes rewritten from 8192 to ``n`` (M = N = 8192 is the only number 8192 in it:
+    xnumel, r0_numel, the row stride, the asserted size and stride, the buffer, the launch's numels), so the
+    interpreter runs Inductor's body in seconds: 8192 rows take it about 20 minutes."""
+    cap = _capture("softmax-default")
+    chosen = {k: {**v, "kwargs": {"XBLOCK": 1, "R0_BLOCK": n}} for k, v in cap.chosen.items()}
+    cap = cap.model_copy(update={"codes": [cap.codes[0].replace("8192", str(n))], "chosen": chosen,
+                                 "shape": {"M": n, "N": n, "dtype": "float32"}, "constants": {"M": n, "N": n}})
+    _write(cap, tmp_path / "softmax_small.py")
+    return tmp_path / "softmax_small.py"
+
+
+@pytest.mark.parametrize("blocks", [{"XBLOCK_0": 1, "R0_BLOCK_0": 64}, {"XBLOCK_0": 2, "R0_BLOCK_0": 32}])
+def test_the_interpreter_runs_inductors_softmax_body_at_a_config(tmp_path, blocks):
+    """Under TRITON_INTERPRET=1 (tests/conftest.py) Inductor's body runs on CPU tensors (triton_helpers'
+    online softmax, libdevice.exp): one tile per row, and two rows per program over two column tiles."""
+    import torch
+
+    from kernelpilot.kernels.case import make_case
+
+    kf = _load(_small_softmax(tmp_path))
+    case = make_case(kf, kf.shape, 0, "cpu")
+    y = case.inputs["y"]
+    y.fill_(float("nan"))
+    kf.run_kernel(**case.inputs, **{**kf.default_config, **blocks})
+    assert torch.allclose(y, torch.softmax(case.inputs["x"], -1), atol=1e-6, rtol=1e-5)
+    with pytest.raises(ValueError, match="compiled for"):  # the specialization is checked, not assumed
+        kf.run_kernel(**{**case.inputs, "N": 32}, **kf.default_config)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_converted_softmax_matches_the_reference_at_its_shape(tmp_path):
+    import torch
+
+    from kernelpilot.kernels.case import make_case
+    from kernelpilot.kernels.contract import load_kernel
+
+    _write(_capture("softmax-default"), tmp_path / "sm.py")
+    kf = load_kernel(tmp_path / "sm.py")
+    case = make_case(kf, kf.shape, 0, "cuda")
+    y = case.inputs["y"]
+    y.fill_(float("nan"))
+    for cfg in ({}, {"XBLOCK_0": 2, "R0_BLOCK_0": 4096, "num_warps_0": 8}):
+        kf.run_kernel(**case.inputs, **{**kf.default_config, **cfg})
+        assert torch.allclose(y, torch.softmax(case.inputs["x"], -1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_capture_records_the_graph_inputs_and_the_autotuners_choice():
+    from kernelpilot.inductor import capture_kernel
+
+    cap = capture_kernel(ROOT / "src/kernelpilot/examples/layer_norm.py", shape={"M": 64, "N": 256})
+    assert cap.arg_names == ["x", "w", "b"] and cap.outputs == ["y"] and cap.return_names == ["y"]
+    assert cap.chosen and all(c is not None for c in cap.chosen.values())
+    assert len(cap.codes) == 1 and "async_compile.triton(" in cap.codes[0]
+
+
+def test_kernelpilot_check_passes_the_converted_kernel(tmp_path):
+    """The whole check (isolated worker, poisoned outputs, three seeds, roles observed) on the converted file."""
+    from kernelpilot import api
+
+    result = api.check(_small_softmax(tmp_path))
+    assert result.passed, result.summary
+    assert len(result.seeds) == 3
