@@ -14,10 +14,13 @@ version number and no commit of its own: it is one line of ``skipped.jsonl``
 search seconds), appended as it comes and committed with the next version's commit (or the final one). The
 recorder keeps the sha256 of every byte it appended: a table changed by anyone else is not committed.
 
-A version's records are compact JSON (one line, fields at their defaults left out): the run of 1,000 versions the
-issue asks for stays under 10 MB (``benchmarks/records_size.py`` measures it). :meth:`RunFolderRecorder.finish`
-packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl`` and ``skipped.jsonl``, stored
-whole as loose objects, become deltas).
+A version's samples are kept once: in ``timing.json`` when the worker wrote one (outcome.json then holds none),
+else in ``outcome.json``. A version's records are compact JSON (one line, fields at their defaults left out): a run
+of 1,000 versions stays under the 10 MB issue 25 asks for (``benchmarks/records_size.py`` measures it).
+:meth:`RunFolderRecorder.finish` packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl``
+and ``skipped.jsonl``, stored whole as loose objects, become deltas) and leaves ``report.html`` out of git: a page
+of several MB (plotly inline) rebuilt from the records by ``kernelpilot report`` and never compared with git
+(:data:`kernelpilot.app.validate.DERIVED`), like a session's.
 
 Each commit stages only what this command wrote (the write journal of :mod:`kernelpilot.records.seal`: a
 version's folder contributes the files the recorder and the evidence wrote, and ``profile.ncu-rep``, which ncu wrote
@@ -190,7 +193,7 @@ class RunFolderRecorder:
                                                                    self.metrics_of[parent.key], self.metrics_of[ev.key])})
         # the record phase: writing this version's files (its git commit comes after, outside the record it commits)
         ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}, "commit": None})
-        write_json(vdir / "outcome.json", ev, compact=True)
+        write_json(vdir / "outcome.json", _stored(ev), compact=True)
         if self.history is not None:
             speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
                      and ev.parent is not None else "")
@@ -198,7 +201,7 @@ class RunFolderRecorder:
             status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
             ev = ev.model_copy(update={"commit": self.history.commit(
                 [vdir, *self.pending, *self._table(), *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
-            write_json(vdir / "outcome.json", ev, compact=True)  # with its commit id: committed with the next commit
+            write_json(vdir / "outcome.json", _stored(ev), compact=True)  # with its commit id: committed next
             self.pending = [vdir / "outcome.json"]
         return ev
 
@@ -224,9 +227,31 @@ class RunFolderRecorder:
             self._table()
             self.history.commit([self.ws.root], f"record: final report, benchmark; {len(versions)} versions "
                                 f"({len(versions) - len(rejected)} baseline/accepted, {len(rejected)} "
-                                f"rejected/failed); {skipped} configs skipped without a run")
+                                f"rejected/failed); {skipped} configs skipped without a run",
+                                leave_out=frozenset({"report.html"}))
             self.pending = []
+            _exclude(self.history, "report.html")
             pack(self.history)
+
+
+def _stored(ev: Evaluation) -> Evaluation:
+    """``ev`` as its outcome.json holds it: without ``samples_ns`` when the version's ``timing.json`` holds the same
+    samples (one copy per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from there)."""
+    timing = (ev.records or {}).get("timing") or {}
+    if ev.samples_ns and timing.get("samples_ns") == ev.samples_ns:
+        return ev.model_copy(update={"samples_ns": []})
+    return ev
+
+
+def _exclude(history: RunHistory, rel: str) -> None:
+    """Name ``rel`` in the run's ``.git/info/exclude`` so ``git status`` does not list a report kept out of git
+    (``kernelpilot report`` compares every file by hashing, whatever git ignores). Raises nothing."""
+    path = Path(history.repo.git_dir) / "info" / "exclude"
+    with contextlib.suppress(OSError):
+        text = path.read_text() if path.is_file() else ""
+        if f"/{rel}" not in text.splitlines():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + f"/{rel}\n")
 
 
 def pack(history: RunHistory) -> None:

@@ -15,8 +15,8 @@ What is kept, what is redone:
 * the configs answered without a run (``skipped.jsonl``) are read back and put between the versions by their
   ``seq`` (:func:`evaluation_order`): the evaluator's memory is rebuilt in the order the search made it; rows after
   the version in flight (none, normally) are dropped;
-* the strategy starts again from the beginning with the kept versions and skipped rows as its answers: deterministic given its
-  answers, it walks the same path back to where the run stopped, then goes on.
+* the strategy starts again from the beginning with the kept versions and skipped rows as its answers:
+  deterministic given its answers, it walks the same path back to where the run stopped, then goes on.
 
 The run's own options come from run.json (the kernel — its original path when its bytes still hash to the recorded
 ``source_sha256``, else the copy in the run folder —, shape, strategy, seed, budget, caps, constraints); ``--timeout-s``,
@@ -80,6 +80,20 @@ def _tracked(history: Any, rel: str) -> list[str]:
     return [line for line in history.repo.git.ls_files("--", rel).splitlines() if line]
 
 
+def _with_samples(vdir: Path, ev: Evaluation) -> Evaluation:
+    """``ev`` with the samples its outcome.json leaves to ``timing.json`` (the recorder keeps one copy), when that
+    file can be read; else ``ev`` as read."""
+    path = vdir / "timing.json"
+    if ev.samples_ns or ev.duration_ns is None or not path.is_file():
+        return ev
+    try:
+        timing = json.loads(path.read_text())
+        samples = [float(x) for x in timing["samples_ns"]]
+    except (ValueError, KeyError, TypeError, OSError):
+        return ev
+    return ev.model_copy(update={"samples_ns": samples})
+
+
 def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluation], list[int]]:
     """The versions to keep and the ones removed to be redone (see the module docstring).
 
@@ -103,7 +117,7 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
             break
         if ev.index != i or ev.config != cfg.config:
             break
-        kept.append(ev)
+        kept.append(_with_samples(vdir, ev))
     redo = [i for i in indices if i >= len(kept)]
     for i in redo:
         tracked = _tracked(history, f"v{i}")
@@ -120,7 +134,8 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
 def evaluation_order(ws: Workspace, kept: list[Evaluation]) -> list[Evaluation]:
     """The kept versions and the skipped rows of ``skipped.jsonl`` in evaluation order (``seq`` 0, 1, ... without a
     gap); ``skipped.jsonl`` is rewritten with the rows kept (those before the first missing ``seq``: the version in
-    flight), rows appended after the last commit included, like the kept versions. A run whose versions carry no ``seq`` (recorded before the table existed) gets ``kept`` as it is.
+    flight), rows appended after the last commit included, like the kept versions. A run whose versions carry no
+    ``seq`` (recorded before the table existed) gets ``kept`` as it is.
 
     Raises:
         RunFolderError: a row of ``skipped.jsonl`` is not valid, or a kept version comes after a missing ``seq``
@@ -231,8 +246,8 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
                                                                ws.root / SKIPPED_FILE]
         history.commit(records, f"resume: {len(kept)} versions kept" +
                        (f", v{redone[0]} redone" if redone else "") + f" (the last session stopped: {why})")
-    log(f"resuming {ws.root}: {len(kept)} versions and {len(prior) - len(kept)} skipped configs kept"
-        + (f", v{redone[0]} redone" if redone else "")
+    log(f"resuming {ws.root}: {len(kept)} versions kept" + (f", v{redone[0]} redone" if redone else "")
+        + (f", {len(prior) - len(kept)} skipped configs read back" if len(prior) > len(kept) else "")
         + f"; {info.search_spent_s:.1f} s of the {info.budget_s or 0:.0f} s search budget spent")
     env_path = ws.root / "env.json"
     env = EnvInfo.model_validate_json(env_path.read_text()) if env_path.is_file() else None

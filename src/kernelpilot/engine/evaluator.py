@@ -386,8 +386,8 @@ class Evaluator:
         origin = next((e for e in ([inc] if inc is not None else []) + self.versions if e.key == before), None)
         if origin is not None:
             return origin, cand.move
-        base = min(self.versions, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()), e is not inc,
-                                              e.objective))
+        base = min(self.versions, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()),
+                                                 e is not inc, e.objective))
         move = Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
         fields = ("tunable", "old", "new", "direction")  # the strategy's reasons, the configs' difference
         return base, move if cand.move is None else cand.move.model_copy(update={k: getattr(move, k) for k in fields})
