@@ -80,18 +80,23 @@ def _tracked(history: Any, rel: str) -> list[str]:
     return [line for line in history.repo.git.ls_files("--", rel).splitlines() if line]
 
 
-def _with_samples(vdir: Path, ev: Evaluation) -> Evaluation:
-    """``ev`` with the samples its outcome.json leaves to ``timing.json`` (the recorder keeps one copy), when that
-    file can be read; else ``ev`` as read."""
-    path = vdir / "timing.json"
-    if ev.samples_ns or ev.duration_ns is None or not path.is_file():
-        return ev
+def _restored(vdir: Path, ev: Evaluation) -> Evaluation:
+    """``ev`` with what its outcome.json leaves to other files of the version (the recorder keeps one copy of
+    each): the samples in ``timing.json``, the bottleneck card in ``verdict.json``, each when the file can be read;
+    else ``ev`` as read."""
+    update: dict[str, Any] = {}
     try:
-        timing = json.loads(path.read_text())
-        samples = [float(x) for x in timing["samples_ns"]]
+        if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
+            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
     except (ValueError, KeyError, TypeError, OSError):
-        return ev
-    return ev.model_copy(update={"samples_ns": samples})
+        pass
+    try:
+        if ev.card is None and (vdir / "verdict.json").is_file():
+            card = json.loads((vdir / "verdict.json").read_text())
+            update["card"] = card if isinstance(card, dict) else None
+    except (ValueError, OSError):
+        pass
+    return ev.model_copy(update=update) if update else ev
 
 
 def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluation], list[int]]:
@@ -117,7 +122,7 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
             break
         if ev.index != i or ev.config != cfg.config:
             break
-        kept.append(_with_samples(vdir, ev))
+        kept.append(_restored(vdir, ev))
     redo = [i for i in indices if i >= len(kept)]
     for i in redo:
         tracked = _tracked(history, f"v{i}")
@@ -186,7 +191,8 @@ def _metrics_of(ws: Workspace, kept: list[Evaluation]) -> dict[str, Any]:
 def _finished(ws: Workspace, info: RunInfo, log: Log) -> OptimizeResult:
     """The records of a finished run, as :func:`kernelpilot.app.optimize.optimize` returned them."""
     log(f"{ws.root} finished at {info.finished_utc}: nothing to resume (`kernelpilot report {ws.root}` validates it)")
-    versions = [read_record(ws.root / f"v{i}" / "outcome.json", lambda t: outcome_from_json(json.loads(t)))
+    versions = [_restored(ws.root / f"v{i}", read_record(ws.root / f"v{i}" / "outcome.json",
+                                                        lambda t: outcome_from_json(json.loads(t))))
                 for i in ws.version_indices()]
     return OptimizeResult(out=ws.root, run=info, versions=versions)
 
