@@ -15,7 +15,7 @@ search seconds), appended as it comes and committed with the next version's comm
 recorder keeps the sha256 of every byte it appended: a table changed by anyone else is not committed.
 
 A version's samples are kept once: in ``timing.json`` when the worker wrote one (outcome.json then holds none),
-else in ``outcome.json``; its bottleneck card only in ``verdict.json``. A version's records are compact JSON (one line, fields at their defaults left out): a run
+else in ``outcome.json``; its bottleneck card only in ``verdict.json``. A version's records are compact JSON (one line, no indentation): a run
 of 1,000 versions stays under the 10 MB issue 25 asks for (``benchmarks/records_size.py`` measures it).
 :meth:`RunFolderRecorder.finish` packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl``
 and ``skipped.jsonl``, stored whole as loose objects, become deltas) and leaves ``report.html`` out of git: a page

@@ -36,7 +36,8 @@ from typing import Any
 from kernelpilot.app.session import Log, OptimizeResult, Session, drive, now_utc
 from kernelpilot.errors import RunFolderError
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.records.models import SKIPPED_FILE, RunInfo, VersionConfig, outcome_from_json, read_skipped
+from kernelpilot.records.models import (SKIPPED_FILE, RunInfo, VersionConfig, outcome_from_json, read_skipped,
+                                        restored)
 from kernelpilot.records.workspace import Workspace, read_json, read_record, write_json, write_text
 
 __all__ = ["complete_versions", "evaluation_order", "resume"]
@@ -80,25 +81,6 @@ def _tracked(history: Any, rel: str) -> list[str]:
     return [line for line in history.repo.git.ls_files("--", rel).splitlines() if line]
 
 
-def _restored(vdir: Path, ev: Evaluation) -> Evaluation:
-    """``ev`` with what its outcome.json leaves to other files of the version (the recorder keeps one copy of
-    each): the samples in ``timing.json``, the bottleneck card in ``verdict.json``, each when the file can be read;
-    else ``ev`` as read."""
-    update: dict[str, Any] = {}
-    try:
-        if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
-            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
-    except (ValueError, KeyError, TypeError, OSError):
-        pass
-    try:
-        if ev.card is None and (vdir / "verdict.json").is_file():
-            card = json.loads((vdir / "verdict.json").read_text())
-            update["card"] = card if isinstance(card, dict) else None
-    except (ValueError, OSError):
-        pass
-    return ev.model_copy(update=update) if update else ev
-
-
 def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluation], list[int]]:
     """The versions to keep and the ones removed to be redone (see the module docstring).
 
@@ -122,7 +104,7 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
             break
         if ev.index != i or ev.config != cfg.config:
             break
-        kept.append(_restored(vdir, ev))
+        kept.append(restored(vdir, ev))
     redo = [i for i in indices if i >= len(kept)]
     for i in redo:
         tracked = _tracked(history, f"v{i}")
@@ -191,7 +173,7 @@ def _metrics_of(ws: Workspace, kept: list[Evaluation]) -> dict[str, Any]:
 def _finished(ws: Workspace, info: RunInfo, log: Log) -> OptimizeResult:
     """The records of a finished run, as :func:`kernelpilot.app.optimize.optimize` returned them."""
     log(f"{ws.root} finished at {info.finished_utc}: nothing to resume (`kernelpilot report {ws.root}` validates it)")
-    versions = [_restored(ws.root / f"v{i}", read_record(ws.root / f"v{i}" / "outcome.json",
+    versions = [restored(ws.root / f"v{i}", read_record(ws.root / f"v{i}" / "outcome.json",
                                                         lambda t: outcome_from_json(json.loads(t))))
                 for i in ws.version_indices()]
     return OptimizeResult(out=ws.root, run=info, versions=versions)

@@ -136,7 +136,8 @@ def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], fi
 
 
 def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
-    """Read and cross-check version ``i``; returns its outcome or None."""
+    """Read and cross-check version ``i``; returns its outcome (with the samples and card its folder keeps in
+    ``timing.json`` and ``verdict.json``: :func:`kernelpilot.records.models.restored`) or None."""
     v = f"v{i}"
     files = {name: _read(run, f"{v}/{name}", problems, tracked)
              for name in ("config.json", "outcome.json", "correctness.json", "timing.json", "verdict.json",
@@ -172,7 +173,9 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
             problems.append(Problem(file=f"{v}/outcome.json", problem=(
                 f"duration_ns {out.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
                 f"({timing.median_ns:.6g} ns)"), fix=fix))
-    return out
+    from kernelpilot.records.models import restored
+
+    return restored(run / v, out)
 
 
 def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any) -> list[Problem]:

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -166,6 +168,25 @@ def read_skipped(text: str) -> tuple[list[SkippedRow], list[str]]:
             continue
         rows.append(row)
     return rows, bad
+
+
+def restored(vdir: Path, ev: Evaluation) -> Evaluation:
+    """A version's outcome ``ev`` (read from ``vdir/outcome.json``) with what that file leaves to the version's other
+    files (:mod:`kernelpilot.app.recorder` keeps one copy of each): the samples in ``timing.json``, the bottleneck
+    card in ``verdict.json``, each when the file can be read; else ``ev`` as read. Raises nothing."""
+    update: dict[str, Any] = {}
+    try:
+        if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
+            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
+    except (ValueError, KeyError, TypeError, OSError):
+        pass
+    try:
+        if ev.card is None and (vdir / "verdict.json").is_file():
+            card = json.loads((vdir / "verdict.json").read_text())
+            update["card"] = card if isinstance(card, dict) else None
+    except (ValueError, OSError):
+        pass
+    return ev.model_copy(update=update) if update else ev
 
 
 #: outcome.json's ``status`` before the one-record change -> the Evaluation fields it implies.
