@@ -240,6 +240,9 @@ def _read_optimize(root: Path) -> PageData:
         entry.card = card if isinstance(card, dict) else entry.card
         entries.append(entry)
     listed, summary = _listed(root, list(versions.values()))
+    for entry in entries:  # an entry not listed is a point of the charts: its hover text says what it was, in short
+        if entry.label not in listed:
+            entry.decision, entry.hypothesis, entry.card = "", "", None
     roof = _roofline(root)
     baselines = dict(info.baselines_ns) if measured else {}
     where = ("timed before the search on this GPU (baselines.json)" if info.mode == "cuda" else
