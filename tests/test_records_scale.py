@@ -123,6 +123,7 @@ def test_a_run_over_a_large_pruned_space_writes_one_folder_per_measured_config(t
     table = [line for line in text.splitlines() if line.startswith("| v")]
     assert len(table) < len(measured) and len(table) <= TOP_N + sum(1 for e in measured if e.accepted) + 2
     assert "more versions not listed" in text and "## Skipped without a run" in text
+    assert "is not on record" not in text  # a listed version's change is computed from its parent, listed or not
     assert f"pruned × {pruned}" in text and f"invalid_config × {invalid}" in text
 
 

@@ -28,16 +28,18 @@ def _why(v: Evaluation) -> str:
     return (v.decision or v.message or "").replace("|", "/").replace("\n", " ")
 
 
-def versions_table(info: RunInfo, versions: list[Evaluation]) -> str:
-    """The Markdown versions table: status, median and IQR (each in the unit that fits it; the median the decision
-    used), % of roofline, the card's class, speedup vs the first correct version (``—`` for a failed version and
-    the first itself)."""
+def versions_table(info: RunInfo, versions: list[Evaluation], every: list[Evaluation] | None = None) -> str:
+    """The Markdown versions table of ``versions``: status, median and IQR (each in the unit that fits it; the median
+    the decision used), % of roofline, the card's class, speedup vs the first correct version (``—`` for a failed
+    version and the first itself). ``every``: the run's versions, where parents are looked up for the change column
+    (None: ``versions``)."""
+    lookup = versions if every is None else every
     rows = ["| version | change | status | median | IQR | % of roofline | verdict | speedup vs first |",
             "|---|---|---|---|---|---|---|---|"]
     for v in versions:
         pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
         status = v.version_status + ("" if v.ok or v.status == "ok" else f" ({v.status})")
-        rows.append(f"| v{v.index} | {_change(v, versions)} | {status} | {format_duration_ns(v.duration_ns)} | "
+        rows.append(f"| v{v.index} | {_change(v, lookup)} | {status} | {format_duration_ns(v.duration_ns)} | "
                     f"{format_duration_ns(v.iqr_ns)} | {pct} | {v.bound or '—'} | "
                     f"{format_ratio(v.speedup_vs_first, decimals=3, suffix='x')} |")
     return "\n".join(rows)
@@ -165,7 +167,7 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
     shown = shown_versions(versions)
     head = (f"{len(versions)} versions (one per measured config); listed: v0, every incumbent, the {TOP_N} fastest "
             "correct ones and the last." if len(shown) < len(versions) else f"{len(versions)} versions.")
-    out += ["## Versions", "", head, "", versions_table(info, shown), "", *rest_summary(versions, shown)]
+    out += ["## Versions", "", head, "", versions_table(info, shown, versions), "", *rest_summary(versions, shown)]
     skip_lines = skipped_summary(skipped)
     out += (["", "## Skipped without a run", "", *skip_lines] if skip_lines else [])
     out += ["", f"Stopped: {info.stop_reason}.", ""]
