@@ -6,7 +6,7 @@ config with the :class:`~kernelpilot.records.evaluation.Move` that produced it).
 
 1. answers a config it has already answered from its memory (no config runs twice);
 2. checks the stop rules (:class:`StopRule`: the target met, the version cap) and the :class:`Budget`, raising
-   :class:`BudgetExhausted` when the search must end — before any new work;
+   :class:`~kernelpilot.search.model.BudgetExhausted` when the search must end — before any new work;
 3. answers ``invalid_config`` (outside the space) and ``pruned`` (the :class:`Pruner`'s static verdict) without a
    GPU;
 4. otherwise takes the answer measured ahead (a parallel batch), else the cache's, else the runner's (an isolated
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.progress import ProgressLine, Step
 from kernelpilot.records.evaluation import Candidate, Evaluation, Move, config_key
-from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
-from kernelpilot.search.model import Budget, BudgetExhausted
+from kernelpilot.search.model import Budget
 
 if TYPE_CHECKING:
     from kernelpilot.engine.runner import Runner
@@ -103,7 +103,7 @@ class Evaluator:
         budget: evaluations and/or seconds (only new evaluations count).
         pruner: static pruning (None: every valid config is measured).
         evidence: bottleneck cards for new incumbents (None: no card).
-        recorder: per-evaluation records (None: none).
+        recorder: the records: a version per measured config, a row per skipped one (None: none).
         stop: stop rules checked before every new evaluation.
         roofline: for ``pct_of_roofline`` (None: not computed).
         ab_samples: interleaved samples per side for a replacement decision (0: decide on stored samples).
