@@ -113,7 +113,7 @@ def test_an_edit_hidden_from_git_status_is_named(copy) -> None:
     _faster(run / "v1" / "timing.json", "median_ns")  # samples and median 5x faster: consistent in themselves
     outcome = json.loads((run / "v1" / "outcome.json").read_text())
     outcome["duration_ns"] /= 5.0
-    outcome["samples_ns"] = [s / 5.0 for s in outcome["samples_ns"]]
+    outcome["samples_ns"] = [s / 5.0 for s in outcome.get("samples_ns", [])]  # kept in timing.json when written there
     (run / "v1" / "outcome.json").write_text(json.dumps(outcome, indent=2) + "\n")
     assert git(run, "status", "--porcelain") == ""  # git status sees nothing
     found = _problems(run)
@@ -127,7 +127,8 @@ def test_skip_worktree_and_an_excluded_file_are_named(copy) -> None:
     git(run, "update-index", "--skip-worktree", "v2/timing.json")
     _faster(run / "v2" / "timing.json", "median_ns")
     (run / ".git" / "info").mkdir(exist_ok=True)
-    (run / ".git" / "info" / "exclude").write_text("extra.json\n")
+    with open(run / ".git" / "info" / "exclude", "a") as f:  # optimize names its report.html there already
+        f.write("extra.json\n")
     (run / "extra.json").write_text("{}\n")
     (run / "v0" / "correctness.json").unlink()
     git(run, "update-index", "--assume-unchanged", "v0/correctness.json")

@@ -8,6 +8,20 @@ worker's full records, when it got that far), ``verdict.json`` (the card, when o
 as soon as it is decided — accepted, rejected or failed — together with ``run.json`` (the search seconds spent), so
 a killed run loses at most the version in flight (``optimize --resume`` redoes it).
 
+A config answered without a run (``invalid_config``, ``pruned``, a compile-ahead failure) gets no folder, no
+version number and no commit of its own: it is one line of ``skipped.jsonl``
+(:class:`~kernelpilot.records.models.SkippedRow`: its ``seq`` in the evaluation order, config, status, reason,
+search seconds), appended as it comes and committed with the next version's commit (or the final one). The
+recorder keeps the sha256 of every byte it appended: a table changed by anyone else is not committed.
+
+A version's samples are kept once: in ``timing.json`` when the worker wrote one (outcome.json then holds none),
+else in ``outcome.json``; its bottleneck card only in ``verdict.json``. A version's records are compact JSON (one line, no indentation): a run
+of 1,000 versions stays under the 10 MB issue 25 asks for (``benchmarks/records_size.py`` measures it).
+:meth:`RunFolderRecorder.finish` packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl``
+and ``skipped.jsonl``, stored whole as loose objects, become deltas) and leaves ``report.html`` out of git: a page
+of several MB (plotly inline) rebuilt from the records by ``kernelpilot report`` and never compared with git
+(:data:`kernelpilot.app.validate.DERIVED`), like a session's.
+
 Each commit stages only what this command wrote (the write journal of :mod:`kernelpilot.records.seal`: a
 version's folder contributes the files the recorder and the evidence wrote, and ``profile.ncu-rep``, which ncu wrote
 at the recorder's request) and is sealed: ``seals.jsonl`` holds the sha256 of every file it commits
@@ -24,6 +38,7 @@ field naming that very commit (:mod:`kernelpilot.app.validate` checks it). Every
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +47,8 @@ from typing import Any
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.history import RunHistory
-from kernelpilot.records.models import VersionConfig
-from kernelpilot.records.seal import note_written
+from kernelpilot.records.models import SKIPPED_FILE, SkippedRow, VersionConfig
+from kernelpilot.records.seal import note_written, sha256_file
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.report.hypothesis import render_hypothesis
 
@@ -82,6 +97,32 @@ class RunFolderRecorder:
         self.on_commit: Callable[[], list[Path]] = lambda: []
         #: files written after the last commit (the last version's outcome.json with its commit id)
         self.pending: list[Path] = self._adopt_commit_ids()
+        self.table = ws.root / SKIPPED_FILE
+        #: sha256 of every byte of skipped.jsonl this process holds as its own (a resumed run's kept rows included)
+        self._table_hash = hashlib.sha256(self.table.read_bytes() if self.table.is_file() else b"")
+        self._table_rows = 0
+
+    def skipped(self, ev: Evaluation) -> Evaluation:
+        """Append the row of a config answered without a run to ``skipped.jsonl`` (committed with the next
+        commit); returns ``ev`` unchanged."""
+        data = SkippedRow.of(ev, self.elapsed_s()).line().encode()
+        with self._held():
+            with open(self.table, "ab") as f:
+                f.write(data)
+            self._table_hash.update(data)
+            self._table_rows += 1
+        return ev
+
+    def _table(self) -> list[Path]:
+        """``skipped.jsonl`` to commit when it holds exactly what this process wrote (then noted in the write
+        journal), else nothing: a table edited by someone else stays out of the commit and ``report`` names it."""
+        if not self.table.is_file() or self._table_rows == 0:
+            return []
+        if sha256_file(self.table) != self._table_hash.hexdigest():
+            self.log(f"{self.table} was changed by another writer: not committed")
+            return []
+        note_written(self.table)
+        return [self.table]
 
     def _adopt_commit_ids(self) -> list[Path]:
         """The outcome.json files a killed earlier process rewrote with their commit id and did not commit (a
@@ -113,7 +154,7 @@ class RunFolderRecorder:
             write_json(vdir / "config.json", VersionConfig(
                 config=config, move=move, parent=parent.index if parent else None,
                 incumbent=incumbent.index if incumbent else None, strategy=self.strategy, source_sha256=self.sha,
-                shape=self.shape, search_elapsed_s=self.elapsed_s()))
+                shape=self.shape, search_elapsed_s=self.elapsed_s()), compact=True)
             write_text(vdir / "hypothesis.md",
                        render_hypothesis(index, config, move, parent, self.roofline, incumbent))
         self.log(f"v{index}: {change_label(parent.config if parent else None, config)} — checking")
@@ -122,7 +163,7 @@ class RunFolderRecorder:
         """``metrics.json`` of a profiled version (the ncu evidence calls this)."""
         if ev.index is not None:
             write_json(self.ws.version_dir(ev.index) / "metrics.json",
-                       {"main_kernel": metrics.model_dump(), "all_kernels": kernel_names})
+                       {"main_kernel": metrics.model_dump(), "all_kernels": kernel_names}, compact=True)
 
     def report_path(self, ev: Evaluation) -> Path:
         """Where a version's ncu report goes."""
@@ -139,11 +180,11 @@ class RunFolderRecorder:
         vdir = self.ws.version_dir(ev.index)
         records = ev.records or {}
         if records.get("correctness") is not None:
-            write_json(vdir / "correctness.json", records["correctness"])
+            write_json(vdir / "correctness.json", records["correctness"], compact=True)
         if records.get("timing") is not None:
-            write_json(vdir / "timing.json", records["timing"])
+            write_json(vdir / "timing.json", records["timing"], compact=True)
         if ev.card:
-            write_json(vdir / "verdict.json", ev.card)
+            write_json(vdir / "verdict.json", ev.card, compact=True)
         if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
             note_written(vdir / "profile.ncu-rep")
         parent = self._parents.get(ev.index)
@@ -152,31 +193,73 @@ class RunFolderRecorder:
                                                                    self.metrics_of[parent.key], self.metrics_of[ev.key])})
         # the record phase: writing this version's files (its git commit comes after, outside the record it commits)
         ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}, "commit": None})
-        write_json(vdir / "outcome.json", ev)
+        write_json(vdir / "outcome.json", _stored(ev), compact=True)
         if self.history is not None:
             speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
                      and ev.parent is not None else "")
             what = change_label(parent.config if parent is not None else None, ev.config)
             status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
             ev = ev.model_copy(update={"commit": self.history.commit(
-                [vdir, *self.pending, *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
-            write_json(vdir / "outcome.json", ev)  # with its commit id: committed with the next commit
+                [vdir, *self.pending, *self._table(), *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
+            write_json(vdir / "outcome.json", _stored(ev), compact=True)  # with its commit id: committed next
             self.pending = [vdir / "outcome.json"]
         return ev
 
     def describe(self, ev: Evaluation) -> str:
-        """How the evaluator's progress line names a decided version: ``v3: rejected (ok) 81.40 µs`` (the
-        evaluator adds the progress counts, the best time, the ETA and the decision)."""
+        """How the evaluator's progress line names a decided version: ``v3: rejected (ok) 81.40 µs``, a skipped
+        config ``skipped (pruned) {config}`` (the evaluator adds the progress counts, the best time, the ETA and the
+        decision or reason)."""
+        if ev.index is None:
+            return f"skipped ({ev.status}) {ev.key}"
         return (f"v{ev.index}: {ev.version_status} ({ev.status})"
                 + (f" {format_duration_ns(ev.duration_ns)}" if ev.duration_ns else ""))
 
     def finish(self, versions: list[Evaluation]) -> None:
-        """Commit everything left: the reports, the run's final state, the last version's commit id."""
+        """Commit everything left: the reports, the run's final state, the last version's commit id, the skipped
+        rows not committed yet; then pack the git objects. ``versions``: the evaluations of the run (skipped ones,
+        ``index`` None, are counted apart)."""
         if self.history is None:
             return
         with self._held():
+            skipped = (self.table.read_bytes().count(b"\n") if self.table.is_file() else 0)
+            versions = [v for v in versions if v.index is not None]
             rejected = [v for v in versions if v.version_status in ("rejected", "failed")]
+            self._table()
             self.history.commit([self.ws.root], f"record: final report, benchmark; {len(versions)} versions "
                                 f"({len(versions) - len(rejected)} baseline/accepted, {len(rejected)} "
-                                "rejected/failed)")
+                                f"rejected/failed); {skipped} configs skipped without a run",
+                                leave_out=frozenset({"report.html"}))
             self.pending = []
+            _exclude(self.history, "report.html")
+            pack(self.history)
+
+
+def _stored(ev: Evaluation) -> Evaluation:
+    """``ev`` as its outcome.json holds it: without ``samples_ns`` when the version's ``timing.json`` holds the same
+    samples, without ``card`` (its ``bound`` and ``verdict_summary`` kept) when ``verdict.json`` holds it: one copy
+    of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files."""
+    timing = (ev.records or {}).get("timing") or {}
+    update: dict[str, Any] = {"card": None} if ev.card else {}
+    if ev.samples_ns and timing.get("samples_ns") == ev.samples_ns:
+        update["samples_ns"] = []
+    return ev.model_copy(update=update) if update else ev
+
+
+def _exclude(history: RunHistory, rel: str) -> None:
+    """Name ``rel`` in the run's ``.git/info/exclude`` so ``git status`` does not list a report kept out of git
+    (``kernelpilot report`` compares every file by hashing, whatever git ignores). Raises nothing."""
+    path = Path(history.repo.git_dir) / "info" / "exclude"
+    with contextlib.suppress(OSError):
+        text = path.read_text() if path.is_file() else ""
+        if f"/{rel}" not in text.splitlines():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text + ("" if text.endswith("\n") or not text else "\n") + f"/{rel}\n")
+
+
+def pack(history: RunHistory) -> None:
+    """Pack the run's loose git objects into one pack with deltas (``git repack -a -d``, then ``git prune-packed``):
+    a 1,000-version run stores its growing ``seals.jsonl`` 1,000 times, whole, as loose objects otherwise. A git
+    that fails is ignored (the history stays as it was, only larger)."""
+    with contextlib.suppress(Exception):
+        history.repo.git.repack("-a", "-d", "-q")
+        history.repo.git.prune_packed("-q")

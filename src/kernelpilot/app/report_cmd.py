@@ -130,7 +130,8 @@ def report(folder: str | Path) -> ReportResult:
         _raise(root, found.problems)
     info = read_json(root / "run.json", RunInfo)
     roof = read_json(root / "roofline.json", Roofline) if (root / "roofline.json").is_file() else None
-    path = write_text(root / "final_report.md", render_final_report(info, found.versions, roof))
+    path = write_text(root / "final_report.md",
+                      render_final_report(info, found.versions, roof, skipped=found.skipped))
     note = ""
     if not found.finished:
         where = f" (v{', v'.join(map(str, found.in_flight))} in flight)" if found.in_flight else ""

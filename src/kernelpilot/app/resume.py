@@ -12,8 +12,11 @@ What is kept, what is redone:
 * the budget counts what was spent: run.json's ``search_spent_s`` (updated with every version's commit, and when a
   signal stopped the run) is where the search's clock starts again, and the versions kept count against
   ``--iterations``;
-* the strategy starts again from the beginning with the kept versions as its answers: deterministic given its
-  answers, it walks the same path back to where the run stopped, then goes on.
+* the configs answered without a run (``skipped.jsonl``) are read back and put between the versions by their
+  ``seq`` (:func:`evaluation_order`): the evaluator's memory is rebuilt in the order the search made it; rows after
+  the version in flight (none, normally) are dropped;
+* the strategy starts again from the beginning with the kept versions and skipped rows as its answers:
+  deterministic given its answers, it walks the same path back to where the run stopped, then goes on.
 
 The run's own options come from run.json (the kernel — its original path when its bytes still hash to the recorded
 ``source_sha256``, else the copy in the run folder —, shape, strategy, seed, budget, caps, constraints); ``--timeout-s``,
@@ -33,10 +36,11 @@ from typing import Any
 from kernelpilot.app.session import Log, OptimizeResult, Session, drive, now_utc
 from kernelpilot.errors import RunFolderError
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.records.models import RunInfo, VersionConfig, outcome_from_json
-from kernelpilot.records.workspace import Workspace, read_json, read_record, write_json
+from kernelpilot.records.models import (SKIPPED_FILE, RunInfo, VersionConfig, outcome_from_json, read_skipped,
+                                        restored)
+from kernelpilot.records.workspace import Workspace, read_json, read_record, write_json, write_text
 
-__all__ = ["complete_versions", "resume"]
+__all__ = ["complete_versions", "evaluation_order", "resume"]
 
 
 def _sha(kernel: Path, ref: Path | None) -> str | None:
@@ -100,7 +104,7 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
             break
         if ev.index != i or ev.config != cfg.config:
             break
-        kept.append(ev)
+        kept.append(restored(vdir, ev))
     redo = [i for i in indices if i >= len(kept)]
     for i in redo:
         tracked = _tracked(history, f"v{i}")
@@ -112,6 +116,43 @@ def complete_versions(ws: Workspace, history: Any = None) -> tuple[list[Evaluati
     for i in redo:
         shutil.rmtree(ws.root / f"v{i}")
     return kept, redo
+
+
+def evaluation_order(ws: Workspace, kept: list[Evaluation]) -> list[Evaluation]:
+    """The kept versions and the skipped rows of ``skipped.jsonl`` in evaluation order (``seq`` 0, 1, ... without a
+    gap); ``skipped.jsonl`` is rewritten with the rows kept (those before the first missing ``seq``: the version in
+    flight), rows appended after the last commit included, like the kept versions. A run whose versions carry no
+    ``seq`` (recorded before the table existed) gets ``kept`` as it is.
+
+    Raises:
+        RunFolderError: a row of ``skipped.jsonl`` is not valid, or a kept version comes after a missing ``seq``
+            (a row of the table was lost: the evaluation order cannot be rebuilt).
+    """
+    path = ws.root / SKIPPED_FILE
+    if any(ev.seq is None for ev in kept):
+        return kept
+    rows, bad = read_skipped(path.read_text(errors="replace")) if path.is_file() else ([], [])
+    if bad:
+        raise RunFolderError(f"{path}: {bad[0]}", f"restore it with `git -C {ws.root} checkout -- {SKIPPED_FILE}`, "
+                             "then resume again")
+    by_seq: dict[int, Evaluation] = {}
+    for ev in [*kept, *(row.evaluation() for row in rows)]:
+        if ev.seq in by_seq:
+            raise RunFolderError(f"{ws.root}: two answers with seq {ev.seq} ({by_seq[ev.seq].key} and {ev.key})",
+                                 f"restore the run with `git -C {ws.root} checkout -- .`, then resume again")
+        by_seq[ev.seq] = ev  # type: ignore[index]
+    order: list[Evaluation] = []
+    while len(order) in by_seq:
+        order.append(by_seq[len(order)])
+    lost = [ev for ev in kept if ev.seq is not None and ev.seq >= len(order)]
+    if lost:
+        raise RunFolderError(f"{ws.root}: v{lost[0].index} has seq {lost[0].seq}, but no answer has seq "
+                             f"{len(order)} (a row of {SKIPPED_FILE} is missing)",
+                             f"restore it with `git -C {ws.root} checkout -- {SKIPPED_FILE}`, then resume again")
+    kept_rows = [row for row in rows if row.seq < len(order)]
+    if path.is_file():  # rewritten (the same bytes when no row is dropped): this process commits what it keeps
+        write_text(path, "".join(row.line() for row in sorted(kept_rows, key=lambda r: r.seq)))
+    return order
 
 
 def _metrics_of(ws: Workspace, kept: list[Evaluation]) -> dict[str, Any]:
@@ -132,7 +173,8 @@ def _metrics_of(ws: Workspace, kept: list[Evaluation]) -> dict[str, Any]:
 def _finished(ws: Workspace, info: RunInfo, log: Log) -> OptimizeResult:
     """The records of a finished run, as :func:`kernelpilot.app.optimize.optimize` returned them."""
     log(f"{ws.root} finished at {info.finished_utc}: nothing to resume (`kernelpilot report {ws.root}` validates it)")
-    versions = [read_record(ws.root / f"v{i}" / "outcome.json", lambda t: outcome_from_json(json.loads(t)))
+    versions = [restored(ws.root / f"v{i}", read_record(ws.root / f"v{i}" / "outcome.json",
+                                                        lambda t: outcome_from_json(json.loads(t))))
                 for i in ws.version_indices()]
     return OptimizeResult(out=ws.root, run=info, versions=versions)
 
@@ -179,6 +221,7 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
     ctx = prepare(kernel, ref=ref, shape=info.shape, config=info.config_overrides, gpu=info.gpu_requested,
                   constraints=info.constraints, replay=replayer)
     kept, redone = complete_versions(ws, history)
+    prior = evaluation_order(ws, kept)
     info.timeout_s = timeout_s if timeout_s is not None else (info.timeout_s or 300.0)
     info.budget_s = budget_s if budget_s is not None else info.budget_s
     info.iterations = iterations if iterations is not None else info.iterations
@@ -187,10 +230,12 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
     info.interrupted = None
     write_json(ws.root / "run.json", info)
     if history is not None:
-        records = [ws.root / f"v{ev.index}" for ev in kept] + [ws.root / "run.json", ws.root / "baselines.json"]
+        records = [ws.root / f"v{ev.index}" for ev in kept] + [ws.root / "run.json", ws.root / "baselines.json",
+                                                               ws.root / SKIPPED_FILE]
         history.commit(records, f"resume: {len(kept)} versions kept" +
                        (f", v{redone[0]} redone" if redone else "") + f" (the last session stopped: {why})")
     log(f"resuming {ws.root}: {len(kept)} versions kept" + (f", v{redone[0]} redone" if redone else "")
+        + (f", {len(prior) - len(kept)} skipped configs read back" if len(prior) > len(kept) else "")
         + f"; {info.search_spent_s:.1f} s of the {info.budget_s or 0:.0f} s search budget spent")
     env_path = ws.root / "env.json"
     env = EnvInfo.model_validate_json(env_path.read_text()) if env_path.is_file() else None
@@ -201,5 +246,5 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
         bench = read_json(ws.root / "baselines.json", BenchmarkResult)
     session = Session(ctx=ctx, ws=ws, info=info, history=history, strategy=get_strategy(info.strategy),
                       replayer=replayer, timeout_s=info.timeout_s, profile=info.profile, benchmark=info.benchmark,
-                      log=log, t0=t0, prior=kept, bench=bench, metrics_of=_metrics_of(ws, kept), env=env)
+                      log=log, t0=t0, prior=prior, bench=bench, metrics_of=_metrics_of(ws, kept), env=env)
     return drive(session)

@@ -9,6 +9,9 @@ Checks, each a :class:`Problem` naming the file (relative to the run) and what t
   version that ran correctly (``ok``) has ``correctness.json`` (passed, same config) and, unless it was raced out or
   replayed, ``timing.json``, whose ``median_ns`` is the median of its own ``samples_ns`` and equals the outcome's
   ``duration_ns`` (the median the decision used); run.json's ``best_version`` names an accepted version;
+* **the skipped table** (``skipped.jsonl``, configs answered without a run): every line a valid row with a failure
+  status; no config both a version and a skipped row; the ``seq`` of versions and rows each used once (their
+  evaluation order); like every file, it is compared with its last commit and seal below;
 * **git and seals** (:mod:`kernelpilot.records.integrity`): every file on disk is hashed and compared with the blob
   of the last commit and with the last seal that covered it, whatever ``git status`` says (a file marked
   assume-unchanged or skip-worktree, or ignored, is compared all the same); each commit is compared with its seal.
@@ -63,6 +66,7 @@ class Validation(BaseModel):
         in_flight: version folders without an outcome in an unfinished run (killed or interrupted there).
         finished: run.json says the run finished (its final report was written and committed).
         versions: the valid outcomes read, in version order (an ``Evaluation`` each; a session's ``MemoryRecord``).
+        skipped: the valid rows of ``skipped.jsonl`` (:class:`~kernelpilot.records.models.SkippedRow`), in order.
         sealed / seal_head: the history holds seals, and the sha256 of the last one (compare it with a copy kept
             elsewhere: a full rewrite of history and seals together is not detectable from the folder alone).
     """
@@ -71,6 +75,7 @@ class Validation(BaseModel):
     in_flight: list[int] = []
     finished: bool = False
     versions: list[Any] = []
+    skipped: list[Any] = []
     sealed: bool = False
     seal_head: str | None = None
 
@@ -131,7 +136,8 @@ def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], fi
 
 
 def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
-    """Read and cross-check version ``i``; returns its outcome or None."""
+    """Read and cross-check version ``i``; returns its outcome (with the samples and card its folder keeps in
+    ``timing.json`` and ``verdict.json``: :func:`kernelpilot.records.models.restored`) or None."""
     v = f"v{i}"
     files = {name: _read(run, f"{v}/{name}", problems, tracked)
              for name in ("config.json", "outcome.json", "correctness.json", "timing.json", "verdict.json",
@@ -167,7 +173,9 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
             problems.append(Problem(file=f"{v}/outcome.json", problem=(
                 f"duration_ns {out.duration_ns:.6g} does not match the median of {v}/timing.json's samples "
                 f"({timing.median_ns:.6g} ns)"), fix=fix))
-    return out
+    from kernelpilot.records.models import restored
+
+    return restored(run / v, out)
 
 
 def _history_problems(run: Path, checked: HistoryCheck, finished: bool, skip: Any) -> list[Problem]:
@@ -212,6 +220,32 @@ def commit_id_only(run: Path, rel: str) -> bool:
             and working.get("commit") == last and committed.get("commit") in (None, last))
 
 
+def _check_skipped(run: Path, versions: list[Any], problems: list[Problem], tracked: set[str]) -> list[Any]:
+    """Read and cross-check ``skipped.jsonl`` against the versions (see the module docstring); returns its valid
+    rows (none without the file)."""
+    from kernelpilot.records.models import SKIPPED_FILE, read_skipped
+
+    path = run / SKIPPED_FILE
+    if not path.is_file():
+        return []
+    fix = _restore(run, SKIPPED_FILE, SKIPPED_FILE in tracked)
+    rows, bad = read_skipped(path.read_text(errors="replace"))
+    problems += [Problem(file=SKIPPED_FILE, problem=why, fix=fix) for why in bad]
+    measured = {v.key: v.index for v in versions}
+    seqs: dict[int, str] = {v.seq: f"v{v.index}" for v in versions if v.seq is not None}
+    for row in rows:
+        key = next((v.key for v in versions if v.config == row.config), None) if row.config else None
+        if key is not None:
+            problems.append(Problem(file=SKIPPED_FILE, problem=(
+                f"seq {row.seq}: config {row.config} is recorded as skipped ({row.status}) and as version "
+                f"v{measured[key]}"), fix=fix))
+        if row.seq in seqs:
+            problems.append(Problem(file=SKIPPED_FILE, problem=(
+                f"seq {row.seq} is used twice ({seqs[row.seq]} and config {row.config})"), fix=fix))
+        seqs.setdefault(row.seq, f"skipped config {row.config}")
+    return rows
+
+
 def validate_run(run: Path) -> Validation:
     """Validate every record of the run folder ``run`` (see the module docstring). Raises nothing for the records'
     content: every fault is a :class:`Problem`.
@@ -242,6 +276,7 @@ def validate_run(run: Path) -> Validation:
                 result.in_flight.append(i)
         elif out is not None:
             result.versions.append(out)
+    result.skipped = _check_skipped(run, result.versions, problems, tracked)
     if info is not None and info.best_version is not None:
         best = next((v for v in result.versions if v.index == info.best_version), None)
         if best is None or not (best.ok and best.accepted):

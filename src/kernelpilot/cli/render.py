@@ -124,15 +124,17 @@ def shown_versions(versions: list[Any], max_rows: int = MAX_VERSION_ROWS) -> lis
 def versions(run: Any, all_versions: list[Any], folder: str | Path) -> None:
     """The versions table of a run (:func:`kernelpilot.report.final.versions_table`), at most
     :data:`MAX_VERSION_ROWS` rows (:func:`shown_versions`), saying how many rows were left out and where they all
-    are (``final_report.md`` in ``folder``)."""
+    are (one folder ``vN/`` per version in ``folder``; ``final_report.md`` there lists the top ones)."""
     from kernelpilot.report.final import versions_table
 
+    all_versions = [v for v in all_versions if v.index is not None]  # configs skipped without a run: no version
     shown = shown_versions(all_versions)
-    out.print(versions_table(run, shown), markup=False)
+    out.print(versions_table(run, shown, all_versions), markup=False)
     left_out = len(all_versions) - len(shown)
     if left_out:
         out.print(f"… {left_out} of {len(all_versions)} versions not shown (shown: every accepted version and the "
-                  f"last ones); {Path(folder) / 'final_report.md'} has them all", markup=False)
+                  f"last ones); each has its folder vN/ in {Path(folder)}, summarized in "
+                  f"{Path(folder) / 'final_report.md'}", markup=False)
 
 
 def optimize(r: Any) -> None:

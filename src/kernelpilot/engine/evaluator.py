@@ -6,7 +6,7 @@ config with the :class:`~kernelpilot.records.evaluation.Move` that produced it).
 
 1. answers a config it has already answered from its memory (no config runs twice);
 2. checks the stop rules (:class:`StopRule`: the target met, the version cap) and the :class:`Budget`, raising
-   :class:`BudgetExhausted` when the search must end — before any new work;
+   :class:`~kernelpilot.search.model.BudgetExhausted` when the search must end — before any new work;
 3. answers ``invalid_config`` (outside the space) and ``pruned`` (the :class:`Pruner`'s static verdict) without a
    GPU;
 4. otherwise takes the answer measured ahead (a parallel batch), else the cache's, else the runner's (an isolated
@@ -20,6 +20,12 @@ config with the :class:`~kernelpilot.records.evaluation.Move` that produced it).
 7. hands the result to the :class:`Recorder` (``optimize``'s run folder and git history), which also wrote the
    version's hypothesis before the run.
 
+Every answer gets ``seq``, its place in the evaluation order (:attr:`Evaluator.order`). A config the runner measured
+(a worker, a Ray actor, a replay, the cache, a batch measured ahead) is a *version*: ``index`` numbers the versions
+0, 1, ... (:attr:`Evaluator.versions`), and the recorder writes it before it runs. A config answered without a run
+(``invalid_config``, ``pruned``, a compile-ahead failure) is *skipped*: ``index`` None, one row of the recorder's
+table (``Recorder.skipped``).
+
 This is Kernel Tuner's strategy → runner layering, with one place for what sits between them.
 """
 
@@ -28,15 +34,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.progress import ProgressLine, Step
 from kernelpilot.records.evaluation import Candidate, Evaluation, Move, config_key
-from kernelpilot.search.model import Budget, BudgetExhausted
+from kernelpilot.search.model import Budget
 
 if TYPE_CHECKING:
     from kernelpilot.engine.runner import Runner
@@ -45,18 +51,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Candidate", "EvidenceSource", "Evaluator", "IncumbentChange", "Pruner", "Recorder", "StopRule",
            "StopSearch", "TargetMet", "MaxVersions"]
-
-
-class StopSearch(BudgetExhausted):
-    """Raised by a stop rule: ends the strategy like a spent budget; the message says why."""
-
-
-class StopRule(Protocol):
-    """A reason to end a search before the budget: ``check(evaluator)`` returns the reason, or None to go on."""
-
-    def check(self, evaluator: Evaluator) -> str | None:
-        """Why the search should stop now (checked before every new evaluation), or None."""
-        ...
 
 
 class Pruner(Protocol):
@@ -81,7 +75,8 @@ class Recorder(Protocol):
 
     def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
                incumbent: Evaluation | None) -> None:
-        """Called before the evaluation runs: write what is planned (``config.json``, ``hypothesis.md``)."""
+        """Called before version ``index`` runs: write what is planned (``config.json``, ``hypothesis.md``). Not
+        called for a skipped config (an optional ``skipped(ev) -> Evaluation`` method records those)."""
         ...
 
     def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
@@ -98,44 +93,6 @@ class IncumbentChange(BaseModel):
     decision: str
 
 
-@dataclass
-class TargetMet:
-    """Stop when the incumbent runs at or above ``target_pct`` of the roofline — unless a measured baseline (PyTorch
-    eager or torch.compile, ``baselines_ns``) is still faster than the incumbent by more than ``margin`` (relative):
-    then the target is not enough. The margin absorbs the run-to-run spread of two separate timings (the baselines
-    are timed once, before the search); 3 % is the tolerance the project's acceptance bound uses."""
-
-    target_pct: float
-    baselines_ns: dict[str, float]
-    margin: float = 0.03
-
-    def check(self, evaluator: Evaluator) -> str | None:
-        """The stop reason, or None (see the class docstring)."""
-        inc = evaluator.incumbent
-        if inc is None or inc.pct_of_roofline is None or inc.pct_of_roofline < self.target_pct:
-            return None
-        faster = {n: t for n, t in self.baselines_ns.items()
-                  if inc.duration_ns is not None and t < inc.duration_ns * (1 - self.margin)}
-        if faster:
-            return None
-        where = f"v{inc.index}" if inc.index is not None else str(inc.config)
-        return (f"target met: {where} runs at {inc.pct_of_roofline:.1f} % of the roofline (target "
-                f"{self.target_pct:.0f} %) and no measured baseline is more than {self.margin:.0%} faster")
-
-
-@dataclass
-class MaxVersions:
-    """Stop after ``max_versions`` evaluations (``optimize --iterations`` caps the versions after v0)."""
-
-    max_versions: int
-
-    def check(self, evaluator: Evaluator) -> str | None:
-        """The stop reason, or None."""
-        if len(evaluator.order) >= self.max_versions:
-            return f"iterations done ({self.max_versions - 1} after v0)"
-        return None
-
-
 class Evaluator:
     """The evaluate function handed to a strategy (see the module docstring for what it does per call).
 
@@ -146,7 +103,7 @@ class Evaluator:
         budget: evaluations and/or seconds (only new evaluations count).
         pruner: static pruning (None: every valid config is measured).
         evidence: bottleneck cards for new incumbents (None: no card).
-        recorder: per-evaluation records (None: none).
+        recorder: the records: a version per measured config, a row per skipped one (None: none).
         stop: stop rules checked before every new evaluation.
         roofline: for ``pct_of_roofline`` (None: not computed).
         ab_samples: interleaved samples per side for a replacement decision (0: decide on stored samples).
@@ -169,7 +126,10 @@ class Evaluator:
         self.roofline, self.ab_samples, self.race, self.strategy = roofline, ab_samples, race, strategy
         self.log, self.unmeasured_leads = log or (lambda _msg: None), unmeasured_leads
         self.seen: dict[str, Evaluation] = {}
+        #: every answer in evaluation order (``order[i].seq == i``); :attr:`versions` the measured ones
         self.order: list[Evaluation] = []
+        #: the versions: answers the runner measured (``versions[i].index == i``)
+        self.versions: list[Evaluation] = []
         self.incumbent: Evaluation | None = None
         self.history: list[IncumbentChange] = []
         self.n_new = 0
@@ -194,7 +154,9 @@ class Evaluator:
         for ev in prior:
             self.seen[ev.key] = ev
             self.order.append(ev)
-            if ev.status not in ("invalid_config", "pruned") and not ev.cached:
+            if ev.index is not None:
+                self.versions.append(ev)
+            if ev.index is not None and ev.status not in ("invalid_config", "pruned") and not ev.cached:
                 self.n_new += 1
                 self.device_s += ev.wall_s
                 self.budget.evals += 1
@@ -233,23 +195,28 @@ class Evaluator:
             why = rule.check(self)
             if why is not None:
                 raise StopSearch(why)
-        known = self._known_answer(config, key)
+        skip = self._skip_answer(config)
+        known = skip if skip is not None else self._measured_answer(config, key)
         if known is None:
             self.budget.check()  # before anything is written for a version that would never run
-        index = len(self.order)
+        index = None if skip is not None else len(self.versions)
         parent, move = self._derivation(cand)
-        if self.recorder is not None:
+        if self.recorder is not None and index is not None:
             self.recorder.before(index, config, parent, move, self.incumbent)
         ev = (self._with_static(known, config) if known is not None else self._absorb(
             self._with_static(self.runner.evaluate(config, race_against_ns=self._race_ns()), config)))
-        ev = ev.model_copy(update={"index": index, "parent": parent.index if parent is not None else None,
-                                   "move": move})
+        ev = ev.model_copy(update={"index": index, "seq": len(self.order), "move": move,
+                                   "parent": parent.index if parent is not None else None})
         ev, halt = self._halting(ev)
         ev = self._judge(self._measures(ev, parent))
         if self.recorder is not None:
-            ev = self.recorder.after(ev, self.incumbent)
+            table = getattr(self.recorder, "skipped", None)
+            ev = self.recorder.after(ev, self.incumbent) if index is not None else (
+                table(ev) if callable(table) else ev)
         self.seen[key] = ev
         self.order.append(ev)
+        if index is not None:
+            self.versions.append(ev)
         self._report(ev)
         if halt is not None:  # recorded like any evaluation, then the campaign ends (engine/guards.py)
             halt.evaluation = ev
@@ -268,7 +235,7 @@ class Evaluator:
             assert self.roofline is not None and ev.duration_ns is not None
             ev = ev.model_copy(update={"status": "impossible", "accepted": None,
                                        "message": self.roofline.impossible_reason(ev.duration_ns) or ""})
-        ran_before = any(e.status not in ("invalid_config", "pruned") for e in self.order)
+        ran_before = any(e.status not in ("invalid_config", "pruned") for e in self.versions)
         if error is None and not ran_before:
             error = broken_first(ev)
         return ev, error
@@ -350,9 +317,9 @@ class Evaluator:
                     or self._prune_reason(config) is not None or self._cached(config) is not None)
 
     # -- answering ---------------------------------------------------------------------------------------------------
-    def _known_answer(self, config: dict[str, Any], key: str) -> Evaluation | None:
-        """The answer that costs no run: ``invalid_config``, ``pruned``, measured ahead, or cached; None when the
-        runner must evaluate ``config``."""
+    def _skip_answer(self, config: dict[str, Any]) -> Evaluation | None:
+        """The answer given without any run (a skipped config, no version): ``invalid_config``, ``pruned``, or the
+        compile-ahead failure; None when ``config`` is measured."""
         why = self.space.why_invalid(config)
         if why is not None:
             return Evaluation(config=config, status="invalid_config", message=why)
@@ -361,6 +328,10 @@ class Evaluator:
             failed = getattr(self.pruner, "failure", None)
             status = failed(config) if callable(failed) else None
             return Evaluation(config=config, status=status or "pruned", message=why)
+        return None
+
+    def _measured_answer(self, config: dict[str, Any], key: str) -> Evaluation | None:
+        """A measurement already at hand: measured ahead, or cached; None when the runner must evaluate ``config``."""
         ev = self.ready.pop(key, None)
         return ev if ev is not None else self._cached(config)
 
@@ -409,14 +380,14 @@ class Evaluator:
         was made from (``move.undo``: the incumbent, or another version after the guided strategy's restart), else
         a step from the nearest evaluated config (fewest tunables changed, the incumbent first, then the fastest)
         whose move is the two configs' difference (a strategy's reasons kept)."""
-        if not self.order:
+        if not self.versions:
             return None, None
         inc, before = self.incumbent, config_key(cand.move.undo(cand.config)) if cand.move is not None else None
-        origin = next((e for e in ([inc] if inc is not None else []) + self.order if e.key == before), None)
+        origin = next((e for e in ([inc] if inc is not None else []) + self.versions if e.key == before), None)
         if origin is not None:
             return origin, cand.move
-        base = min(self.order, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()), e is not inc,
-                                              e.objective))
+        base = min(self.versions, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()),
+                                                 e is not inc, e.objective))
         move = Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
         fields = ("tunable", "old", "new", "direction")  # the strategy's reasons, the configs' difference
         return base, move if cand.move is None else cand.move.model_copy(update={k: getattr(move, k) for k in fields})
@@ -428,7 +399,7 @@ class Evaluator:
         update: dict[str, Any] = {}
         if self.roofline is not None and ev.measured:
             update["pct_of_roofline"] = self.roofline.pct_of_roofline(ev.duration_ns)
-        first = next((e for e in self.order if e.ok), None)
+        first = next((e for e in self.versions if e.ok), None)
         if first is not None:
             update["speedup_vs_first"] = first.duration_ns / ev.duration_ns  # type: ignore[operator]
         if parent is not None and parent.ok:

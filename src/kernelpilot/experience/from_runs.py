@@ -117,8 +117,9 @@ def entries_from_optimize(evaluations: Iterable[Evaluation], *, run: str, kernel
                           gpu: Optional[str] = None) -> list[ExperienceEntry]:
     """Entries for every version of an optimize run that tried a change (see :func:`entry_from_evaluation`), with
     sources ``optimize:<run>/v<index>``. ``evaluations`` are the run's versions (their ``index`` and ``parent``
-    link them); none for an untrusted run (:func:`untrusted_run`). Raises nothing for well-formed evaluations."""
-    evs = list(evaluations)
+    link them; configs skipped without a run, ``index`` None, may be mixed in and are passed over); none for an
+    untrusted run (:func:`untrusted_run`). Raises nothing for well-formed evaluations."""
+    evs = [e for e in evaluations if e.index is not None]
     if untrusted_run(evs) is not None:
         return []
     by_index = {e.index: e for e in evs if e.index is not None}

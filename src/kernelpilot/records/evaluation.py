@@ -186,8 +186,11 @@ class Evaluation(BaseModel):
             incumbent beyond noise), False when it did not, None before it was judged or when it failed.
         decision: the reason of that judgement (one sentence); ``decision_detail`` the numbers behind it
             (:class:`kernelpilot.search.stats.Decision` as JSON: ratio, CI, p-value, sample counts).
-        index / parent / move: ``optimize``'s version number, the version it derives from and the change (None in
-            ``tune``).
+        index / parent / move: ``optimize``'s version number (None in ``tune``, and for a config answered without a
+            run — ``invalid_config``, ``pruned``, a compile-ahead failure —, which is a row of the run's
+            ``skipped.jsonl``, not a version), the version it derives from and the change.
+        seq: the place of this answer in the search's evaluation order (0, 1, ...; versions and skipped configs
+            together), None when not recorded (a cache line; a run before ``seq`` existed).
         pct_of_roofline: speed-of-light floor / duration × 100 (None without a roofline or a measurement).
         speedup_vs_parent / speedup_vs_first: the parent's (first version's) median / this median.
         bound / verdict_summary: the card's bottleneck class and summary, when a card was made.
@@ -226,6 +229,7 @@ class Evaluation(BaseModel):
     decision: str = ""
     decision_detail: dict[str, Any] | None = None
     index: int | None = None
+    seq: int | None = None
     parent: int | None = None
     move: Move | None = None
     pct_of_roofline: float | None = None

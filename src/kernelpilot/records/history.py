@@ -96,8 +96,10 @@ class RunHistory:
     def _rel(self, path: Path) -> str:
         return Path(path).resolve().relative_to(self.root.resolve()).as_posix()
 
-    def _select(self, paths: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
-        """(path -> sha256 of the files to stage, path -> why for the files left out) for ``paths``."""
+    def _select(self, paths: list[Path], leave_out: frozenset[str] = frozenset()) -> tuple[dict[str, str],
+                                                                                           dict[str, str]]:
+        """(path -> sha256 of the files to stage, path -> why for the files left out) for ``paths``; the relative
+        paths in ``leave_out`` are passed over in folders (neither staged nor refused)."""
         head = committed_blobs(self.repo, sizes=True)
         stage: dict[str, str] = {}
         refused: dict[str, str] = {}
@@ -119,7 +121,7 @@ class RunHistory:
             noted_here = {self._rel(f): d for f, d in written_under(p).items()}
             for f in _files_under(p):
                 rel = self._rel(f)
-                if rel == SEALS_FILE or rel in stage:
+                if rel == SEALS_FILE or rel in stage or rel in leave_out:
                     continue
                 if f.is_symlink():
                     refused[rel] = "a symbolic link, not a file kernelpilot wrote"
@@ -154,7 +156,7 @@ class RunHistory:
                     refused=dict(sorted(refused.items())), sealed_utc=now_utc())
         return "".join(line + "\n" for line in raw) + seal.model_dump_json() + "\n"
 
-    def commit(self, paths: list[Path], message: str) -> str:
+    def commit(self, paths: list[Path], message: str, *, leave_out: frozenset[str] = frozenset()) -> str:
         """Seal and commit what this command wrote among ``paths``; returns the commit's hex sha.
 
         Args:
@@ -163,6 +165,8 @@ class RunHistory:
                 docstring). A path that does not exist is skipped. Files left out are in :attr:`refused` and in
                 the seal.
             message: the commit message (its first line is the seal's ``message``).
+            leave_out: files (relative paths) a folder in ``paths`` does not contribute: reports rebuilt from the
+                records (``report.html``, a page of several MB), never committed.
 
         Raises:
             RecordError: git staged other bytes than the files hold (a filter or attribute configured in the
@@ -170,7 +174,7 @@ class RunHistory:
         """
         from kernelpilot.records.workspace import write_text
 
-        stage, refused = self._select(paths)
+        stage, refused = self._select(paths, leave_out)
         write_text(self.root / SEALS_FILE, self._seal_text(stage, refused, message))
         rels = sorted(stage) + [SEALS_FILE]
         tags = [e.partition(" ") for e in self.repo.git.ls_files("-v", "-z", "--", *rels).split("\0") if e]

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from kernelpilot.records.evaluation import Evaluation, Move
 
@@ -101,6 +103,93 @@ class Interruption(BaseModel):
     signal: str
     at_utc: str
     resume: str
+
+
+#: The run folder's table of configs answered without a run (one JSON line each; :class:`SkippedRow`).
+SKIPPED_FILE = "skipped.jsonl"
+
+
+class SkippedRow(BaseModel):
+    """One line of ``RUN/skipped.jsonl``: a config the search answered without running it, so no version.
+
+    Attributes:
+        seq: its place in the evaluation order (versions' ``seq`` in their outcome.json share the numbering).
+        config: tunable name -> value. status: ``invalid_config``, ``pruned``, or the compile-ahead failure
+            (``compile_error``, ``timeout`` ...). reason: why (the constraint broken, the static verdict).
+        search_elapsed_s: seconds of the search budget spent when it was answered.
+        static: the binary's facts when static pruning compiled it (registers, spills ...), else empty.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    seq: int
+    config: dict[str, Any]
+    status: str
+    reason: str = ""
+    search_elapsed_s: float | None = None
+    static: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, ev: Evaluation, elapsed_s: float | None) -> SkippedRow:
+        """The row of a skipped evaluation (``ev.seq`` set). Raises ValueError when ``ev`` has no ``seq``."""
+        if ev.seq is None:
+            raise ValueError("a skipped config's row needs its seq")
+        return cls(seq=ev.seq, config=ev.config, status=ev.status, reason=ev.message,
+                   search_elapsed_s=None if elapsed_s is None else round(elapsed_s, 3), static=ev.static)
+
+    def line(self) -> str:
+        """The row as one compact JSON line with its newline."""
+        return self.model_dump_json(exclude_defaults=True) + "\n"
+
+    def evaluation(self) -> Evaluation:
+        """The row as the evaluator's answer (``index`` None), for ``optimize --resume``.
+
+        Raises:
+            pydantic.ValidationError: ``status`` is not a status of :data:`kernelpilot.records.evaluation.FAILURES`.
+        """
+        return Evaluation(config=self.config, status=self.status, message=self.reason,  # type: ignore[arg-type]
+                          static=self.static, seq=self.seq)
+
+
+def read_skipped(text: str) -> tuple[list[SkippedRow], list[str]]:
+    """The rows of a ``skipped.jsonl`` text, and a problem per line that is not a valid row (``line 3: ...``); a
+    status that is ``ok`` or no failure status is a problem (a skipped config never ran). Raises nothing."""
+    from kernelpilot.records.evaluation import FAILURES
+
+    rows: list[SkippedRow] = []
+    bad: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = SkippedRow.model_validate_json(line)
+        except ValueError as exc:
+            bad.append(f"line {n}: not a skipped row ({str(exc).splitlines()[0][:120]})")
+            continue
+        if row.status not in FAILURES:
+            bad.append(f"line {n}: status {row.status!r} is not a failure: a skipped config never ran")
+            continue
+        rows.append(row)
+    return rows, bad
+
+
+def restored(vdir: Path, ev: Evaluation) -> Evaluation:
+    """A version's outcome ``ev`` (read from ``vdir/outcome.json``) with what that file leaves to the version's other
+    files (:mod:`kernelpilot.app.recorder` keeps one copy of each): the samples in ``timing.json``, the bottleneck
+    card in ``verdict.json``, each when the file can be read; else ``ev`` as read. Raises nothing."""
+    update: dict[str, Any] = {}
+    try:
+        if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
+            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
+    except (ValueError, KeyError, TypeError, OSError):
+        pass
+    try:
+        if ev.card is None and (vdir / "verdict.json").is_file():
+            card = json.loads((vdir / "verdict.json").read_text())
+            update["card"] = card if isinstance(card, dict) else None
+    except (ValueError, OSError):
+        pass
+    return ev.model_copy(update=update) if update else ev
 
 
 #: outcome.json's ``status`` before the one-record change -> the Evaluation fields it implies.

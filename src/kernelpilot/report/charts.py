@@ -210,8 +210,9 @@ def roofline_chart(data: PageData) -> Chart:
 
 
 def time_chart(data: PageData) -> Chart:
-    """Time per version: each timed entry's samples as a box (quartiles by the records' 'inclusive' method), its
-    recorded median (the one its decision used) as a marker; µs. Raises nothing."""
+    """Time per version: each timed entry's samples as a box (quartiles by the records' 'inclusive' method; only the
+    entries the page lists, :attr:`PageData.listed`, when it lists a selection), its recorded median (the one its
+    decision used) as a marker; µs. Raises nothing."""
     title, explain = "Time per version", ("The recorded median of each timed version (marker) and the spread of its "
                                           "samples (box: quartiles, whiskers to 1.5 IQR); µs.")
     timed = [e for e in data.entries if e.timed]
@@ -219,7 +220,8 @@ def time_chart(data: PageData) -> Chart:
         return Chart("time", title, explain, None, note=data.timing_note or "no version has a measured time")
     failures = _failures(data)
     fig = go.Figure()
-    for e in timed:
+    boxed = [e for e in timed if data.listed is None or e.label in data.listed]  # a page of 1,000 stays small
+    for e in boxed:
         if len(e.samples_ns) > 1:
             fig.add_trace(go.Box(x=[e.label] * len(e.samples_ns), y=[s / 1e3 for s in e.samples_ns],
                                  name=esc(e.label), boxpoints=False, quartilemethod="inclusive", showlegend=False,
@@ -233,9 +235,12 @@ def time_chart(data: PageData) -> Chart:
                                  hovertext=[_hover(e) for e in group], hoverinfo="text"))
     medians = [e.median_ns for e in timed]
     log = max(medians) / min(medians) > 20
-    no_spread = [e.label for e in timed if len(e.samples_ns) <= 1]
+    no_spread = [e.label for e in boxed if len(e.samples_ns) <= 1]
     note = (f"no samples recorded for {', '.join(no_spread[:12])}{' …' if len(no_spread) > 12 else ''}: median "
             "only (its IQR is in the hover text)") if no_spread else ""
+    if len(boxed) < len(timed):
+        note = (note + "; " if note else "") + (f"boxes for the {len(boxed)} versions listed below; the other "
+                                                f"{len(timed) - len(boxed)}: median only")
     _layout(fig, xaxis=dict(title="version" if data.kind != "tune" else "evaluation", type="category",
                             categoryorder="array", categoryarray=[e.label for e in timed]),
             yaxis=dict(title="kernel time, µs" + (" (log)" if log else ""), type="log" if log else "linear"),

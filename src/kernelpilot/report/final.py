@@ -1,6 +1,16 @@
-"""final_report.md: the versions table, what worked and what did not, and the best config."""
+"""final_report.md: the top versions, a summary of the rest and of the configs skipped without a run, what worked
+and what did not, and the best config.
+
+A run may measure a thousand configs and skip thousands more (issue 25, "Records that scale"): the report lists
+the versions that matter (:func:`shown_versions`: v0, every incumbent, the fastest correct ones) and counts the rest
+by outcome; skipped configs (``skipped.jsonl``) are counted by status and reason, one example each.
+"""
 
 from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.hardware.roofline import Roofline
@@ -18,19 +28,78 @@ def _why(v: Evaluation) -> str:
     return (v.decision or v.message or "").replace("|", "/").replace("\n", " ")
 
 
-def versions_table(info: RunInfo, versions: list[Evaluation]) -> str:
-    """The Markdown versions table: status, median and IQR (each in the unit that fits it; the median the decision
-    used), % of roofline, the card's class, speedup vs the first correct version (``—`` for a failed version and
-    the first itself)."""
+def versions_table(info: RunInfo, versions: list[Evaluation], every: list[Evaluation] | None = None) -> str:
+    """The Markdown versions table of ``versions``: status, median and IQR (each in the unit that fits it; the median
+    the decision used), % of roofline, the card's class, speedup vs the first correct version (``—`` for a failed
+    version and the first itself). ``every``: the run's versions, where parents are looked up for the change column
+    (None: ``versions``)."""
+    lookup = versions if every is None else every
     rows = ["| version | change | status | median | IQR | % of roofline | verdict | speedup vs first |",
             "|---|---|---|---|---|---|---|---|"]
     for v in versions:
         pct = "—" if v.pct_of_roofline is None else f"{v.pct_of_roofline:.1f}"
         status = v.version_status + ("" if v.ok or v.status == "ok" else f" ({v.status})")
-        rows.append(f"| v{v.index} | {_change(v, versions)} | {status} | {format_duration_ns(v.duration_ns)} | "
+        rows.append(f"| v{v.index} | {_change(v, lookup)} | {status} | {format_duration_ns(v.duration_ns)} | "
                     f"{format_duration_ns(v.iqr_ns)} | {pct} | {v.bound or '—'} | "
                     f"{format_ratio(v.speedup_vs_first, decimals=3, suffix='x')} |")
     return "\n".join(rows)
+
+
+#: The fastest correct versions listed in the report besides v0 and the incumbents.
+TOP_N = 10
+#: Failed or rejected versions listed one by one under "What did not" (the rest are counted).
+LIST_N = 10
+
+
+def shown_versions(versions: list[Evaluation], top_n: int = TOP_N) -> list[Evaluation]:
+    """The versions the report lists, in version order: v0, every accepted one (the incumbent history), the
+    ``top_n`` fastest correct ones, and the last one. Skipped configs (``index`` None) are never listed. Raises
+    nothing."""
+    real = [v for v in versions if v.index is not None]
+    fastest = sorted((v for v in real if v.ok and not v.raced_out), key=lambda v: v.objective)[:top_n]
+    keep = {id(v) for v in fastest} | {id(v) for v in real if v.accepted or v.index == 0}
+    if real:
+        keep.add(id(real[-1]))
+    return [v for v in real if id(v) in keep]
+
+
+def _reason_kind(reason: str) -> str:
+    """A skip reason with its numbers and quoted values blanked, so that rows of one rule group together."""
+    first = (reason or "no reason given").strip().splitlines()[0] if (reason or "").strip() else "no reason given"
+    return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'|\"[^\"]*\"", "…", first))[:120]
+
+
+def rest_summary(versions: list[Evaluation], shown: list[Evaluation]) -> list[str]:
+    """Markdown lines counting the versions not in ``shown`` by outcome (``- 812 more: 640 rejected, 172 failed
+    (compile_error 90, timeout 82)``); empty when every version is shown. Raises nothing."""
+    ids = {id(v) for v in shown}
+    rest = [v for v in versions if v.index is not None and id(v) not in ids]
+    if not rest:
+        return []
+    by = Counter(v.version_status for v in rest)
+    fails = Counter(v.status for v in rest if not v.ok)
+    failed = ", ".join(f"{k} {n}" for k, n in fails.most_common())
+    parts = ", ".join(f"{n} {k}" + (f" ({failed})" if k == "failed" and failed else "") for k, n in by.most_common())
+    return [f"- {len(rest)} more versions not listed: {parts} (every version has its folder `vN/`)"]
+
+
+def skipped_summary(skipped: list[Any]) -> list[str]:
+    """Markdown lines for the configs answered without a run (``Evaluation`` with ``index`` None, or
+    :class:`~kernelpilot.records.models.SkippedRow`): a count, then one line per status and kind of reason with
+    its count and one example config. Empty when none was skipped. Raises nothing."""
+    if not skipped:
+        return []
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for row in skipped:
+        reason = getattr(row, "reason", None) or getattr(row, "message", "")
+        groups.setdefault((row.status, _reason_kind(reason)), []).append(row)
+    out = [f"{len(skipped)} configs were answered without a run (no version; every one is a row of "
+           "`skipped.jsonl` with its reason):", ""]
+    for (status, _), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        ex = rows[0]
+        reason = (getattr(ex, "reason", None) or getattr(ex, "message", "") or "").replace("|", "/").replace("\n", " ")
+        out.append(f"- {status} × {len(rows)}: {reason[:200]} (e.g. `{ex.config}`)")
+    return out
 
 
 def best_version(versions: list[Evaluation]) -> Evaluation | None:
@@ -64,8 +133,19 @@ def floor_check_lines(versions: list[Evaluation]) -> list[str]:
     return lines
 
 
-def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roofline | None) -> str:
-    """The whole final_report.md for a run (also rebuilt by ``kernelpilot report RUN``)."""
+def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roofline | None,
+                        skipped: list[Any] | None = None) -> str:
+    """The whole final_report.md for a run (also rebuilt by ``kernelpilot report RUN``).
+
+    Args:
+        info: run.json. versions: the run's evaluations (versions; skipped ones, ``index`` None, may be mixed in).
+        roofline: the run's roofline, None without one.
+        skipped: the configs answered without a run (rows of ``skipped.jsonl``); None: those mixed into
+            ``versions``.
+    """
+    if skipped is None:
+        skipped = [v for v in versions if v.index is None]
+    versions = [v for v in versions if v.index is not None]
     best = best_version(versions)
     timing_note = ("Times are CUDA-event medians with L2 flushed between samples."
                    if info.mode == "cuda" else
@@ -84,7 +164,13 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
         if checked:
             out += ["The floor's bytes against the DRAM bytes Nsight Compute measured (cold caches; L2's write-back "
                     "tolerated):", "", *checked, ""]
-    out += ["## Versions", "", versions_table(info, versions), "", f"Stopped: {info.stop_reason}.", ""]
+    shown = shown_versions(versions)
+    head = (f"{len(versions)} versions (one per measured config); listed: v0, every incumbent, the {TOP_N} fastest "
+            "correct ones and the last." if len(shown) < len(versions) else f"{len(versions)} versions.")
+    out += ["## Versions", "", head, "", versions_table(info, shown, versions), "", *rest_summary(versions, shown)]
+    skip_lines = skipped_summary(skipped)
+    out += (["", "## Skipped without a run", "", *skip_lines] if skip_lines else [])
+    out += ["", f"Stopped: {info.stop_reason}.", ""]
     worked = [v for v in versions if v.version_status == "accepted"]
     failed = [v for v in versions if v.version_status in ("rejected", "failed")]
     out += ["## What worked", ""]
@@ -94,7 +180,11 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
     out += ["", "## What did not", ""]
     out += [f"- v{v.index}: {_change(v, versions)}" + (f" ({v.move.rule})" if v.move else "")
             + f" — {v.version_status}"
-            f"{'' if v.ok else ' (' + v.status + ')'}: {_why(v)[:300]}" for v in failed] or ["- every change tried was accepted"]
+            f"{'' if v.ok else ' (' + v.status + ')'}: {_why(v)[:300]}" for v in failed[:LIST_N]] or [
+        "- every change tried was accepted"]
+    if len(failed) > LIST_N:
+        more = Counter(v.version_status + ("" if v.ok else f" ({v.status})") for v in failed[LIST_N:])
+        out.append(f"- and {len(failed) - LIST_N} more: " + ", ".join(f"{k} × {n}" for k, n in more.most_common()))
     out += ["", "## Best", ""]
     if best is None:
         out.append("No correct version.")

@@ -204,7 +204,10 @@ def render_page(data: PageData) -> str:
     if data.mode == "replay":
         banner += ('<p class="banner">Times replayed from an evaluation cache measured on a GPU '
                    f"({_e(data.device)}); nothing ran here.</p>")
-    entries = "".join(_entry(e, data.best) for e in data.entries) or "<p>nothing recorded yet</p>"
+    listed = [e for e in data.entries if data.listed is None or e.label in data.listed]
+    entries = "".join(_entry(e, data.best) for e in listed) or "<p>nothing recorded yet</p>"
+    if data.summary:
+        entries += "<ul class=\"explain\">" + "".join(f"<li>{_e(line)}</li>" for line in data.summary) + "</ul>"
     return "".join([
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_e(csp)}">',

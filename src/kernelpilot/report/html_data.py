@@ -97,7 +97,11 @@ class PageData:
         baselines_ns: PyTorch eager / torch.compile medians (ns) measured on the same GPU; empty when none were.
         baselines_note: where the baselines came from, or why there are none.
         stop_reason: why the run or search ended (empty for a session). best: the best entry's label.
-        entries: every version or evaluation, in order.
+        entries: every version or evaluation, in order (the charts plot them all).
+        listed: the labels whose cards the page lists (None: every entry); an optimize run lists v0, every
+            incumbent, the fastest correct versions and the last (:func:`kernelpilot.report.final.shown_versions`).
+        summary: lines counting what is not listed: the other versions by outcome, the configs skipped without
+            a run (``skipped.jsonl``) by status and reason, one example each.
         documents: the folder's other reports present (relative path -> what it is).
         ncu_reports: every ``.ncu-rep`` in the folder, relative paths.
     """
@@ -118,6 +122,8 @@ class PageData:
     stop_reason: str = ""
     best: str | None = None
     entries: list[Entry] = field(default_factory=list)
+    listed: set[str] | None = None
+    summary: list[str] = field(default_factory=list)
     documents: dict[str, str] = field(default_factory=dict)
     ncu_reports: list[str] = field(default_factory=list)
 
@@ -233,6 +239,10 @@ def _read_optimize(root: Path) -> PageData:
         card = _json(root / f"v{i}" / "verdict.json")
         entry.card = card if isinstance(card, dict) else entry.card
         entries.append(entry)
+    listed, summary = _listed(root, list(versions.values()))
+    for entry in entries:  # an entry not listed is a point of the charts: its hover text says what it was, in short
+        if entry.label not in listed:
+            entry.decision, entry.hypothesis, entry.card = "", "", None
     roof = _roofline(root)
     baselines = dict(info.baselines_ns) if measured else {}
     where = ("timed before the search on this GPU (baselines.json)" if info.mode == "cuda" else
@@ -246,7 +256,25 @@ def _read_optimize(root: Path) -> PageData:
                     roofline_note="" if roof else "no roofline.json: no GPU spec for this run (on a CPU-only machine "
                     "pass --gpu NAME for a roofline)", baselines_ns=baselines, baselines_note=note,
                     stop_reason=info.stop_reason or ("" if info.finished_utc else "the run has not finished"),
-                    best=f"v{info.best_version}" if info.best_version is not None else None, entries=entries)
+                    best=f"v{info.best_version}" if info.best_version is not None else None, entries=entries,
+                    listed=listed, summary=summary)
+
+
+def _listed(root: Path, versions: list[Evaluation]) -> tuple[set[str], list[str]]:
+    """The labels of the versions an optimize page lists and the summary lines of the rest and of the skipped
+    configs (the final report's selection, :mod:`kernelpilot.report.final`). A table that cannot be read is named in
+    the summary (``kernelpilot report`` validates it)."""
+    from kernelpilot.records.models import SKIPPED_FILE, read_skipped
+    from kernelpilot.report.final import rest_summary, shown_versions, skipped_summary
+
+    shown = shown_versions(versions)
+    summary = [line.removeprefix("- ") for line in rest_summary(versions, shown)]
+    table = root / SKIPPED_FILE
+    if table.is_file():
+        rows, bad = read_skipped(table.read_text(errors="replace"))
+        summary += [line.removeprefix("- ") for line in skipped_summary(rows) if line]
+        summary += [f"{SKIPPED_FILE} {why}" for why in bad[:3]]
+    return {f"v{v.index}" for v in shown}, summary
 
 
 def _read_tune(root: Path) -> PageData:

@@ -1,0 +1,80 @@
+"""What one measured version of ``kernelpilot optimize`` costs on disk, files and git objects together, and the
+projected size of a run of 1,000 measured configs (issue 25, "Records that scale": under 10 MB, ``.ncu-rep`` aside).
+
+Replays a committed H100 cache through ``optimize`` on the CPU (no GPU: every decision is made again from the stored
+samples), twice: a short run (``--iterations``) and a run over the whole cached space (the exhaustive strategy; a
+baseline given faster than any config keeps the roofline target from stopping it early). The bytes one version
+costs are the difference of the two runs' sizes over the difference of their version counts; the projection is the
+long run plus that cost per version up to 1,000. Sizes are bytes on disk of the run folder's files (``.git``
+included, ``.ncu-rep`` excluded), counted by their length.
+
+Usage: ``PYTHONPATH=src python3 benchmarks/records_size.py [--cache tests/data/search/matmul-h100.jsonl]``.
+Prints a table; not a timed test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MATMUL_CONSTRAINTS = ["GROUP_M == 8", "BLOCK_K <= 64", "num_warps >= 4", "num_stages >= 3", "num_stages <= 4"]
+
+
+def folder_bytes(root: Path) -> dict[str, int]:
+    """Bytes of the files under ``root`` (``.ncu-rep`` excluded): ``git`` (under ``.git``), ``versions`` (under
+    ``vN/``), ``report_html``, ``other``, and ``total``."""
+    out = {"git": 0, "versions": 0, "report_html": 0, "other": 0}
+    for dirpath, _dirs, files in os.walk(root):
+        rel = Path(dirpath).relative_to(root)
+        for name in files:
+            if name.endswith(".ncu-rep"):
+                continue
+            size = (Path(dirpath) / name).stat().st_size
+            top = rel.parts[0] if rel.parts else name
+            kind = ("git" if top == ".git" else "report_html" if top == "report.html" else
+                    "versions" if top.startswith("v") and top[1:].isdigit() else "other")
+            out[kind] += size
+    out["total"] = sum(out.values())
+    return out
+
+
+def run(cache: Path, out: Path, iterations: int | None) -> tuple[int, dict[str, int]]:
+    """One replayed optimize run into ``out``: (versions, :func:`folder_bytes`)."""
+    from kernelpilot import api
+
+    result = api.optimize(ROOT / "src" / "kernelpilot" / "examples" / f"{cache.name.split('-')[0]}.py", out=out,
+                          replay=str(cache), constraints=MATMUL_CONSTRAINTS if "matmul" in cache.name else [],
+                          strategy="exhaustive", benchmark=False, profile=False, iterations=iterations,
+                          baselines_ns={"torch.compile": 1.0})
+    versions = sum(1 for v in result.versions if v.index is not None)
+    return versions, folder_bytes(out)
+
+
+def main() -> None:
+    """Run both replays and print the table (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=ROOT / "tests" / "data" / "search" / "matmul-h100.jsonl")
+    parser.add_argument("--short", type=int, default=5, help="iterations of the short run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        n1, b1 = run(args.cache, Path(tmp) / "short", args.short)
+        n2, b2 = run(args.cache, Path(tmp) / "long", None)
+    per = {k: (b2[k] - b1[k]) / max(1, n2 - n1) for k in b1}
+    print(f"| run | versions | total | .git | vN/ folders | report.html | other |\n|---|---|---|---|---|---|---|")
+    for name, n, b in (("short", n1, b1), ("long", n2, b2)):
+        print(f"| {name} | {n} | {b['total']:,} | {b['git']:,} | {b['versions']:,} | {b['report_html']:,} | "
+              f"{b['other']:,} |")
+    print(f"| per measured version | 1 | {per['total']:,.0f} | {per['git']:,.0f} | {per['versions']:,.0f} | "
+          f"{per['report_html']:,.0f} | {per['other']:,.0f} |")
+    projected = b2["total"] + (1000 - n2) * per["total"]
+    print(f"\nbytes per measured version: {per['total']:,.0f} (files {per['total'] - per['git']:,.0f}, "
+          f"git {per['git']:,.0f})")
+    print(f"projected size of a run of 1,000 measured configs: {projected / 1e6:.2f} MB "
+          f"({'under' if projected < 10e6 else 'OVER'} the 10 MB of issue 25)")
+
+
+if __name__ == "__main__":
+    main()

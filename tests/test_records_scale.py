@@ -1,0 +1,166 @@
+"""Records that scale (issue 25): a version folder, number and commit per *measured* config; configs answered
+without a run (invalid, pruned) are rows of one table, ``skipped.jsonl``, read back by ``--resume`` in evaluation
+order, accepted by ``report`` and refused when forged; the final report lists the top versions and counts the rest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kernelpilot.app.recorder import RunFolderRecorder
+from kernelpilot.app.resume import evaluation_order
+from kernelpilot.app.validate import validate_run
+from kernelpilot.engine.evaluator import Evaluator
+from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.history import RunHistory, committed_blobs
+from kernelpilot.records.models import SKIPPED_FILE, RunInfo, read_skipped
+from kernelpilot.records.workspace import Workspace, write_json
+from kernelpilot.report.final import TOP_N, render_final_report
+from kernelpilot.search.space import SearchSpace
+
+#: 8 x 8 x 4 = 256 configs, a constraint making half of them invalid, a pruner removing most of the rest
+SPACE = SearchSpace({"A": list(range(8)), "B": list(range(8)), "C": [1, 2, 3, 4]}, ["C <= 2"])
+TOTAL = 8 * 8 * 4
+
+
+class Runner:
+    """A runner with a fixed true time per config (``A + B + C`` µs, 5 % noise) that counts its runs."""
+
+    parallel = 1
+
+    def __init__(self) -> None:
+        self.rng, self.runs = np.random.default_rng(0), 0
+
+    def evaluate(self, config, race_against_ns=None):
+        self.runs += 1
+        t = 1000.0 * (1 + config["A"] + config["B"] + config["C"])
+        s = list(t * (1 + 0.05 * self.rng.standard_normal(12)))
+        return Evaluation(config=config, status="ok", duration_ns=float(np.median(s)), samples_ns=s, wall_s=0.5)
+
+    def map(self, configs, race_against_ns=None):
+        return iter([self.evaluate(c) for c in configs])
+
+    def ab_samples(self, a, b, n):
+        return None
+
+    def close(self):
+        pass
+
+
+class Pruner:
+    """Static pruning: every config with ``A + B`` odd or ``A > 5`` can never win."""
+
+    def reason(self, config):
+        if (config["A"] + config["B"]) % 2 or config["A"] > 5:
+            return f"shared memory {49152 * (config['A'] + 1)} B over the per-block limit 232448 B"
+        return None
+
+
+def _info(root: Path) -> RunInfo:
+    return RunInfo(kernel="k.py", kernel_name="k", reference="k.py", source_sha256="0" * 64, shape={},
+                   tunables=SPACE.tunables, compute_unit="", mode="replay", device_name="test", gpu_spec=None,
+                   profile=False, started_utc="2026-11-26T00:00:00Z")
+
+
+def _run(root: Path, configs: list[dict], prior: list[Evaluation] = ()) -> tuple[Evaluator, RunFolderRecorder]:
+    ws = Workspace.create(root) if not root.exists() else Workspace.open(root)
+    history = RunHistory(ws.root)
+    if not (root / "run.json").exists():
+        write_json(root / "run.json", _info(root))
+        history.commit([root / "run.json"], "run: set-up")
+    rec = RunFolderRecorder(ws, kf_sha256="0" * 64, shape={}, strategy="exhaustive", roofline=None, history=history)
+    ev = Evaluator(SPACE, Runner(), pruner=Pruner(), recorder=rec, ab_samples=0, race=False, strategy="exhaustive")
+    ev.preload(list(prior))
+    for c in configs:
+        ev(c)
+    return ev, rec
+
+
+def _all_configs() -> list[dict]:
+    return [{"A": a, "B": b, "C": c} for a in range(8) for b in range(8) for c in (1, 2, 3, 4)]
+
+
+def _finish(root: Path, ev: Evaluator, rec: RunFolderRecorder) -> RunInfo:
+    info = _info(root).model_copy(update={"finished_utc": "2026-11-26T01:00:00Z", "stop_reason": "space spent",
+                                          "best_version": ev.incumbent.index})
+    write_json(root / "run.json", info)
+    rec.finish(ev.order)
+    return info
+
+
+def test_a_run_over_a_large_pruned_space_writes_one_folder_per_measured_config(tmp_path):
+    root = tmp_path / "run"
+    ev, rec = _run(root, _all_configs())
+    measured = [e for e in ev.order if e.index is not None]
+    skipped = [e for e in ev.order if e.index is None]
+    invalid = sum(1 for c in _all_configs() if c["C"] > 2)
+    pruned = sum(1 for c in _all_configs() if c["C"] <= 2 and Pruner().reason(c))
+    assert len(measured) == ev.runner.runs == TOTAL - invalid - pruned == 48
+    assert len(skipped) == invalid + pruned
+    # versions numbered consecutively over measured configs only; one folder each, with its hypothesis
+    assert [e.index for e in measured] == list(range(len(measured))) and ev.versions == measured
+    assert Workspace.open(root).version_indices() == list(range(len(measured)))
+    assert all((root / f"v{i}" / "hypothesis.md").is_file() for i in range(len(measured)))
+    # every answer has its place in the evaluation order; skipped ones are rows of one table with their reason
+    assert [e.seq for e in ev.order] == list(range(TOTAL))
+    rows, bad = read_skipped((root / SKIPPED_FILE).read_text())
+    assert not bad and [r.seq for r in rows] == [e.seq for e in skipped]
+    assert {r.status for r in rows} == {"invalid_config", "pruned"}
+    assert all(r.reason for r in rows)
+    # one commit per version (plus the set-up and the final record); the table committed with them
+    rec_info = _finish(root, ev, rec)
+    subjects = [s for _sha, s in rec.history.log()]
+    assert sum(1 for s in subjects if s.startswith("v")) == len(measured)
+    assert "skipped without a run" in subjects[0] and f"{len(skipped)} configs" in subjects[0]
+    head = committed_blobs(rec.history.repo)
+    assert SKIPPED_FILE in head
+    found = validate_run(root)
+    assert found.problems == [] and len(found.versions) == len(measured) and len(found.skipped) == len(skipped)
+    # the final report lists the top versions and summarizes the rest: not a line per config
+    text = render_final_report(rec_info, ev.order, None)
+    table = [line for line in text.splitlines() if line.startswith("| v")]
+    assert len(table) < len(measured) and len(table) <= TOP_N + sum(1 for e in measured if e.accepted) + 2
+    assert "more versions not listed" in text and "## Skipped without a run" in text
+    assert "is not on record" not in text  # a listed version's change is computed from its parent, listed or not
+    assert f"pruned × {pruned}" in text and f"invalid_config × {invalid}" in text
+
+
+def test_resume_rebuilds_the_evaluation_order_with_the_skipped_rows(tmp_path):
+    root = tmp_path / "run"
+    configs = _all_configs()[:80]
+    first, _ = _run(root, configs)
+    kept = [e for e in first.order if e.index is not None]
+    reread = [Evaluation.model_validate_json((root / f"v{e.index}" / "outcome.json").read_text()) for e in kept]
+    order = evaluation_order(Workspace.open(root), reread)
+    assert [(e.key, e.status, e.index, e.seq) for e in order] == [(e.key, e.status, e.index, e.seq)
+                                                                   for e in first.order]
+    # the second session, preloaded, answers the first session's configs from memory and numbers on
+    runs_before = sum(1 for e in first.order if e.index is not None)
+    second, _ = _run(root, _all_configs(), prior=order)
+    assert second.runner.runs == 48 - runs_before
+    assert [e.index for e in second.versions] == list(range(48))
+    assert [e.seq for e in second.order] == list(range(TOTAL))
+    rows, _ = read_skipped((root / SKIPPED_FILE).read_text())
+    assert [r.seq for r in rows] == [e.seq for e in second.order if e.index is None]
+
+
+def test_report_refuses_a_forged_skipped_table(tmp_path):
+    root = tmp_path / "run"
+    ev, rec = _run(root, _all_configs()[:40])
+    _finish(root, ev, rec)
+    assert validate_run(root).problems == []
+    table = root / SKIPPED_FILE
+    honest = table.read_text()
+    # a measured version's config hidden as "pruned" (a row with a fresh seq appended)
+    v0 = ev.versions[0]
+    forged = json.dumps({"seq": TOTAL + 5, "config": v0.config, "status": "pruned", "reason": "x"}) + "\n"
+    table.write_text(honest + forged)
+    problems = validate_run(root).problems
+    assert any(p.file == SKIPPED_FILE and "as version v0" in p.problem for p in problems)
+    assert any(p.file == SKIPPED_FILE and "changed since it was committed" in p.problem for p in problems)
+    # a row claiming a skipped config ran fine
+    row = json.loads(honest.splitlines()[0])
+    table.write_text(json.dumps({**row, "status": "ok"}) + "\n" + "\n".join(honest.splitlines()[1:]) + "\n")
+    assert any("never ran" in p.problem for p in validate_run(root).problems)
