@@ -170,3 +170,23 @@ def test_an_unknown_gpu_is_an_error_in_tune_as_in_optimize(tmp_path):
             run()
         assert "RTX9999" in info.value.message and info.value.hint
     assert not (tmp_path / "o").exists()
+
+
+def test_a_replay_over_a_larger_space_skips_what_its_cache_lacks_with_a_note(tmp_path):
+    """Issue 25: the softmax cache was filled with ``num_stages == 2`` only; replayed over the whole space, the
+    configs it lacks are rows of skipped.jsonl (``not_in_cache``), never versions and never a failure, the stop
+    reason says how many, and the run still meets the cache's best."""
+    from kernelpilot import api
+    from kernelpilot.engine.runner import ReplayRunner
+
+    cache = DATA / "softmax-h100.jsonl"
+    best = min(e.duration_ns for e in ReplayRunner(cache).evaluations() if e.ok)
+    result = api.optimize(EXAMPLES / "softmax.py", out=tmp_path / "run", replay=str(cache), budget_s=1e6,
+                          benchmark=False)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "skipped.jsonl").read_text().splitlines()]
+    lacking = [r for r in rows if r["status"] == "not_in_cache"]
+    assert lacking and all(r["config"]["num_stages"] != 2 for r in lacking)
+    assert all(v.config["num_stages"] == 2 for v in result.versions)  # only measured configs became versions
+    assert len(result.versions) == len(ReplayRunner(cache))
+    assert f"{len(lacking)} config(s) of the space are not in the replayed cache" in result.run.stop_reason
+    assert result.best is not None and result.best.duration_ns <= 1.01 * best

@@ -89,9 +89,9 @@ class FirstIncorrect:
 
     def check(self, evaluator: Evaluator) -> str | None:
         """The stop reason, or None."""
-        if evaluator.incumbent is None and evaluator.order and evaluator.order[0].status in (
+        if evaluator.incumbent is None and evaluator.versions and evaluator.versions[0].status in (
                 "wrong_result", "nan", "runtime_error"):
-            first = evaluator.order[0]
+            first = evaluator.versions[0]
             return f"v0 is not correct: {failure_line(first)}: fix the kernel before optimizing"
         return None
 
@@ -252,6 +252,12 @@ def _search(s: Session, guard: GracefulStop) -> Any:
         except BudgetExhausted as exc:
             info.stop_reason = str(exc)
         info.search_spent_s = ev.budget.elapsed_s()
+        unknown = sum(1 for e in ev.order if e.status == "not_in_cache")
+        if unknown:  # a replay over a space larger than its cache: those configs were skipped, not failed
+            note = (f"{unknown} config(s) of the space are not in the replayed cache and were skipped "
+                    f"(skipped.jsonl: not_in_cache)")
+            info.stop_reason += f"; {note}"
+            s.log(f"note: {note}")
         if cuda and s.benchmark and s.bench is None and s.replayer is None and ev.incumbent is not None:
             _time_baselines(s, runner, guard, "after the search")
     except RunInterrupted:
@@ -278,7 +284,8 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     with guard.held():
         write_json(ws.root / "run.json", info)
     hold_point("final", s.log)
-    versions = ev.order
+    versions = ev.versions
+    skipped = [e for e in ev.order if e.index is None]
     best = best_version(versions)
     if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of:
         s.log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
@@ -302,7 +309,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
             write_text(ws.root / "benchmark.md", render_benchmark_md(bench, info))
         info.finished_utc = now_utc()  # on disk (run.json) only after final_report.md: a run is finished once both are
         info.wall_s = time.monotonic() - s.t0
-        write_text(ws.root / "final_report.md", render_final_report(info, versions, s.ctx.roofline))
+        write_text(ws.root / "final_report.md", render_final_report(info, versions, s.ctx.roofline, skipped=skipped))
         write_json(ws.root / "run.json", info)
         html = try_write_report_html(ws.root, s.log)
         s.recorder.finish(versions)
@@ -398,7 +405,7 @@ def _interrupted(s: Session, signum: int) -> Exception:
     ws, info, ev = s.ws, s.info, s.evaluator
     sig = signal_name(signum)
     resume = f"kernelpilot optimize --resume {ws.root}"
-    n_done = len(ev.order) if ev is not None else len(s.prior)
+    n_done = len(ev.versions) if ev is not None else len([p for p in s.prior if p.index is not None])
     where = f"during the {s.phase}" if s.phase != "search" else "between versions"
     flight = ws.root / f"v{n_done}"
     if s.phase == "search" and (flight / "config.json").is_file() and not (flight / "outcome.json").is_file():

@@ -93,6 +93,10 @@ class IncumbentChange(BaseModel):
     decision: str
 
 
+#: How many of the latest versions (besides the incumbent) a config with no move of its own is derived from: the
+#: nearest of all would cost O(versions) per evaluation, quadratic over a search of 10,000 configs.
+NEAREST_AMONG = 256
+
 class Evaluator:
     """The evaluate function handed to a strategy (see the module docstring for what it does per call).
 
@@ -313,8 +317,8 @@ class Evaluator:
     def needs_run(self, config: dict[str, Any]) -> bool:
         """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""
         key = config_key(config)
-        return not (key in self.seen or key in self.ready or self.space.why_invalid(config)
-                    or self._prune_reason(config) is not None or self._cached(config) is not None)
+        return not (key in self.seen or key in self.ready or self._skip_answer(config) is not None
+                    or self._cached(config) is not None)
 
     # -- answering ---------------------------------------------------------------------------------------------------
     def _skip_answer(self, config: dict[str, Any]) -> Evaluation | None:
@@ -323,6 +327,10 @@ class Evaluator:
         why = self.space.why_invalid(config)
         if why is not None:
             return Evaluation(config=config, status="invalid_config", message=why)
+        knows = getattr(self.runner, "knows", None)  # a replay answers only the configs its cache holds
+        if callable(knows) and not knows(config):
+            return Evaluation(config=config, status="not_in_cache",
+                              message="not in the replayed cache: skipped (the measuring run never ran it)")
         why = self._prune_reason(config)
         if why is not None:  # a compile whose run_kernel hung or exited: that failure, as a measurement would give
             failed = getattr(self.pruner, "failure", None)
@@ -378,16 +386,18 @@ class Evaluator:
     def _derivation(self, cand: Candidate) -> tuple[Evaluation | None, Move | None]:
         """The evaluation ``cand`` derives from and the move that makes it: the strategy's move from the config it
         was made from (``move.undo``: the incumbent, or another version after the guided strategy's restart), else
-        a step from the nearest evaluated config (fewest tunables changed, the incumbent first, then the fastest)
-        whose move is the two configs' difference (a strategy's reasons kept)."""
+        a step from the nearest evaluated config (fewest tunables changed, the incumbent first, then the fastest;
+        among the incumbent and the last :data:`NEAREST_AMONG` versions) whose move is the two configs' difference
+        (a strategy's reasons kept)."""
         if not self.versions:
             return None, None
         inc, before = self.incumbent, config_key(cand.move.undo(cand.config)) if cand.move is not None else None
         origin = next((e for e in ([inc] if inc is not None else []) + self.versions if e.key == before), None)
         if origin is not None:
             return origin, cand.move
-        base = min(self.versions, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()),
-                                                 e is not inc, e.objective))
+        near = self.versions[-NEAREST_AMONG:] + ([inc] if inc is not None else [])  # O(1) per call, not O(versions)
+        base = min(near, key=lambda e: (sum(e.config.get(k) != v for k, v in cand.config.items()), e is not inc,
+                                        e.objective))
         move = Move.between(base.config, cand.config, self.space.tunables, self.strategy or "search")
         fields = ("tunable", "old", "new", "direction")  # the strategy's reasons, the configs' difference
         return base, move if cand.move is None else cand.move.model_copy(update={k: getattr(move, k) for k in fields})

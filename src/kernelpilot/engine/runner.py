@@ -73,6 +73,10 @@ class ReplayRunner(CacheReplay):
         """The stored measurements, in order (raced as :meth:`evaluate` does)."""
         return iter([self.evaluate(c, race_against_ns) for c in configs])
 
+    def knows(self, config: dict[str, Any]) -> bool:
+        """Whether the cache holds a measurement of ``config`` (the evaluator skips the others: ``not_in_cache``)."""
+        return config in self
+
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> None:
         """None: a replay cannot take new samples (the evaluator decides on the stored ones)."""
         return None

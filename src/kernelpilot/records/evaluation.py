@@ -45,12 +45,13 @@ __all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", 
 #:   launch saw (a kernel that behaves differently when timed is wrong on the launches that were timed);
 #: * ``off_timer_work`` — GPU work outside the timed region (an unjoined stream);
 #: * ``kernel_not_launched`` — none of the file's own kernels ran (the work was done by something else).
-Status = Literal["ok", "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access",
+#: * ``not_in_cache`` — a replay's cache holds no measurement of the config: skipped, with a note (never a version).
+Status = Literal["ok", "invalid_config", "pruned", "not_in_cache", "compile_error", "runtime_error", "illegal_memory_access",
                  "timeout", "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased",
                  "inputs_mutated", "wrong_at_shape", "tolerance_refused", "stale_result", "wrong_when_timed",
                  "off_timer_work", "kernel_not_launched"]
 FAILURES: tuple[str, ...] = (
-    "invalid_config", "pruned", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
+    "invalid_config", "pruned", "not_in_cache", "compile_error", "runtime_error", "illegal_memory_access", "timeout",
     "worker_crash", "nan", "wrong_result", "impossible", "timer_tampered", "aliased", "inputs_mutated",
     "wrong_at_shape", "tolerance_refused", "stale_result", "wrong_when_timed", "off_timer_work",
     "kernel_not_launched",
