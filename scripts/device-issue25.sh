@@ -16,6 +16,14 @@ stage=${1:-smoke}; shift || true
 echo "== $stage $*, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 EX=src/kernelpilot/examples
+# keep: the run folders' small records (run.json, final_report.md, skipped.jsonl, inductor/import.json, the tune
+# folder's tune.md) as one archive in $OUT
+keep() {
+  (cd /tmp/kp-table && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
+     --exclude='tc-*' --exclude='ic-*' opt-*/run.json opt-*/final_report.md opt-*/skipped.jsonl opt-*/benchmark.md \
+     opt-*/inductor 2>/dev/null)
+  ls -la "$OUT"
+}
 case "$stage" in
 smoke)
   python3 benchmarks/search/table.py $EX/softmax.py $EX/layer_norm.py --out /tmp/kp-table \
@@ -39,4 +47,16 @@ PY
   done ;;
 table)
   python3 benchmarks/search/table.py "$@" --out /tmp/kp-table --json-out "$OUT/rows.jsonl" ;;
+call1)  # the examples with an exhaustive tune beside optimize, then library kernels (optimize only)
+  python3 benchmarks/search/table.py $EX/vector_add.py $EX/layer_norm.py --timeout-s 240 --out /tmp/kp-table \
+    --json-out "$OUT/rows.jsonl"
+  python3 benchmarks/search/table.py benchmarks/library/liger_geglu.py benchmarks/library/liger_rope.py \
+    benchmarks/observed/fla_l2norm.py --skip-exhaustive --timeout-s 200 --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  keep ;;
+call2)
+  python3 benchmarks/search/table.py $EX/matmul.py benchmarks/library/triton_tutorial_matmul.py --timeout-s 300 \
+    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  python3 benchmarks/search/table.py benchmarks/library/triton_tutorial_attention.py benchmarks/library/torchao_int8_mm.py \
+    --skip-exhaustive --timeout-s 200 --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  keep ;;
 esac

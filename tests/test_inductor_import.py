@@ -195,12 +195,16 @@ def _small_softmax(tmp_path: Path, n: int = 64) -> Path:
     """The softmax capture with its sizes rewritten from 8192 to ``n`` (M = N = 8192 is the only number 8192 in it:
     xnumel, r0_numel, the row stride, the asserted size and stride, the buffer, the launch's numels), so the
     interpreter runs Inductor's body in seconds: 8192 rows take it about 20 minutes."""
+    _write(_small_capture(n), tmp_path / "softmax_small.py")
+    return tmp_path / "softmax_small.py"
+
+
+def _small_capture(n: int = 64):
+    """The softmax capture with its sizes rewritten from 8192 to ``n`` (see :func:`_small_softmax`)."""
     cap = _capture("softmax-default")
     chosen = {k: {**v, "kwargs": {"XBLOCK": 1, "R0_BLOCK": n}} for k, v in cap.chosen.items()}
-    cap = cap.model_copy(update={"codes": [cap.codes[0].replace("8192", str(n))], "chosen": chosen,
-                                 "shape": {"M": n, "N": n, "dtype": "float32"}, "constants": {"M": n, "N": n}})
-    _write(cap, tmp_path / "softmax_small.py")
-    return tmp_path / "softmax_small.py"
+    return cap.model_copy(update={"codes": [cap.codes[0].replace("8192", str(n))], "chosen": chosen,
+                                  "shape": {"M": n, "N": n, "dtype": "float32"}, "constants": {"M": n, "N": n}})
 
 
 @pytest.mark.parametrize("blocks", [{"XBLOCK_0": 1, "R0_BLOCK_0": 64}, {"XBLOCK_0": 2, "R0_BLOCK_0": 32}])
@@ -255,3 +259,27 @@ def test_kernelpilot_check_passes_the_converted_kernel(tmp_path):
     result = api.check(_small_softmax(tmp_path))
     assert result.passed, result.summary
     assert len(result.seeds) == 3
+
+
+def test_optimizes_candidate_path_imports_searches_and_decides(tmp_path):
+    """The path optimize takes when torch.compile beat its best (app/candidates.py), from a saved capture under the
+    interpreter: the import writes RUN/inductor/kernel.py and import.json, tune's auto strategy searches its space
+    in RUN/inductor/tune, and the decision keeps the faster side (here against a made-up slower and faster best)."""
+    from kernelpilot.app.candidates import decide_final, inductor_candidate
+    from kernelpilot.records.evaluation import Evaluation
+
+    cap = tmp_path / "capture.json"
+    cap.write_text(_small_capture(64).model_dump_json())
+    folder = tmp_path / "run" / "inductor"
+    cand = inductor_candidate(ROOT / "src/kernelpilot/examples/softmax.py", None, {"M": 64, "N": 64, "dtype": "float32"},
+                              folder, 1000.0, timeout_s=300, budget_s=20, capture=cap)
+    assert cand.status == "imported", cand.message
+    assert (folder / "kernel.py").is_file() and (folder / "import.json").is_file() and (folder / "tune").is_dir()
+    assert cand.duration_ns and cand.config and cand.samples_ns
+    slower = Evaluation(config={"B": 1}, status="ok", index=3, duration_ns=cand.duration_ns * 10,
+                        samples_ns=[cand.duration_ns * 10] * 20)
+    final = decide_final(slower, "kernel.py", cand)
+    assert final.source == "inductor" and final.kernel == "inductor/kernel.py" and final.config == cand.config
+    faster = slower.model_copy(update={"duration_ns": cand.duration_ns / 10, "samples_ns": [cand.duration_ns / 10] * 20})
+    kept = decide_final(faster, "kernel.py", cand)
+    assert kept.source == "search" and kept.version == 3 and "not faster" in kept.decision

@@ -86,7 +86,7 @@ def search_final(best: Any, kernel: str, why: str, inductor: CandidateOutcome | 
 
 
 def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], folder: Path, baseline_ns: float,
-                       *, timeout_s: float, budget_s: float = CANDIDATE_BUDGET_S,
+                       *, timeout_s: float, budget_s: float = CANDIDATE_BUDGET_S, capture: Path | None = None,
                        log: Any = lambda _m: None) -> CandidateOutcome:
     """Import torch.compile's kernel for ``kernel``'s reference and search its space (see the module docstring).
 
@@ -94,7 +94,8 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
         kernel / ref: the kernel file and its separate reference (None: in the kernel file).
         shape: the run's shape (Inductor's code is specialized to it). folder: ``RUN/inductor`` (created).
         baseline_ns: torch.compile's median that made the import worth it. timeout_s: per config.
-        budget_s: seconds for the candidate's search. log: progress lines.
+        budget_s: seconds for the candidate's search. capture: convert this saved capture (``kernelpilot inductor
+            --save-capture``) instead of capturing on the GPU. log: progress lines.
 
     Returns:
         The :class:`CandidateOutcome` (never raises for the import's or the search's own failures: they are its
@@ -109,7 +110,9 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
         from kernelpilot.inductor import NoTritonKernel
 
         try:
-            imported = import_inductor(kernel, out=out, ref=ref, shape=shape, timeout_s=max(timeout_s, 300.0))
+            imported = import_inductor(kernel, out=out, ref=ref, shape=shape, timeout_s=max(timeout_s, 300.0),
+                                       from_capture=capture, save_capture=folder / "capture.json" if capture is None
+                                       else None)
         except NoTritonKernel as exc:
             log(f"torch.compile's code has no Triton kernel to import ({exc.message.splitlines()[0][:160]})")
             return CandidateOutcome(status="no_triton_kernel", torch_compile_ns=baseline_ns, message=exc.message[:500])
