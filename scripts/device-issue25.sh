@@ -53,6 +53,15 @@ call1)  # the examples with an exhaustive tune beside optimize, then library ker
   python3 benchmarks/search/table.py benchmarks/library/liger_geglu.py benchmarks/library/liger_rope.py \
     benchmarks/observed/fla_l2norm.py --skip-exhaustive --timeout-s 200 --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
   keep ;;
+callA)  # the Inductor candidate (Liger GeGLU), the matmul example (GEMM vs cuBLAS, 1162 configs), layer_norm
+  python3 benchmarks/search/table.py benchmarks/library/liger_geglu.py --skip-exhaustive --timeout-s 170 \
+    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  python3 benchmarks/search/table.py $EX/matmul.py --skip-exhaustive --timeout-s 280 --out /tmp/kp-table \
+    --json-out "$OUT/rows.jsonl"
+  keep
+  python3 benchmarks/search/table.py $EX/layer_norm.py --skip-exhaustive --timeout-s 130 --out /tmp/kp-table \
+    --json-out "$OUT/rows.jsonl"
+  keep ;;
 call2)
   python3 benchmarks/search/table.py $EX/matmul.py benchmarks/library/triton_tutorial_matmul.py --timeout-s 300 \
     --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
