@@ -23,12 +23,14 @@ import json
 from collections.abc import Callable
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from kernelpilot.fmt import format_duration_ns
-from kernelpilot.report.charts import Chart, all_charts
 from kernelpilot.report.html_data import Entry, PageData, read_folder
+
+if TYPE_CHECKING:
+    from kernelpilot.report.charts import Chart
 
 __all__ = ["REPORT_FILE", "render_report_html", "try_write_report_html", "write_report_html"]
 
@@ -191,6 +193,8 @@ def render_page(data: PageData) -> str:
     """The whole page for records already read (:func:`kernelpilot.report.html_data.read_folder`). Raises nothing
     for the records' content."""
     import plotly.offline
+
+    from kernelpilot.report.charts import all_charts  # plotly: imported only when a page is drawn
 
     charts = all_charts(data)
     lib, lib_hash = _script(plotly.offline.get_plotlyjs())
