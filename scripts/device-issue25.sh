@@ -19,9 +19,9 @@ EX=src/kernelpilot/examples
 # keep: the run folders' small records (run.json, final_report.md, skipped.jsonl, inductor/import.json, the tune
 # folder's tune.md) as one archive in $OUT
 keep() {
-  (cd /tmp/kp-table && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
+  (cd /tmp/kp-table && tar czf "$OUT/runs.tgz" *.log --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
      --exclude='tc-*' --exclude='ic-*' opt-*/run.json opt-*/final_report.md opt-*/skipped.jsonl opt-*/benchmark.md \
-     opt-*/inductor 2>/dev/null)
+     opt-*/inductor/import.json opt-*/inductor/tune/tune.md opt-*/*.log 2>/dev/null)
   ls -la "$OUT"
 }
 case "$stage" in
@@ -62,6 +62,15 @@ callA)  # the Inductor candidate (Liger GeGLU), the matmul example (GEMM vs cuBL
   python3 benchmarks/search/table.py $EX/layer_norm.py --skip-exhaustive --timeout-s 130 --out /tmp/kp-table \
     --json-out "$OUT/rows.jsonl"
   keep ;;
+callB)  # the Inductor candidate live (Liger GeGLU: torch.compile beat the knobs by 17 % on an H200), then the
+        # matmul example (the TMA variant reached by the value coverage), each given what the call has left
+  python3 benchmarks/search/table.py benchmarks/library/liger_geglu.py --skip-exhaustive --timeout-s 330 \
+    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  keep; cp /tmp/kp-table/opt-liger_geglu.log "$OUT/" 2>/dev/null
+  left=$(( 560 - SECONDS ))
+  [ $left -gt 60 ] && python3 benchmarks/search/table.py $EX/matmul.py --skip-exhaustive --timeout-s $left \
+    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  keep; tail -n 5 /tmp/kp-table/opt-matmul.log ;;
 call2)
   python3 benchmarks/search/table.py $EX/matmul.py benchmarks/library/triton_tutorial_matmul.py --timeout-s 300 \
     --out /tmp/kp-table --json-out "$OUT/rows.jsonl"

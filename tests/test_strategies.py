@@ -378,3 +378,36 @@ def test_auto_searches_a_config_list_to_the_end_where_the_card_walk_stops():
     rec = run(space, "auto", start=listed[2], scattered=False)
     assert sorted(rec.keys()) == sorted(config_key(c) for c in listed)
     assert rec.best() == min(listed, key=cost_ns)
+
+
+@needs_optuna
+def test_auto_measures_every_value_once_before_the_model_even_a_corner_variant():
+    """A variant switch valid only in a corner of the space (the matmul example's TMA = 1: large tiles and 8 warps)
+    is measured right after the card's moves, in the valid config nearest the incumbent that has it; the model is
+    not left to find it by chance. Here the corner holds the optimum."""
+    space = SearchSpace({"BLOCK": [16, 32, 64, 128, 256], "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4],
+                         "VARIANT": [0, 1]}, ["VARIANT == 0 or (BLOCK >= 128 and num_warps == 8)"])
+    calls: list[dict] = []
+
+    def evaluate(config):
+        calls.append(dict(config))
+        t = 1000.0 + 10 * abs(config["num_stages"] - 2) + abs(config["BLOCK"] - 64) + 5 * abs(config["num_warps"] - 4)
+        return Evaluation(config=config, status="ok", duration_ns=t * (0.5 if config["VARIANT"] else 1.0))
+
+    budget = Budget(max_evals=30).start()
+
+    def limited(config):
+        budget.check()
+        budget.charge()
+        return evaluate(config)
+
+    try:
+        get_strategy("auto").search(space, limited, seed=0, start={"BLOCK": 32, "num_warps": 2, "num_stages": 1,
+                                                                   "VARIANT": 0})
+    except BudgetExhausted:
+        pass
+    walk = next(i for i, c in enumerate(calls) if c["VARIANT"] == 1)
+    # the card's walk (exploration here) descends the bowl, then the values no config had yet: VARIANT = 1 next
+    assert calls[walk] == {"BLOCK": 128, "num_warps": 8, "num_stages": 2, "VARIANT": 1}, calls[: walk + 1]
+    assert all(c["VARIANT"] == 0 for c in calls[:walk]) and walk <= 20
+    assert len({config_key(c) for c in calls}) == len(calls)

@@ -42,20 +42,23 @@ def _us(ns: float | None) -> str:
     return f"{ns / 1000:.2f}" if ns else "—"
 
 
-def run_json(cmd: list[str], env: dict[str, str], timeout_s: float) -> tuple[dict[str, Any], float, str]:
-    """Run a kernelpilot command with ``--json``: (its JSON object, wall seconds, stderr tail). Raises nothing."""
+def run_json(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> tuple[dict[str, Any], float, str]:
+    """Run a kernelpilot command with ``--json`` (its progress lines go to ``log``): (its JSON object, wall
+    seconds, the last lines of its progress when it gave no JSON). Raises nothing."""
     t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s)
-        out, err = p.stdout, p.stderr
-    except subprocess.TimeoutExpired as exc:
-        out, err = exc.stdout or "", f"timeout after {timeout_s:.0f} s"
-        out = out.decode() if isinstance(out, bytes) else out
+    with log.open("w") as err_fh:
+        try:
+            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err_fh, text=True, env=env, timeout=timeout_s)
+            out, why = p.stdout, ""
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            why = f"timeout after {timeout_s:.0f} s; "
     wall = time.monotonic() - t0
     try:
-        return json.loads(out), wall, err[-600:]
+        return json.loads(out), wall, ""
     except json.JSONDecodeError:
-        return {}, wall, (err or out)[-600:]
+        tail = log.read_text(errors="replace").splitlines()[-6:] if log.is_file() else []
+        return {}, wall, why + " / ".join(tail)[-900:]
 
 
 def folder_bytes(root: Path) -> int:
@@ -98,14 +101,14 @@ def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str,
     caches = {**env, "TRITON_CACHE_DIR": str(out / f"tc-{name}"), "TORCHINDUCTOR_CACHE_DIR": str(out / f"ic-{name}")}
     run = out / f"opt-{name}"
     start = time.time()
-    opt, res["opt_wall_s"], err = run_json([*kp, "optimize", kernel, "--out", str(run), "--json", "--quiet"], caches,
-                                           timeout_s)
+    opt, res["opt_wall_s"], err = run_json([*kp, "optimize", kernel, "--out", str(run), "--json"], caches,
+                                           timeout_s, out / f"opt-{name}.log")
     if not opt:
         res["opt_error"] = err
     tune: dict[str, Any] = {}
     if exhaustive:
         tune, res["tune_wall_s"], err = run_json([*kp, "tune", kernel, "--strategy", "exhaustive", "--no-cache",
-                                                 "--json", "--quiet"], caches, timeout_s)
+                                                 "--json"], caches, timeout_s, out / f"tune-{name}.log")
         if not tune:
             res["tune_error"] = err
     best_t = (tune.get("best") or {}).get("duration_ns")

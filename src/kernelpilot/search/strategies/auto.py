@@ -13,7 +13,9 @@ Three facts from the H100/H200 runs of issue 25 shaped it (docs/search.md has th
 
 So the search is: ``start`` (v0); then the guided moves from the incumbent while they keep paying (each move the
 card ranks first; the phase ends when the incumbent has no untried move or ``patience`` moves in a row were not
-accepted); then TPE, seeded with every evaluation made so far, until every valid config of the space was tried or
+accepted); then every value of every tunable that no config tried yet had, once, in the valid config nearest the
+incumbent that has it (a variant switch valid only in a corner of the space is not left to chance); then TPE,
+seeded with every evaluation made so far, until every valid config of the space was tried or
 the budget is spent. No config is evaluated twice (the evaluator answers a repeat from memory, and neither phase
 asks for one), and the search never ends while the budget and the space both have something left. With several
 workers each step is a batch (the card's top moves; TPE's batch mode).
@@ -71,13 +73,15 @@ class AutoStrategy:
             return
         start = start if start is not None and space.is_valid(start) else configs[0]
         tried: dict[str, Evaluation] = {}
-        self._card_moves(space, evaluate, start, tried)
+        incumbent = self._card_moves(space, evaluate, start, tried)
+        self._cover_values(space, evaluate, incumbent, tried)
         self.model.search_from(space, evaluate, seed=seed, prior=list(tried.values()))
 
     def _card_moves(self, space: SearchSpace, evaluate: Evaluate, start: dict[str, Any],
-                    tried: dict[str, Evaluation]) -> None:
+                    tried: dict[str, Evaluation]) -> Evaluation:
         """The prior: v0, then the card's first-ranked untried moves from the incumbent, one per worker per step,
-        until no move is left or ``patience`` (times the workers) in a row were not accepted."""
+        until no move is left or ``patience`` (times the workers) in a row were not accepted. Returns the
+        incumbent."""
         width = parallelism(evaluate)
 
         def run(batch: list[Any]) -> list[Evaluation]:
@@ -94,10 +98,41 @@ class AutoStrategy:
             moves = [m for m in propose_moves(incumbent.config, space.tunables, tried, card=card, spills=spills)
                      if space.is_valid(m.apply(incumbent.config)) and config_key(m.apply(incumbent.config)) not in tried]
             if not moves:
-                return
+                return incumbent
             for cand in run([Candidate(m.apply(incumbent.config), m) for m in moves[:width]]):
                 better = cand.accepted if cand.accepted is not None else cand.objective < incumbent.objective
                 if better:
                     incumbent, misses = cand, 0
                 else:
                     misses += 1
+        return incumbent
+
+    def _cover_values(self, space: SearchSpace, evaluate: Evaluate, incumbent: Evaluation,
+                      tried: dict[str, Evaluation]) -> None:
+        """Every value of every tunable measured once before the model takes over: for each value no tried config
+        has, the valid untried config nearest the incumbent that has it (fewest other tunables changed, then the
+        smallest steps in each tunable's value order). A variant switch that is valid only in a small corner of the
+        space (the matmul example's ``TMA`` = 1: 10 of 1,162 configs) is otherwise left to chance: the model, fed
+        only configs near the incumbent, proposes near them."""
+        base = incumbent.config
+        pos = {n: {v: i for i, v in enumerate(vals)} for n, vals in space.tunables.items()}
+
+        def distance(c: dict[str, Any]) -> tuple[int, int]:
+            diff = [n for n in space.names if c[n] != base.get(n)]
+            return len(diff), sum(abs(pos[n][c[n]] - pos[n].get(base.get(n), 0)) for n in diff)
+
+        picked: dict[str, dict[str, Any]] = {}
+        configs = space.configs()
+        for name, values in space.tunables.items():
+            have = {ev.config.get(name) for ev in tried.values()} | {c[name] for c in picked.values()}
+            for value in values:
+                if value in have:
+                    continue
+                options = [c for c in configs if c[name] == value and config_key(c) not in tried
+                           and config_key(c) not in picked]
+                if options:
+                    best = min(options, key=distance)
+                    picked[config_key(best)] = best
+                    have |= {best[name]}
+        for ev in evaluate_many(evaluate, list(picked.values())):
+            tried[ev.key] = ev
