@@ -401,8 +401,9 @@ def environment() -> dict[str, Any]:
         except PackageNotFoundError:
             return None
 
-    return {"gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None, "torch": torch.__version__,
-            "cuda": torch.version.cuda, **{n: ver(n) for n in ("triton", "kernel_tuner", "cupy-cuda13x", "kernelpilot")},
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"gpu": gpu, "torch": torch.__version__, "cuda": torch.version.cuda,
+            **{n: ver(n) for n in ("triton", "kernel_tuner", "cupy-cuda13x", "kernelpilot")},
             "utc": f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"}
 
 
