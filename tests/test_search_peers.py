@@ -117,3 +117,18 @@ def test_a_kernel_that_cannot_run_is_a_row_not_a_crash(sp, tmp_path, capsys):
     data = __import__("json").loads(out.read_text())
     assert data["env"]["torch"] == torch.__version__ and data["rows"][0]["tool"] == "(setup)"
     assert (tmp_path / "o" / "progress.log").read_text().strip()  # the traceback, for whoever reads the run
+
+
+def test_each_tool_runs_with_its_own_empty_caches_and_the_environment_comes_back(sp, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
+    monkeypatch.delenv("KERNELPILOT_CACHE", raising=False)
+    import os
+
+    with sp.cold(tmp_path, "softmax-tune"):
+        seen = {k: os.environ[k] for k in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "KERNELPILOT_CACHE_DIR",
+                                           "KERNELPILOT_CACHE", "KERNELPILOT_EXPERIENCE")}
+    with sp.cold(tmp_path, "softmax-optimize"):
+        other = os.environ["TRITON_CACHE_DIR"]
+    assert all(v.startswith(str(tmp_path / "caches" / "softmax-tune")) for v in seen.values())
+    assert other != seen["TRITON_CACHE_DIR"] and not any((tmp_path / "caches" / "softmax-tune" / "triton").iterdir())
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/else" and "KERNELPILOT_CACHE" not in os.environ
