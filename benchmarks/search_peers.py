@@ -468,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=None, help="optimize's --budget-s (default: optimize's own)")
     p.add_argument("--out", default=None, help="folder for run folders, caches and progress.log (default: a temp dir)")
     p.add_argument("--json-out", default=None, help="write the rows as JSON here")
+    p.add_argument("--log", default=None, help="kernelpilot's progress lines and tracebacks (default OUT/progress.log)")
     p.add_argument("--constraint", action="append", default=[], metavar="KERNEL:EXPR",
                    help="an extra constraint for one kernel, given to every tool (a smaller shared space)")
     p.add_argument("--no-profile", action="store_true", help="optimize without ncu (saves ~30 s per kernel)")
@@ -479,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown kernel(s) {[n for n in names if n not in CASES]}; known: {sorted(CASES)}")
     args.out = args.out or tempfile.mkdtemp(prefix="search_peers-")
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    log = open(Path(args.out) / "progress.log", "a", encoding="utf-8")
+    log = open(args.log or Path(args.out) / "progress.log", "a", encoding="utf-8")
     table = Table(args.json_out, environment())
     print(f"# search_peers — {json.dumps(table.env)}; out {args.out}", flush=True)
     print(render_table([]), flush=True)
