@@ -45,7 +45,10 @@ def run(cache: Path, out: Path, iterations: int | None) -> tuple[int, dict[str, 
     """One replayed optimize run into ``out``: (versions, :func:`folder_bytes`)."""
     from kernelpilot import api
 
-    result = api.optimize(ROOT / "src" / "kernelpilot" / "examples" / f"{cache.name.split('-')[0]}.py", out=out,
+    name = cache.name.split("-")[0]
+    kept = cache.with_name(f"{name}.py")  # the file the cache was measured with, where the example changed since
+    kernel = kept if kept.is_file() else ROOT / "src" / "kernelpilot" / "examples" / f"{name}.py"
+    result = api.optimize(kernel, out=out,
                           replay=str(cache), constraints=MATMUL_CONSTRAINTS if "matmul" in cache.name else [],
                           strategy="exhaustive", benchmark=False, profile=False, iterations=iterations,
                           baselines_ns={"torch.compile": 1.0})
