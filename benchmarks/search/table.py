@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.app.candidates import torch_compile_ns
+
 HEAD = ("| kernel | space | optimize best µs | wall s | to 1 % s | versions | skipped | MB | exhaustive best µs | wall s "
         "| measured | eager µs | torch.compile µs | Inductor (tuned) µs | final | vs compile |")
 
@@ -132,7 +134,7 @@ def render(r: dict[str, Any]) -> str:
     """One markdown row of :data:`HEAD`."""
     b = r.get("baselines") or {}
     eager = next((v for k, v in b.items() if k.startswith("PyTorch eager")), None)
-    comp = next((v for k, v in b.items() if k.startswith("torch.compile")), None)
+    comp = torch_compile_ns(b)
     final = r.get("final") or {}
     final_ns = final.get("duration_ns") or r.get("opt_ns")
     vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"

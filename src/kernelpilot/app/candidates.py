@@ -137,7 +137,8 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
 
 
 def decide_final(best: Any, kernel: str, cand: CandidateOutcome | None) -> FinalChoice:
-    """The final between the search's ``best`` and the candidate: the candidate replaces it only when its median is
+    """The final between the search's ``best`` (an accepted version: the candidate is only sought against one) and
+    the candidate: the candidate replaces it only when its median is
     lower and the decision rule on both sets of samples says faster beyond noise (:func:`kernelpilot.search.stats.
     decide`: Mann-Whitney U and a bootstrap CI of the ratio of medians). Raises nothing."""
     from kernelpilot.search.stats import decide
@@ -145,10 +146,6 @@ def decide_final(best: Any, kernel: str, cand: CandidateOutcome | None) -> Final
     if cand is None or cand.status != "imported" or cand.duration_ns is None:
         why = "the search's best (" + (cand.status.replace("_", " ") if cand else "no candidate") + ")"
         return search_final(best, kernel, why, cand)
-    if best is None:
-        return FinalChoice(source="inductor", kernel=f"inductor/{cand.kernel}", config=cand.config,
-                           duration_ns=cand.duration_ns, decision="no version of the search was correct",
-                           inductor=cand)
     a = cand.samples_ns or [cand.duration_ns]
     b = best.samples_ns or [best.duration_ns]
     d = decide(a, b)

@@ -346,7 +346,7 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
             cand = CandidateOutcome(status="not_needed", torch_compile_ns=compiled_ns,
                                     message=f"torch.compile was not faster than the search's best by more than "
                                             f"{MARGIN:.0%}")
-    if best is not None or cand is not None:
+    if best is not None:  # a candidate is only sought against the search's best
         info.final = decide_final(best, "kernel.py", cand).model_dump()
         with guard.held():
             write_json(s.ws.root / "run.json", info)

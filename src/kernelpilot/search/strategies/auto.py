@@ -133,6 +133,5 @@ class AutoStrategy:
                 if options:
                     best = min(options, key=distance)
                     picked[config_key(best)] = best
-                    have |= {best[name]}
         for ev in evaluate_many(evaluate, list(picked.values())):
             tried[ev.key] = ev
