@@ -62,19 +62,24 @@ callA)  # the Inductor candidate (Liger GeGLU), the matmul example (GEMM vs cuBL
   python3 benchmarks/search/table.py $EX/layer_norm.py --skip-exhaustive --timeout-s 130 --out /tmp/kp-table \
     --json-out "$OUT/rows.jsonl"
   keep ;;
-callB)  # the Inductor candidate live (Liger GeGLU: torch.compile beat the knobs by 17 % on an H200), then the
-        # matmul example (the TMA variant reached by the value coverage), each given what the call has left
-  python3 benchmarks/search/table.py benchmarks/library/liger_geglu.py --skip-exhaustive --timeout-s 330 \
-    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
-  keep; cp /tmp/kp-table/opt-liger_geglu.log "$OUT/" 2>/dev/null
-  left=$(( 560 - SECONDS ))
-  [ $left -gt 60 ] && python3 benchmarks/search/table.py $EX/matmul.py --skip-exhaustive --timeout-s $left \
-    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
-  keep; tail -n 5 /tmp/kp-table/opt-matmul.log ;;
-call2)
-  python3 benchmarks/search/table.py $EX/matmul.py benchmarks/library/triton_tutorial_matmul.py --timeout-s 300 \
-    --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
-  python3 benchmarks/search/table.py benchmarks/library/triton_tutorial_attention.py benchmarks/library/torchao_int8_mm.py \
-    --skip-exhaustive --timeout-s 200 --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
-  keep ;;
+g1|g2|g3|g4)  # one kernel at a time, each given what the call has left (T: its command limit; x: skip exhaustive)
+  row() {  # row KERNEL MAX_S [x]
+    local left=$(( ${CALL_S:-570} - SECONDS - 15 ))
+    [ $left -lt 60 ] && { echo "-- skipped $1: ${left} s left"; return; }
+    local t=$(( $2 < left ? $2 : left ))
+    python3 benchmarks/search/table.py "$1" ${3:+--skip-exhaustive} --timeout-s $t --out /tmp/kp-table \
+      --json-out "$OUT/rows.jsonl"
+    keep >/dev/null
+  }
+  case "$stage" in
+  g1) row $EX/vector_add.py 130; row benchmarks/library/triton_tutorial_matmul.py 150
+      row benchmarks/library/torchao_int8_mm.py 150 ;;
+  g2) row benchmarks/library/liger_geglu.py 340 x; row benchmarks/observed/fla_l2norm.py 120 ;;
+  g3) row $EX/matmul.py 330 x; row benchmarks/library/liger_rope.py 330 x ;;
+  g4) row benchmarks/library/triton_tutorial_attention.py 340 x; row benchmarks/library/liger_rope.py 330 x ;;
+  esac
+  keep; for f in /tmp/kp-table/opt-*.log; do echo "== $f"; tail -n 4 "$f"; done ;;
+peers)
+  timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --out /tmp/kp-peers \
+    --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
 esac

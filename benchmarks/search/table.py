@@ -8,6 +8,8 @@ Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Indu
 KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
 optimize compiled: its wall is a lower bound of a cold one, so comparing optimize with it is conservative). Columns:
 
+- ``v0 (library default)``: the kernel file as given (a library's own config, or its autotuner's pick for the
+  shape), timed as version 0 of the optimize run; the final must be no slower.
 - ``optimize best`` / ``wall``: the run's best median and the command's wall seconds (set-up, search, baselines,
   Inductor candidate, final profile, reports); ``to 1 %``: seconds from the command's start to the git commit of the
   first version within 1 % of the exhaustive best (commit times have 1 s resolution); ``versions`` / ``skipped``:
@@ -36,7 +38,7 @@ from typing import Any
 
 from kernelpilot.app.candidates import torch_compile_ns
 
-HEAD = ("| kernel | space | optimize best µs | wall s | to 1 % s | versions | skipped | MB | exhaustive best µs | wall s "
+HEAD = ("| kernel | space | v0 (library default) µs | optimize best µs | wall s | to 1 % s | versions | skipped | MB | exhaustive best µs | wall s "
         "| measured | eager µs | torch.compile µs | Inductor (tuned) µs | final | vs compile |")
 
 
@@ -114,12 +116,14 @@ def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str,
         if not tune:
             res["tune_error"] = err
     best_t = (tune.get("best") or {}).get("duration_ns")
-    res.update(space=tune.get("space_size"), exhaustive_ns=best_t,
+    res.update(space=tune.get("space_size") or (opt.get("run") or {}).get("space_size"), exhaustive_ns=best_t,
                measured=sum(1 for e in tune.get("evaluations", []) if e.get("status") not in ("pruned", "invalid_config")))
     info = opt.get("run") or {}
     versions = opt.get("versions") or []
     best = next((v for v in versions if v.get("index") == info.get("best_version")), None)
+    v0 = next((v for v in versions if v.get("index") == 0), None)
     res.update(opt_ns=best.get("duration_ns") if best else None, versions=len(versions),
+               v0_ns=v0.get("duration_ns") if v0 else None,
                baselines=info.get("baselines_ns") or {}, final=info.get("final") or {},
                strategy=info.get("strategy"), stop=info.get("stop_reason", "")[:200])
     skipped = run / "skipped.jsonl"
@@ -139,7 +143,7 @@ def render(r: dict[str, Any]) -> str:
     final_ns = final.get("duration_ns") or r.get("opt_ns")
     vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
     f = lambda x, d=1: f"{x:.{d}f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
-    return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
+    return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('v0_ns'))} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
             f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "
             f"| {_us(r.get('exhaustive_ns'))} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
             f"| {_us(eager)} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
