@@ -76,7 +76,7 @@ g1|g2|g3|g4)  # one kernel at a time, each given what the call has left (T: its 
       row benchmarks/library/torchao_int8_mm.py 150 ;;
   g2) row benchmarks/library/liger_geglu.py 340 x; row benchmarks/observed/fla_l2norm.py 120 ;;
   g3) row $EX/matmul.py 330 x; row benchmarks/library/liger_rope.py 330 x ;;
-  g4) row benchmarks/library/triton_tutorial_attention.py 340 x; row benchmarks/library/liger_rope.py 330 x ;;
+  g4) row benchmarks/library/triton_tutorial_attention.py 300 x; row benchmarks/library/torchao_int8_mm.py 330 x ;;
   esac
   keep; for f in /tmp/kp-table/opt-*.log; do echo "== $f"; tail -n 4 "$f"; done ;;
 peers)
