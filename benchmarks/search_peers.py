@@ -424,6 +424,8 @@ def run_case(case: Case, args: Any, table: Table, log: Any) -> None:
     rows: list[Row] = []
 
     def attempt(tool: str, fn: Callable[[], Row]) -> None:
+        if args.tools and not any(t.strip().lower() in tool.lower() for t in args.tools.split(",")):
+            return
         with cold(root, f"{case.name}-{tool.split()[-1]}"):
             try:
                 row = fn()
@@ -465,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the options, run the kernels asked for, print the table (rows as they come, then all with ratios)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", default="softmax,sgemm", help=f"comma list of {sorted(CASES)} (default softmax,sgemm)")
+    p.add_argument("--tools", default="", help="comma list of tool-name parts to run (default: every tool), "
+                   "e.g. 'kernel tuner,optimize' to finish a table another call began")
     p.add_argument("--budget-s", type=float, default=None, help="optimize's --budget-s (default: optimize's own)")
     p.add_argument("--out", default=None, help="folder for run folders, caches and progress.log (default: a temp dir)")
     p.add_argument("--json-out", default=None, help="write the rows as JSON here")

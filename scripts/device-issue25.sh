@@ -62,11 +62,12 @@ callA)  # the Inductor candidate (Liger GeGLU), the matmul example (GEMM vs cuBL
   python3 benchmarks/search/table.py $EX/layer_norm.py --skip-exhaustive --timeout-s 130 --out /tmp/kp-table \
     --json-out "$OUT/rows.jsonl"
   keep ;;
-g1|g2|g3|g4)  # one kernel at a time, each given what the call has left (T: its command limit; x: skip exhaustive)
+g1|g2|g3|g4|g5)  # one kernel at a time, each given what the call has left (T: its command limit; x: skip exhaustive)
   row() {  # row KERNEL MAX_S [x]
     local left=$(( ${CALL_S:-570} - SECONDS - 15 ))
     [ $left -lt 60 ] && { echo "-- skipped $1: ${left} s left"; return; }
     local t=$(( $2 < left ? $2 : left ))
+    rm -rf "/tmp/kp-table/opt-$(basename "$1" .py)"  # a folder left by an earlier call on a warm machine
     python3 benchmarks/search/table.py "$1" ${3:+--skip-exhaustive} --timeout-s $t --out /tmp/kp-table \
       --json-out "$OUT/rows.jsonl"
     keep >/dev/null
@@ -77,9 +78,12 @@ g1|g2|g3|g4)  # one kernel at a time, each given what the call has left (T: its 
   g2) row benchmarks/library/liger_geglu.py 340 x; row benchmarks/observed/fla_l2norm.py 120 ;;
   g3) row $EX/matmul.py 330 x; row benchmarks/library/liger_rope.py 330 x ;;
   g4) row benchmarks/library/triton_tutorial_attention.py 300 x; row benchmarks/library/torchao_int8_mm.py 330 x ;;
+  g5) row benchmarks/library/torchao_int8_mm.py 300 x
+      timeout $(( ${CALL_S:-570} - SECONDS )) python3 benchmarks/search_peers.py --only sgemm --tools "eager,kernel tuner" \
+        --out /tmp/kp-peers --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
   esac
   keep; for f in /tmp/kp-table/opt-*.log; do echo "== $f"; tail -n 4 "$f"; done ;;
 peers)
-  timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --out /tmp/kp-peers \
+  timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --tools "${2:-}" --out /tmp/kp-peers \
     --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
 esac
