@@ -1,11 +1,18 @@
 """``report.html``: one self-contained page per run, search or session folder.
 
-The page holds plotly's JavaScript inline once and the four charts of :mod:`kernelpilot.report.charts` (the
+The page holds plotly's JavaScript inline once, gzip-compressed and base64-encoded (1.9 MB instead of 4.8 MB: a
+run's folder of 1,000 versions stays under issue 25's 10 MB), and the four charts of :mod:`kernelpilot.report.charts` (the
 roofline with every version as a point, time per version with its spread, speedup over PyTorch eager and
 torch.compile, the search trace with failures by kind), then one card per version or evaluation (outcome, config,
 median and IQR, hypothesis, what was expected and observed, the decision, the bottleneck card) with relative links to
 the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network: a Content-Security-Policy
-allows only its own two scripts (by hash) and no connections.
+allows only its own two scripts and plotly's source (each by hash) and no connections.
+
+How the page draws: the first script decodes plotly (``atob``, then the browser's own
+``DecompressionStream('gzip')``), inserts it as an inline script (allowed by its hash in the policy, removed once run)
+and resolves a promise; the last script, after the page's elements, waits for it, then decompresses the figures'
+JSON (compressed the same way) and draws each chart. A browser without ``DecompressionStream`` (Chromium 80,
+Firefox 113, Safari 16.4 and later have it) shows the cards and says so in the console.
 
 Every string from the records is HTML-escaped where it is written: a hypothesis, a config value, a kernel name or
 a failure message is text, never markup, whatever it holds. The page is rebuilt from the records alone
@@ -18,6 +25,8 @@ Written by ``kernelpilot optimize`` (the run folder), ``kernelpilot tune --out``
 from __future__ import annotations
 
 import base64
+import functools
+import gzip
 import hashlib
 import json
 from collections.abc import Callable
@@ -32,7 +41,7 @@ from kernelpilot.report.html_data import Entry, PageData, read_folder
 if TYPE_CHECKING:
     from kernelpilot.report.charts import Chart
 
-__all__ = ["REPORT_FILE", "render_report_html", "try_write_report_html", "write_report_html"]
+__all__ = ["REPORT_FILE", "gzip_b64", "render_report_html", "try_write_report_html", "write_report_html"]
 
 REPORT_FILE = "report.html"
 #: plotly's options for every chart: no logo, resizes with the window.
@@ -169,24 +178,56 @@ def _files(data: PageData) -> str:
     return f'<section id="files"><h2>Files</h2><ul>{"".join(items)}</ul></section>'
 
 
+def _csp_hash(text: str) -> str:
+    """The CSP source ``'sha256-…'`` of a script's text."""
+    return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+
+
 def _script(text: str) -> tuple[str, str]:
     """(the ``<script>`` element, its CSP source ``'sha256-…'``)."""
-    digest = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
-    return f"<script>{text}</script>", f"'sha256-{digest}'"
+    return f"<script>{text}</script>", _csp_hash(text)
+
+
+def gzip_b64(text: str) -> str:
+    """``text`` (UTF-8) gzip-compressed at level 9 with no timestamp (the same text gives the same bytes), then
+    base64-encoded: what the page's ``kpInflate`` turns back into the text. No ``<`` can occur in it, so no record
+    text can end a script element."""
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode("ascii")
+
+
+@functools.lru_cache(maxsize=2)
+def _plotly_packed(source: str) -> tuple[str, str]:
+    """(plotly's source compressed by :func:`gzip_b64`, the CSP hash of the source): computed once per process."""
+    return gzip_b64(source), _csp_hash(source)
+
+
+#: decodes base64, then gunzips with the browser's DecompressionStream; resolves to the text
+_INFLATE_JS = ("window.kpInflate=function(b64){var s=atob(b64),u=new Uint8Array(s.length);"
+               "for(var i=0;i<s.length;i++){u[i]=s.charCodeAt(i);}"
+               "return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream('gzip'))).text();};")
+
+
+def _loader_js(packed: str) -> str:
+    """The head's script: defines ``kpInflate`` and ``kpPlotly``, a promise resolved once plotly's source, decoded,
+    ran as an inline script (the policy allows it by its hash; the element is removed once it ran)."""
+    return (_INFLATE_JS + "window.kpPlotly=kpInflate('" + packed + "').then(function(src){"
+            "var s=document.createElement('script');s.textContent=src;document.head.appendChild(s);s.remove();"
+            "if(typeof Plotly==='undefined'){throw new Error('plotly did not load');}});")
 
 
 def _figures_js(charts: list[Chart]) -> str:
-    """The script that draws every figure; the JSON is plotly's, with ``<``, ``>`` and ``&`` written as ``\\u``
-    escapes so no record text can end the script element."""
+    """The script that draws every figure once plotly is loaded; the figures' JSON (plotly's) is compressed by
+    :func:`gzip_b64`, so no record text appears in the script as text, and parsed with ``JSON.parse``."""
     import plotly.io as pio
 
     figs = {f"chart-{c.key}": json.loads(pio.to_json(c.figure, validate=False, pretty=False))
             for c in charts if c.figure is not None}
     text = json.dumps(figs, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return (f"(function(){{var figs={text},config={json.dumps(PLOT_CONFIG)};"
+    return ("kpPlotly.then(function(){return kpInflate('" + gzip_b64(text) + "');}).then(function(t){"
+            f"var figs=JSON.parse(t),config={json.dumps(PLOT_CONFIG)};"
             "Object.keys(figs).forEach(function(id){var el=document.getElementById(id);"
-            "if(el){Plotly.newPlot(el,figs[id].data,figs[id].layout,config);}});})();")
+            "if(el){Plotly.newPlot(el,figs[id].data,figs[id].layout,config);}});})"
+            ".catch(function(e){console.error('report.html: charts not drawn: '+e);});")
 
 
 def render_page(data: PageData) -> str:
@@ -197,9 +238,10 @@ def render_page(data: PageData) -> str:
     from kernelpilot.report.charts import all_charts  # plotly: imported only when a page is drawn
 
     charts = all_charts(data)
-    lib, lib_hash = _script(plotly.offline.get_plotlyjs())
+    packed, source_hash = _plotly_packed(plotly.offline.get_plotlyjs())
+    lib, lib_hash = _script(_loader_js(packed))
     draw, draw_hash = _script(_figures_js(charts))
-    csp = (f"default-src 'none'; script-src {lib_hash} {draw_hash}; style-src 'unsafe-inline'; img-src data: blob:; "
+    csp = (f"default-src 'none'; script-src {lib_hash} {source_hash} {draw_hash}; style-src 'unsafe-inline'; img-src data: blob:; "
            "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
     what = {"optimize": "optimize run", "tune": "tune search", "session": "session"}[data.kind]
     nav = " ".join(f'<a href="#{c.key}">{_e(c.title)}</a>' for c in charts) + ' <a href="#versions">' \
