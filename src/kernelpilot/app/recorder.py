@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,7 @@ from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import SKIPPED_FILE, SkippedRow, VersionConfig
+from kernelpilot.records.samples import pack_samples
 from kernelpilot.records.seal import note_written, sha256_file
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.report.hypothesis import render_hypothesis
@@ -182,7 +184,7 @@ class RunFolderRecorder:
         if records.get("correctness") is not None:
             write_json(vdir / "correctness.json", records["correctness"], compact=True)
         if records.get("timing") is not None:
-            write_json(vdir / "timing.json", records["timing"], compact=True)
+            write_json(vdir / "timing.json", _packed_timing(records["timing"]), compact=True)
         if ev.card:
             write_json(vdir / "verdict.json", ev.card, compact=True)
         if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
@@ -234,15 +236,30 @@ class RunFolderRecorder:
             pack(self.history)
 
 
-def _stored(ev: Evaluation) -> Evaluation:
+def _stored(ev: Evaluation) -> dict[str, Any]:
     """``ev`` as its outcome.json holds it: without ``samples_ns`` when the version's ``timing.json`` holds the same
     samples, without ``card`` (its ``bound`` and ``verdict_summary`` kept) when ``verdict.json`` holds it: one copy
-    of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files."""
+    of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files. Its
+    own samples are packed (:func:`kernelpilot.records.samples.pack_samples`: the timer's float32 milliseconds
+    when they give back every sample exactly) and fields at their default are left out (``Evaluation`` reads them
+    back as those defaults): about half the bytes of a replayed version."""
     timing = (ev.records or {}).get("timing") or {}
     update: dict[str, Any] = {"card": None} if ev.card else {}
+    samples = ev.samples_ns
     if ev.samples_ns and timing.get("samples_ns") == ev.samples_ns:
-        update["samples_ns"] = []
-    return ev.model_copy(update=update) if update else ev
+        samples = []
+    update["samples_ns"] = []
+    data = ev.model_copy(update=update).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    return {**data, **pack_samples(samples)}
+
+
+def _packed_timing(timing: dict[str, Any]) -> dict[str, Any]:
+    """A worker's timing record (:class:`kernelpilot.measure.timing.TimingResult` as JSON) with its samples packed
+    like outcome.json's (:func:`kernelpilot.records.samples.pack_samples`; readers unpack them)."""
+    samples = timing.get("samples_ns")
+    if not isinstance(samples, list) or not samples:
+        return timing
+    return {**{k: v for k, v in timing.items() if k != "samples_ns"}, **pack_samples(samples)}
 
 
 def _exclude(history: RunHistory, rel: str) -> None:
@@ -258,8 +275,12 @@ def _exclude(history: RunHistory, rel: str) -> None:
 
 def pack(history: RunHistory) -> None:
     """Pack the run's loose git objects into one pack with deltas (``git repack -a -d``, then ``git prune-packed``):
-    a 1,000-version run stores its growing ``seals.jsonl`` 1,000 times, whole, as loose objects otherwise. A git
-    that fails is ignored (the history stays as it was, only larger)."""
+    a 1,000-version run stores its growing ``seals.jsonl`` 1,000 times, whole, as loose objects otherwise; then
+    remove the reflogs. A git that fails is ignored (the history stays as it was, only larger)."""
     with contextlib.suppress(Exception):
         history.repo.git.repack("-a", "-d", "-q")
         history.repo.git.prune_packed("-q")
+    # the reflogs (two lines a commit: 0.4 KB a version) repeat what the commits and seals.jsonl hold; nothing reads
+    # them and a rewrite of the history rewrites them too
+    with contextlib.suppress(OSError):
+        shutil.rmtree(Path(history.repo.git_dir) / "logs")

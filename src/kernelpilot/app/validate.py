@@ -41,6 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
 from kernelpilot.records.integrity import HistoryCheck, check_history
+from kernelpilot.records.samples import unpack_samples
 
 __all__ = ["Problem", "Validation", "commit_id_only", "validate_run", "validate_session", "validate_tune"]
 
@@ -107,6 +108,11 @@ def _read(run: Path, rel: str, problems: list[Problem], tracked: set[str]) -> An
     model = model_for(rel)
     if model is None:
         return data
+    try:
+        data = unpack_samples(data)  # a version's samples as the event timer's whole ns (kernelpilot.records.samples)
+    except (TypeError, OverflowError) as exc:
+        problems.append(Problem(file=rel, problem=f"does not match the {model.__name__} schema: {exc}", fix=fix))
+        return None
     if rel.endswith("outcome.json"):
         from kernelpilot.records.models import outcome_from_json
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kernelpilot.records.evaluation import Evaluation, Move
+from kernelpilot.records.samples import unpack_samples
 
 
 def now_utc() -> str:
@@ -180,8 +181,9 @@ def restored(vdir: Path, ev: Evaluation) -> Evaluation:
     update: dict[str, Any] = {}
     try:
         if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
-            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
-    except (ValueError, KeyError, TypeError, OSError):
+            timing = unpack_samples(json.loads((vdir / "timing.json").read_text()))
+            update["samples_ns"] = [float(x) for x in timing["samples_ns"]]
+    except (ValueError, KeyError, TypeError, OverflowError, OSError):
         pass
     try:
         if ev.card is None and (vdir / "verdict.json").is_file():

@@ -11,7 +11,8 @@ allows only its own two scripts and plotly's source (each by hash) and no connec
 How the page draws: the first script decodes plotly (``atob``, then the browser's own
 ``DecompressionStream('gzip')``), inserts it as an inline script (allowed by its hash in the policy, removed once run)
 and resolves a promise; the last script, after the page's elements, waits for it, then decompresses the figures'
-JSON (compressed the same way) and draws each chart. A browser without ``DecompressionStream`` (Chromium 80,
+JSON (compressed the same way) and draws each chart, then sets ``data-charts="drawn"`` on the body (``failed``, with
+a console error, when it could not: what a test or a screenshot waits for). A browser without ``DecompressionStream`` (Chromium 80,
 Firefox 113, Safari 16.4 and later have it) shows the cards and says so in the console.
 
 Every string from the records is HTML-escaped where it is written: a hypothesis, a config value, a kernel name or
@@ -225,9 +226,11 @@ def _figures_js(charts: list[Chart]) -> str:
     text = json.dumps(figs, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return ("kpPlotly.then(function(){return kpInflate('" + gzip_b64(text) + "');}).then(function(t){"
             f"var figs=JSON.parse(t),config={json.dumps(PLOT_CONFIG)};"
-            "Object.keys(figs).forEach(function(id){var el=document.getElementById(id);"
-            "if(el){Plotly.newPlot(el,figs[id].data,figs[id].layout,config);}});})"
-            ".catch(function(e){console.error('report.html: charts not drawn: '+e);});")
+            "return Promise.all(Object.keys(figs).map(function(id){var el=document.getElementById(id);"
+            "return el?Plotly.newPlot(el,figs[id].data,figs[id].layout,config):null;}));})"
+            ".then(function(){document.body.setAttribute('data-charts','drawn');})"
+            ".catch(function(e){document.body.setAttribute('data-charts','failed');"
+            "console.error('report.html: charts not drawn: '+e);});")
 
 
 def render_page(data: PageData) -> str:

@@ -22,6 +22,7 @@ from kernelpilot.errors import RunFolderError
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation, version_change
+from kernelpilot.records.samples import unpack_samples
 from kernelpilot.records.workspace import read_json, read_record
 
 __all__ = ["Entry", "Kind", "PageData", "folder_kind", "read_folder"]
@@ -187,6 +188,10 @@ def _json(path: Path) -> Any:
 def _timing(path: Path) -> dict[str, Any]:
     """The fields of a ``timing.json`` the page uses (samples, quartiles), empty when absent."""
     data = _json(path)
+    try:
+        data = unpack_samples(data)  # samples kept as the event timer's whole ns (kernelpilot.records.samples)
+    except (TypeError, OverflowError):
+        data = {k: v for k, v in data.items() if k != "samples_event_ns"}
     return data if isinstance(data, dict) else {}
 
 
