@@ -15,7 +15,8 @@ search seconds), appended as it comes and committed with the next version's comm
 recorder keeps the sha256 of every byte it appended: a table changed by anyone else is not committed.
 
 A version's samples are kept once: in ``timing.json`` when the worker wrote one (outcome.json then holds none),
-else in ``outcome.json``; its bottleneck card only in ``verdict.json``. A version's records are compact JSON (one line, no indentation): a run
+else in ``outcome.json``; its bottleneck card only in ``verdict.json``, its patterns' fixed text once per run in
+``patterns.json`` (:mod:`kernelpilot.records.cards`). A version's records are compact JSON (one line, no indentation): a run
 of 1,000 versions stays under the 10 MB issue 25 asks for (``benchmarks/records_size.py`` measures it).
 :meth:`RunFolderRecorder.finish` packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl``
 and ``skipped.jsonl``, stored whole as loose objects, become deltas) and leaves ``report.html`` out of git: a page
@@ -47,6 +48,7 @@ from typing import Any
 
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
+from kernelpilot.records.cards import PATTERN_TEXTS_FILE, pack_card, read_texts
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import SKIPPED_FILE, SkippedRow, VersionConfig
 from kernelpilot.records.samples import pack_samples
@@ -103,6 +105,8 @@ class RunFolderRecorder:
         #: sha256 of every byte of skipped.jsonl this process holds as its own (a resumed run's kept rows included)
         self._table_hash = hashlib.sha256(self.table.read_bytes() if self.table.is_file() else b"")
         self._table_rows = 0
+        #: the run's pattern texts (patterns.json), kept once per run instead of in every card
+        self._texts = read_texts(ws.root)
 
     def skipped(self, ev: Evaluation) -> Evaluation:
         """Append the row of a config answered without a run to ``skipped.jsonl`` (committed with the next
@@ -185,8 +189,12 @@ class RunFolderRecorder:
             write_json(vdir / "correctness.json", records["correctness"], compact=True)
         if records.get("timing") is not None:
             write_json(vdir / "timing.json", _packed_timing(records["timing"]), compact=True)
+        texts: list[Path] = []
         if ev.card:
-            write_json(vdir / "verdict.json", ev.card, compact=True)
+            card, changed = pack_card(ev.card, self._texts)
+            if changed:  # a pattern's text first seen: kept once per run, committed with this version
+                texts.append(write_json(self.ws.root / PATTERN_TEXTS_FILE, self._texts, compact=True))
+            write_json(vdir / "verdict.json", card, compact=True)
         if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
             note_written(vdir / "profile.ncu-rep")
         parent = self._parents.get(ev.index)
@@ -202,7 +210,8 @@ class RunFolderRecorder:
             what = change_label(parent.config if parent is not None else None, ev.config)
             status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
             ev = ev.model_copy(update={"commit": self.history.commit(
-                [vdir, *self.pending, *self._table(), *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
+                [vdir, *texts, *self.pending, *self._table(), *self.on_commit()],
+                f"v{ev.index}: {status} — {what}{speed}")})
             write_json(vdir / "outcome.json", _stored(ev), compact=True)  # with its commit id: committed next
             self.pending = [vdir / "outcome.json"]
         return ev

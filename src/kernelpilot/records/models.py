@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.samples import unpack_samples
 
@@ -187,7 +188,7 @@ def restored(vdir: Path, ev: Evaluation) -> Evaluation:
         pass
     try:
         if ev.card is None and (vdir / "verdict.json").is_file():
-            card = json.loads((vdir / "verdict.json").read_text())
+            card = unpack_card(json.loads((vdir / "verdict.json").read_text()), read_texts(vdir.parent))
             update["card"] = card if isinstance(card, dict) else None
     except (ValueError, OSError):
         pass

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from kernelpilot.errors import RunFolderError
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
+from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.evaluation import Evaluation, version_change
 from kernelpilot.records.samples import unpack_samples
 from kernelpilot.records.workspace import read_json, read_record
@@ -230,6 +231,7 @@ def _read_optimize(root: Path) -> PageData:
     info = read_json(root / "run.json", RunInfo)
     measured = info.mode != "interpreter"
     entries, versions = [], {}
+    texts = read_texts(root)
     for i in Workspace(root).version_indices():
         path = root / f"v{i}" / "outcome.json"
         if not path.is_file():  # the version in flight of an unfinished run
@@ -241,7 +243,7 @@ def _read_optimize(root: Path) -> PageData:
         hyp = root / f"v{i}" / "hypothesis.md"
         if hyp.is_file():
             entry.hypothesis = hyp.read_text(errors="replace")
-        card = _json(root / f"v{i}" / "verdict.json")
+        card = unpack_card(_json(root / f"v{i}" / "verdict.json"), texts)
         entry.card = card if isinstance(card, dict) else entry.card
         entries.append(entry)
     listed, summary = _listed(root, list(versions.values()))
