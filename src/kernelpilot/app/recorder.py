@@ -96,6 +96,8 @@ class RunFolderRecorder:
         self.ws, self.sha, self.shape, self.strategy, self.roofline = ws, kf_sha256, shape, strategy, roofline
         self.history, self.metrics_of, self.log = history, metrics_of if metrics_of is not None else {}, log
         self._parents: dict[int, Evaluation | None] = {}
+        #: each version's move as its config.json holds it (outcome.json then leaves it out)
+        self._moves: dict[int, Move | None] = {}
         self._held = guard.held if guard is not None else contextlib.nullcontext
         self.elapsed_s: Callable[[], float | None] = lambda: None
         self.on_commit: Callable[[], list[Path]] = lambda: []
@@ -155,6 +157,7 @@ class RunFolderRecorder:
                incumbent: Evaluation | None) -> None:
         """``config.json`` and ``hypothesis.md`` of version ``index``, written before it runs."""
         self._parents[index] = parent
+        self._moves[index] = move
         with self._held():
             vdir = self.ws.version_dir(index)
             write_json(vdir / "config.json", VersionConfig(
@@ -203,7 +206,7 @@ class RunFolderRecorder:
                                                                    self.metrics_of[parent.key], self.metrics_of[ev.key])})
         # the record phase: writing this version's files (its git commit comes after, outside the record it commits)
         ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}, "commit": None})
-        write_json(vdir / "outcome.json", _stored(ev), compact=True)
+        write_json(vdir / "outcome.json", _stored(ev, self._moves.get(ev.index, ...)), compact=True)
         if self.history is not None:
             speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
                      and ev.parent is not None else "")
@@ -212,7 +215,7 @@ class RunFolderRecorder:
             ev = ev.model_copy(update={"commit": self.history.commit(
                 [vdir, *texts, *self.pending, *self._table(), *self.on_commit()],
                 f"v{ev.index}: {status} — {what}{speed}")})
-            write_json(vdir / "outcome.json", _stored(ev), compact=True)  # with its commit id: committed next
+            write_json(vdir / "outcome.json", _stored(ev, self._moves.get(ev.index, ...)), compact=True)  # with its commit id: committed next
             self.pending = [vdir / "outcome.json"]
         return ev
 
@@ -245,13 +248,16 @@ class RunFolderRecorder:
             pack(self.history)
 
 
-def _stored(ev: Evaluation) -> dict[str, Any]:
+def _stored(ev: Evaluation, config_move: Any = ...) -> dict[str, Any]:
     """``ev`` as its outcome.json holds it: without ``samples_ns`` when the version's ``timing.json`` holds the same
     samples, without ``card`` (its ``bound`` and ``verdict_summary`` kept) when ``verdict.json`` holds it: one copy
     of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files. Its
     own samples are packed (:func:`kernelpilot.records.samples.pack_samples`: the timer's float32 milliseconds
     when they give back every sample exactly) and fields at their default are left out (``Evaluation`` reads them
-    back as those defaults): about half the bytes of a replayed version."""
+    back as those defaults): about half the bytes of a replayed version. ``config_move``: the move the version's
+    config.json holds (``...``: not known): when it is ``ev.move``, outcome.json leaves ``move`` out and readers
+    take config.json's (:func:`kernelpilot.records.models.restored`); a differing one is written, ``null``
+    included."""
     timing = (ev.records or {}).get("timing") or {}
     update: dict[str, Any] = {"card": None} if ev.card else {}
     samples = ev.samples_ns
@@ -259,6 +265,10 @@ def _stored(ev: Evaluation) -> dict[str, Any]:
         samples = []
     update["samples_ns"] = []
     data = ev.model_copy(update=update).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if config_move is not ... and config_move == ev.move:
+        data.pop("move", None)
+    else:
+        data["move"] = ev.move.model_dump(mode="json") if ev.move is not None else None
     return {**data, **pack_samples(samples)}
 
 

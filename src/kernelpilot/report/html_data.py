@@ -225,7 +225,7 @@ def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, tim
 
 
 def _read_optimize(root: Path) -> PageData:
-    from kernelpilot.records.models import RunInfo, outcome_from_json
+    from kernelpilot.records.models import RunInfo, outcome_from_json, restored
     from kernelpilot.records.workspace import Workspace
 
     info = read_json(root / "run.json", RunInfo)
@@ -236,7 +236,7 @@ def _read_optimize(root: Path) -> PageData:
         path = root / f"v{i}" / "outcome.json"
         if not path.is_file():  # the version in flight of an unfinished run
             continue
-        ev = read_record(path, lambda text: outcome_from_json(json.loads(text)))
+        ev = restored(root / f"v{i}", read_record(path, lambda text: outcome_from_json(json.loads(text))))
         versions[i] = ev
         entry = _from_evaluation(ev, f"v{i}", len(entries) + 1, measured, _timing(root / f"v{i}" / "timing.json"),
                                  versions)
