@@ -1,6 +1,6 @@
 """``report.html``: one self-contained page per run, search or session folder.
 
-The page holds plotly's JavaScript inline once, gzip-compressed and base64-encoded (1.9 MB instead of 4.8 MB: a
+The page holds plotly's JavaScript inline once, gzip-compressed and base85-encoded (1.8 MB instead of 4.8 MB: a
 run's folder of 1,000 versions stays under issue 25's 10 MB), and the four charts of :mod:`kernelpilot.report.charts` (the
 roofline with every version as a point, time per version with its spread, speedup over PyTorch eager and
 torch.compile, the search trace with failures by kind), then one card per version or evaluation (outcome, config,
@@ -8,7 +8,7 @@ median and IQR, hypothesis, what was expected and observed, the decision, the bo
 the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network: a Content-Security-Policy
 allows only its own two scripts and plotly's source (each by hash) and no connections.
 
-How the page draws: the first script decodes plotly (``atob``, then the browser's own
+How the page draws: the first script decodes plotly (base85, then the browser's own
 ``DecompressionStream('gzip')``), inserts it as an inline script (allowed by its hash in the policy, removed once run)
 and resolves a promise; the last script, after the page's elements, waits for it, then decompresses the figures'
 JSON (compressed the same way) and draws each chart, then sets ``data-charts="drawn"`` on the body (``failed``, with
@@ -43,7 +43,7 @@ from kernelpilot.report.html_data import Entry, PageData, read_folder
 if TYPE_CHECKING:
     from kernelpilot.report.charts import Chart
 
-__all__ = ["REPORT_FILE", "gzip_b64", "render_report_html", "try_write_report_html", "write_report_html"]
+__all__ = ["REPORT_FILE", "gzip_b85", "render_report_html", "try_write_report_html", "write_report_html"]
 
 REPORT_FILE = "report.html"
 #: plotly's options for every chart: no logo, resizes with the window.
@@ -190,23 +190,37 @@ def _script(text: str) -> tuple[str, str]:
     return f"<script>{text}</script>", _csp_hash(text)
 
 
-def gzip_b64(text: str) -> str:
+def gzip_b85(text: str) -> str:
     """``text`` (UTF-8) gzip-compressed at level 9 with no timestamp (the same text gives the same bytes), then
-    base64-encoded: what the page's ``kpInflate`` turns back into the text. No ``<`` can occur in it, so no record
-    text can end a script element."""
-    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode("ascii")
+    base85-encoded (RFC 1924's alphabet, Python's ``base64.b85encode``: 5 characters per 4 bytes, 6 % fewer than
+    base64): what the page's ``kpInflate`` turns back into the text. The alphabet has no ``/``, quote or backslash,
+    so nothing in it can end a script element or its string; a text whose encoding holds ``<!--`` or ``<script``
+    (which change how a browser reads a script element) is encoded as base64 instead, marked by a leading ``.`` (in neither alphabet)."""
+    packed = gzip.compress(text.encode(), compresslevel=9, mtime=0)
+    encoded = base64.b85encode(packed).decode("ascii")
+    if "<!--" in encoded or "<script" in encoded.lower():
+        return "." + base64.b64encode(packed).decode("ascii")
+    return encoded
 
 
 @functools.lru_cache(maxsize=2)
 def _plotly_packed(source: str) -> tuple[str, str]:
-    """(plotly's source compressed by :func:`gzip_b64`, the CSP hash of the source): computed once per process."""
-    return gzip_b64(source), _csp_hash(source)
+    """(plotly's source compressed by :func:`gzip_b85`, the CSP hash of the source): computed once per process."""
+    return gzip_b85(source), _csp_hash(source)
 
 
-#: decodes base64, then gunzips with the browser's DecompressionStream; resolves to the text
-_INFLATE_JS = ("window.kpInflate=function(b64){var s=atob(b64),u=new Uint8Array(s.length);"
-               "for(var i=0;i<s.length;i++){u[i]=s.charCodeAt(i);}"
-               "return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream('gzip'))).text();};")
+#: decodes base85 (or base64 after a leading "."), then gunzips with the browser's DecompressionStream; resolves
+#: to the text
+_INFLATE_JS = (
+    "window.kpInflate=function(s){var u;"
+    "if(s.charAt(0)==='.'){var b=atob(s.slice(1));u=new Uint8Array(b.length);"
+    "for(var i=0;i<b.length;i++){u[i]=b.charCodeAt(i);}}else{"
+    "var A='0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~',m=new Uint8Array(128);"
+    "for(var i=0;i<85;i++){m[A.charCodeAt(i)]=i;}"
+    "var n=s.length,r=n%5;u=new Uint8Array(Math.floor(n/5)*4+(r?r-1:0));var o=0;"
+    "for(var i=0;i<n;i+=5){var v=0;for(var j=0;j<5;j++){v=v*85+(i+j<n?m[s.charCodeAt(i+j)]:84);}"
+    "for(var k=0;k<4&&o<u.length;k++){u[o++]=Math.floor(v/Math.pow(256,3-k))%256;}}}"
+    "return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream('gzip'))).text();};")
 
 
 def _loader_js(packed: str) -> str:
@@ -235,13 +249,13 @@ def _rounded(value: Any) -> Any:
 
 def _figures_js(charts: list[Chart]) -> str:
     """The script that draws every figure once plotly is loaded; the figures' JSON (plotly's) is compressed by
-    :func:`gzip_b64`, so no record text appears in the script as text, and parsed with ``JSON.parse``."""
+    :func:`gzip_b85`, so no record text appears in the script as text, and parsed with ``JSON.parse``."""
     import plotly.io as pio
 
     figs = {f"chart-{c.key}": _rounded(json.loads(pio.to_json(c.figure, validate=False, pretty=False)))
             for c in charts if c.figure is not None}
     text = json.dumps(figs, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return ("kpPlotly.then(function(){return kpInflate('" + gzip_b64(text) + "');}).then(function(t){"
+    return ("kpPlotly.then(function(){return kpInflate('" + gzip_b85(text) + "');}).then(function(t){"
             f"var figs=JSON.parse(t),config={json.dumps(PLOT_CONFIG)};"
             "return Promise.all(Object.keys(figs).map(function(id){var el=document.getElementById(id);"
             "return el?Plotly.newPlot(el,figs[id].data,figs[id].layout,config):null;}));})"
