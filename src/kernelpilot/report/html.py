@@ -1,19 +1,20 @@
 """``report.html``: one self-contained page per run, search or session folder.
 
 The page holds plotly's JavaScript inline once, gzip-compressed and base85-encoded (1.8 MB instead of 4.8 MB: a
-run's folder of 1,000 versions stays under issue 25's 10 MB), and the four charts of :mod:`kernelpilot.report.charts` (the
-roofline with every version as a point, time per version with its spread, speedup over PyTorch eager and
-torch.compile, the search trace with failures by kind), then one card per version or evaluation (outcome, config,
-median and IQR, hypothesis, what was expected and observed, the decision, the bottleneck card) with relative links to
-the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network: a Content-Security-Policy
+run's folder of 1,000 versions stays under issue 25's 10 MB), and the four charts of
+:mod:`kernelpilot.report.charts` (the roofline with every version as a point, time per version with its spread,
+speedup over PyTorch eager and torch.compile, the search trace with failures by kind), then one card per version or
+evaluation (outcome, config, median and IQR, hypothesis, what was expected and observed, the decision, the bottleneck
+card) with relative links to the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network: a Content-Security-Policy
 allows only its own two scripts and plotly's source (each by hash) and no connections.
 
 How the page draws: the first script decodes plotly (base85, then the browser's own
 ``DecompressionStream('gzip')``), inserts it as an inline script (allowed by its hash in the policy, removed once run)
 and resolves a promise; the last script, after the page's elements, waits for it, then decompresses the figures'
-JSON (compressed the same way) and draws each chart, then sets ``data-charts="drawn"`` on the body (``failed``, with
-a console error, when it could not: what a test or a screenshot waits for). A browser without ``DecompressionStream`` (Chromium 80,
-Firefox 113, Safari 16.4 and later have it) shows the cards and says so in the console.
+JSON (compressed the same way) and draws each chart, then sets ``data-charts="drawn"`` on the body (``failed``,
+with a console error, when it could not: what a test or a screenshot waits for). A browser without
+``DecompressionStream`` (Chromium 80, Firefox 113, Safari 16.4 and later have it) shows the cards and says so in the
+console.
 
 Every string from the records is HTML-escaped where it is written: a hypothesis, a config value, a kernel name or
 a failure message is text, never markup, whatever it holds. The page is rebuilt from the records alone
@@ -195,7 +196,8 @@ def gzip_b85(text: str) -> str:
     base85-encoded (RFC 1924's alphabet, Python's ``base64.b85encode``: 5 characters per 4 bytes, 6 % fewer than
     base64): what the page's ``kpInflate`` turns back into the text. The alphabet has no ``/``, quote or backslash,
     so nothing in it can end a script element or its string; a text whose encoding holds ``<!--`` or ``<script``
-    (which change how a browser reads a script element) is encoded as base64 instead, marked by a leading ``.`` (in neither alphabet)."""
+    (which change how a browser reads a script element) is encoded as base64 instead, marked by a leading ``.``
+    (in neither alphabet)."""
     packed = gzip.compress(text.encode(), compresslevel=9, mtime=0)
     encoded = base64.b85encode(packed).decode("ascii")
     if "<!--" in encoded or "<script" in encoded.lower():
@@ -215,7 +217,8 @@ _INFLATE_JS = (
     "window.kpInflate=function(s){var u;"
     "if(s.charAt(0)==='.'){var b=atob(s.slice(1));u=new Uint8Array(b.length);"
     "for(var i=0;i<b.length;i++){u[i]=b.charCodeAt(i);}}else{"
-    "var A='0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~',m=new Uint8Array(128);"
+    "var A='0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~',"
+    "m=new Uint8Array(128);"
     "for(var i=0;i<85;i++){m[A.charCodeAt(i)]=i;}"
     "var n=s.length,r=n%5;u=new Uint8Array(Math.floor(n/5)*4+(r?r-1:0));var o=0;"
     "for(var i=0;i<n;i+=5){var v=0;for(var j=0;j<5;j++){v=v*85+(i+j<n?m[s.charCodeAt(i+j)]:84);}"
@@ -275,8 +278,8 @@ def render_page(data: PageData) -> str:
     packed, source_hash = _plotly_packed(plotly.offline.get_plotlyjs())
     lib, lib_hash = _script(_loader_js(packed))
     draw, draw_hash = _script(_figures_js(charts))
-    csp = (f"default-src 'none'; script-src {lib_hash} {source_hash} {draw_hash}; style-src 'unsafe-inline'; img-src data: blob:; "
-           "font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+    csp = (f"default-src 'none'; script-src {lib_hash} {source_hash} {draw_hash}; style-src 'unsafe-inline'; "
+           "img-src data: blob:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
     what = {"optimize": "optimize run", "tune": "tune search", "session": "session"}[data.kind]
     nav = " ".join(f'<a href="#{c.key}">{_e(c.title)}</a>' for c in charts) + ' <a href="#versions">' \
         + ("Evaluations" if data.kind == "tune" else "Versions") + '</a> <a href="#files">Files</a>'
