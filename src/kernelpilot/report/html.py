@@ -5,8 +5,8 @@ run's folder of 1,000 versions stays under issue 25's 10 MB), and the four chart
 :mod:`kernelpilot.report.charts` (the roofline with every version as a point, time per version with its spread,
 speedup over PyTorch eager and torch.compile, the search trace with failures by kind), then one card per version or
 evaluation (outcome, config, median and IQR, hypothesis, what was expected and observed, the decision, the bottleneck
-card) with relative links to the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network: a Content-Security-Policy
-allows only its own two scripts and plotly's source (each by hash) and no connections.
+card) with relative links to the ``.ncu-rep`` files and reports in the folder. It loads nothing from the network:
+a Content-Security-Policy allows only its own two scripts and plotly's source (each by hash) and no connections.
 
 How the page draws: the first script decodes plotly (base85, then the browser's own
 ``DecompressionStream('gzip')``), inserts it as an inline script (allowed by its hash in the policy, removed once run)
