@@ -152,3 +152,32 @@ def test_report_names_a_card_whose_pattern_entries_are_gone(runs, tmp_path):
     problems = validate_run(run).problems
     assert any(p.file == PATTERN_TEXTS_FILE and "changed since it was committed" in p.problem for p in problems)
     assert any(p.file.endswith("verdict.json") and "BottleneckCard schema" in p.problem for p in problems)
+
+
+def test_a_gpu_runs_timing_json_keeps_its_samples_as_whole_ns_and_validates(tmp_path):
+    """optimize on a GPU keeps a version's samples in timing.json: packed the same way, and every reader (the
+    schema check of ``report``, ``restored`` for ``--resume``) reads back the worker's samples exactly."""
+    from kernelpilot.app.recorder import _packed_timing
+    from kernelpilot.app.validate import _read
+    from kernelpilot.measure.timing import TimingResult, summarize
+    from kernelpilot.records.evaluation import Evaluation
+    from kernelpilot.records.models import restored
+    from kernelpilot.records.workspace import write_json
+
+    samples = _cached_samples()[0]
+    timing = TimingResult(timer="cuda_event", is_measurement=True, samples_ns=samples, n_samples=len(samples),
+                          **summarize(samples), n_warmup=3, warmup_ms=1.0, warmup_stable=True, flush_bytes=1 << 20,
+                          l2_bytes=50 << 20)
+    vdir = tmp_path / "v0"
+    vdir.mkdir()
+    write_json(vdir / "timing.json", _packed_timing(timing.model_dump()), compact=True)
+    on_disk = json.loads((vdir / "timing.json").read_text())
+    assert "samples_ns" not in on_disk and len(on_disk[SAMPLES_EVENT_NS]) == len(samples)
+    problems: list = []
+    assert _read(tmp_path, "v0/timing.json", problems, set()) == timing and problems == []
+    ev = Evaluation(config={}, status="ok", duration_ns=timing.median_ns)  # outcome.json without samples
+    assert restored(vdir, ev).samples_ns == samples
+    # a forged list (not whole nanoseconds) is a schema problem naming the file
+    (vdir / "timing.json").write_text(json.dumps({**on_disk, SAMPLES_EVENT_NS: [1.5]}))
+    assert _read(tmp_path, "v0/timing.json", problems, set()) is None
+    assert problems and problems[0].file == "v0/timing.json" and "TimingResult" in problems[0].problem
