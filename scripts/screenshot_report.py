@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             page.goto(args.report.resolve().as_uri(), wait_until="load")
             try:
-                page.wait_for_function("Array.from(document.querySelectorAll('div.chart'))"
-                                       ".every(d => d.classList.contains('js-plotly-plot'))", timeout=30_000)
+                page.wait_for_selector("body[data-charts]", state="attached", timeout=30_000)  # no eval: CSP
+                if page.get_attribute("body", "data-charts") != "drawn":
+                    problems.append("the charts could not be drawn")
             except PlaywrightTimeout:
                 problems.append("the charts did not render within 30 s")
             sizes = page.evaluate("Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => "

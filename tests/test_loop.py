@@ -12,7 +12,9 @@ import pytest
 from conftest import EXAMPLES, ROOT
 from kernelpilot import api
 from kernelpilot.errors import RunFolderError
-from kernelpilot.records.models import outcome_from_json
+from kernelpilot.records.cards import read_texts, unpack_card
+from kernelpilot.records.models import outcome_from_json, restored
+from kernelpilot.records.samples import unpack_samples
 
 VERSION_FILES = ("config.json", "hypothesis.md", "correctness.json", "outcome.json")
 
@@ -26,13 +28,15 @@ def assert_consistent(out, result):
         for f in VERSION_FILES:
             assert (d / f).is_file(), f"v{v.index}/{f}"
         saved = outcome_from_json(json.loads((d / "outcome.json").read_text()))
-        # one copy of the samples and the card per version: timing.json / verdict.json hold them when written
-        kept_apart = {k: getattr(saved, k) for k in ("samples_ns", "card") if not getattr(saved, k)}
+        # one copy of the samples, the card and the move per version: timing.json / verdict.json / config.json hold
+        # them when written (the samples as whole ns where exact, the card's pattern entries once per run)
+        kept_apart = {k: getattr(saved, k) for k in ("samples_ns", "card", "move") if not getattr(saved, k)}
         assert saved == v.model_copy(update=kept_apart)
+        assert restored(d, saved) == v
         if "samples_ns" in kept_apart and v.samples_ns:
-            assert json.loads((d / "timing.json").read_text())["samples_ns"] == v.samples_ns
+            assert unpack_samples(json.loads((d / "timing.json").read_text()))["samples_ns"] == v.samples_ns
         if "card" in kept_apart and v.card:
-            assert json.loads((d / "verdict.json").read_text()) == v.card
+            assert unpack_card(json.loads((d / "verdict.json").read_text()), read_texts(out)) == v.card
         # the hypothesis is written before the version runs
         assert (d / "hypothesis.md").stat().st_mtime_ns <= (d / "correctness.json").stat().st_mtime_ns
         if v.ok:

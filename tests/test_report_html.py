@@ -144,8 +144,10 @@ def _open(browser, report: Path):
     page.on("pageerror", lambda e: seen["pageerror"].append(str(e)))
     page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
     page.goto(report.as_uri(), wait_until="load")
-    page.wait_for_function("Array.from(document.querySelectorAll('div.chart'))"
-                           ".every(d => d.classList.contains('js-plotly-plot'))", timeout=30_000)
+    # the page draws once plotly is decompressed (asynchronous); a selector wait needs no eval, which the page's
+    # CSP refuses
+    page.wait_for_selector("body[data-charts]", state="attached", timeout=30_000)
+    assert page.get_attribute("body", "data-charts") == "drawn", seen
     return page, seen
 
 
@@ -205,7 +207,10 @@ def _assert_clean_and_drawn(browser, page, seen, shots: Path) -> dict[str, dict]
 
 def test_replayed_run_plots_every_version_on_the_roofline_times_and_speedups(replay_run, browser, browse, tmp_path):
     out, result = replay_run
-    outcomes = [json.loads((out / f"v{i}" / "outcome.json").read_text()) for i in range(len(result.versions))]
+    from kernelpilot.records.samples import unpack_samples  # samples kept as the event timer's whole ns
+
+    outcomes = [unpack_samples(json.loads((out / f"v{i}" / "outcome.json").read_text()))
+                for i in range(len(result.versions))]
     timed = [o for o in outcomes if o["status"] == "ok" and o["duration_ns"]]
     assert len(outcomes) == 4 and len(timed) == 4
     assert result.report_html == str(out / "report.html")
@@ -323,3 +328,28 @@ def test_an_expectation_shows_its_change_in_the_metric_unit() -> None:
 
     assert _change("duration_ns", 292_800.0, 182_600.0) == "292.80 µs → 182.60 µs, -37.6 %"
     assert _change("dram_pct", 82.83, 88.71) == "82.83 → 88.71, +7.1 %"
+
+
+def test_the_page_decodes_what_it_packs_at_every_length(browser):
+    """report.html holds plotly and the figures gzip-compressed and base85-encoded (base64 after a ".": the fallback
+    when base85 would hold ``<!--`` or ``<script``); the page's own decoder gives back every text, whatever the length
+    of its compressed bytes modulo 4, and the page stays small (plotly inline uncompressed was 4.8 MB)."""
+    import gzip
+
+    from kernelpilot.report import html
+
+    texts = ["", "a", "héllo µs — ✓ <script>", "x" * 1000] + ["".join(str(j * j) for j in range(i))
+                                                             for i in range(1, 24)]
+    packed = [html.gzip_b85(t) for t in texts]
+    assert {len(base64.b85decode(p)) % 4 for p in packed} == {0, 1, 2, 3}
+    assert not any("/" in p or "'" in p or "\\" in p for p in packed)
+    fallback = ["." + base64.b64encode(gzip.compress(t.encode(), 9, mtime=0)).decode() for t in texts]
+    page = browser.new_page()
+    try:
+        page.evaluate("() => {" + html._INFLATE_JS + "}")
+        got = page.evaluate("async (xs) => { const out = []; for (const x of xs) out.push(await kpInflate(x)); "
+                            "return out; }", packed + fallback)
+    finally:
+        page.close()
+    assert got == texts + texts
+    assert len(html._plotly_packed(__import__("plotly.offline").offline.get_plotlyjs())[0]) < 2_000_000

@@ -15,7 +15,8 @@ search seconds), appended as it comes and committed with the next version's comm
 recorder keeps the sha256 of every byte it appended: a table changed by anyone else is not committed.
 
 A version's samples are kept once: in ``timing.json`` when the worker wrote one (outcome.json then holds none),
-else in ``outcome.json``; its bottleneck card only in ``verdict.json``. A version's records are compact JSON (one line, no indentation): a run
+else in ``outcome.json``; its bottleneck card only in ``verdict.json``, its patterns' fixed text once per run in
+``patterns.json`` (:mod:`kernelpilot.records.cards`). A version's records are compact JSON (one line, no indentation): a run
 of 1,000 versions stays under the 10 MB issue 25 asks for (``benchmarks/records_size.py`` measures it).
 :meth:`RunFolderRecorder.finish` packs the run's git objects (``git repack``: each commit's growing ``seals.jsonl``
 and ``skipped.jsonl``, stored whole as loose objects, become deltas) and leaves ``report.html`` out of git: a page
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,8 +48,10 @@ from typing import Any
 
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
+from kernelpilot.records.cards import PATTERN_TEXTS_FILE, pack_card, read_texts
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import SKIPPED_FILE, SkippedRow, VersionConfig
+from kernelpilot.records.samples import pack_samples
 from kernelpilot.records.seal import note_written, sha256_file
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.report.hypothesis import render_hypothesis
@@ -92,6 +96,8 @@ class RunFolderRecorder:
         self.ws, self.sha, self.shape, self.strategy, self.roofline = ws, kf_sha256, shape, strategy, roofline
         self.history, self.metrics_of, self.log = history, metrics_of if metrics_of is not None else {}, log
         self._parents: dict[int, Evaluation | None] = {}
+        #: each version's move as its config.json holds it (outcome.json then leaves it out)
+        self._moves: dict[int, Move | None] = {}
         self._held = guard.held if guard is not None else contextlib.nullcontext
         self.elapsed_s: Callable[[], float | None] = lambda: None
         self.on_commit: Callable[[], list[Path]] = lambda: []
@@ -101,6 +107,8 @@ class RunFolderRecorder:
         #: sha256 of every byte of skipped.jsonl this process holds as its own (a resumed run's kept rows included)
         self._table_hash = hashlib.sha256(self.table.read_bytes() if self.table.is_file() else b"")
         self._table_rows = 0
+        #: the run's pattern texts (patterns.json), kept once per run instead of in every card
+        self._texts = read_texts(ws.root)
 
     def skipped(self, ev: Evaluation) -> Evaluation:
         """Append the row of a config answered without a run to ``skipped.jsonl`` (committed with the next
@@ -149,6 +157,7 @@ class RunFolderRecorder:
                incumbent: Evaluation | None) -> None:
         """``config.json`` and ``hypothesis.md`` of version ``index``, written before it runs."""
         self._parents[index] = parent
+        self._moves[index] = move
         with self._held():
             vdir = self.ws.version_dir(index)
             write_json(vdir / "config.json", VersionConfig(
@@ -182,9 +191,13 @@ class RunFolderRecorder:
         if records.get("correctness") is not None:
             write_json(vdir / "correctness.json", records["correctness"], compact=True)
         if records.get("timing") is not None:
-            write_json(vdir / "timing.json", records["timing"], compact=True)
+            write_json(vdir / "timing.json", _packed_timing(records["timing"]), compact=True)
+        texts: list[Path] = []
         if ev.card:
-            write_json(vdir / "verdict.json", ev.card, compact=True)
+            card, changed = pack_card(ev.card, self._texts)
+            if changed:  # a pattern's text first seen: kept once per run, committed with this version
+                texts.append(write_json(self.ws.root / PATTERN_TEXTS_FILE, self._texts, compact=True))
+            write_json(vdir / "verdict.json", card, compact=True)
         if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
             note_written(vdir / "profile.ncu-rep")
         parent = self._parents.get(ev.index)
@@ -193,15 +206,16 @@ class RunFolderRecorder:
                                                                    self.metrics_of[parent.key], self.metrics_of[ev.key])})
         # the record phase: writing this version's files (its git commit comes after, outside the record it commits)
         ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "record": time.monotonic() - t0}, "commit": None})
-        write_json(vdir / "outcome.json", _stored(ev), compact=True)
+        write_json(vdir / "outcome.json", _stored(ev, self._moves.get(ev.index, ...)), compact=True)
         if self.history is not None:
             speed = (f", {ev.speedup_vs_parent:.3f}x vs v{ev.parent}" if ev.accepted and ev.speedup_vs_parent
                      and ev.parent is not None else "")
             what = change_label(parent.config if parent is not None else None, ev.config)
             status = ev.version_status + ("" if ev.ok else f" ({ev.status})")
             ev = ev.model_copy(update={"commit": self.history.commit(
-                [vdir, *self.pending, *self._table(), *self.on_commit()], f"v{ev.index}: {status} — {what}{speed}")})
-            write_json(vdir / "outcome.json", _stored(ev), compact=True)  # with its commit id: committed next
+                [vdir, *texts, *self.pending, *self._table(), *self.on_commit()],
+                f"v{ev.index}: {status} — {what}{speed}")})
+            write_json(vdir / "outcome.json", _stored(ev, self._moves.get(ev.index, ...)), compact=True)  # with its commit id: committed next
             self.pending = [vdir / "outcome.json"]
         return ev
 
@@ -234,15 +248,37 @@ class RunFolderRecorder:
             pack(self.history)
 
 
-def _stored(ev: Evaluation) -> Evaluation:
+def _stored(ev: Evaluation, config_move: Any = ...) -> dict[str, Any]:
     """``ev`` as its outcome.json holds it: without ``samples_ns`` when the version's ``timing.json`` holds the same
     samples, without ``card`` (its ``bound`` and ``verdict_summary`` kept) when ``verdict.json`` holds it: one copy
-    of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files."""
+    of each per version; :func:`kernelpilot.app.resume.complete_versions` reads them back from those files. Its
+    own samples are packed (:func:`kernelpilot.records.samples.pack_samples`: the timer's float32 milliseconds
+    when they give back every sample exactly) and fields at their default are left out (``Evaluation`` reads them
+    back as those defaults): about half the bytes of a replayed version. ``config_move``: the move the version's
+    config.json holds (``...``: not known): when it is ``ev.move``, outcome.json leaves ``move`` out and readers
+    take config.json's (:func:`kernelpilot.records.models.restored`); a differing one is written, ``null``
+    included."""
     timing = (ev.records or {}).get("timing") or {}
     update: dict[str, Any] = {"card": None} if ev.card else {}
+    samples = ev.samples_ns
     if ev.samples_ns and timing.get("samples_ns") == ev.samples_ns:
-        update["samples_ns"] = []
-    return ev.model_copy(update=update) if update else ev
+        samples = []
+    update["samples_ns"] = []
+    data = ev.model_copy(update=update).model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    if config_move is not ... and config_move == ev.move:
+        data.pop("move", None)
+    else:
+        data["move"] = ev.move.model_dump(mode="json") if ev.move is not None else None
+    return {**data, **pack_samples(samples)}
+
+
+def _packed_timing(timing: dict[str, Any]) -> dict[str, Any]:
+    """A worker's timing record (:class:`kernelpilot.measure.timing.TimingResult` as JSON) with its samples packed
+    like outcome.json's (:func:`kernelpilot.records.samples.pack_samples`; readers unpack them)."""
+    samples = timing.get("samples_ns")
+    if not isinstance(samples, list) or not samples:
+        return timing
+    return {**{k: v for k, v in timing.items() if k != "samples_ns"}, **pack_samples(samples)}
 
 
 def _exclude(history: RunHistory, rel: str) -> None:
@@ -257,9 +293,15 @@ def _exclude(history: RunHistory, rel: str) -> None:
 
 
 def pack(history: RunHistory) -> None:
-    """Pack the run's loose git objects into one pack with deltas (``git repack -a -d``, then ``git prune-packed``):
-    a 1,000-version run stores its growing ``seals.jsonl`` 1,000 times, whole, as loose objects otherwise. A git
-    that fails is ignored (the history stays as it was, only larger)."""
+    """Pack the run's git objects into one pack with deltas (``git repack -a -d -f``, then ``git prune-packed``):
+    a 1,000-version run stores its growing ``seals.jsonl`` 1,000 times, whole, as loose objects otherwise; then
+    remove the reflogs. A git that fails is ignored (the history stays as it was, only larger)."""
     with contextlib.suppress(Exception):
-        history.repo.git.repack("-a", "-d", "-q")
+        # -f --window 250: deltas sought anew among 250 objects (git gc --aggressive's): a version's outcome.json
+        # finds its rewrite with the commit id, 20 % of the pack; a few seconds at 1,000 versions
+        history.repo.git.repack("-a", "-d", "-f", "-q", "--window=250", "--depth=50")
         history.repo.git.prune_packed("-q")
+    # the reflogs (two lines a commit: 0.4 KB a version) repeat what the commits and seals.jsonl hold; nothing reads
+    # them and a rewrite of the history rewrites them too
+    with contextlib.suppress(OSError):
+        shutil.rmtree(Path(history.repo.git_dir) / "logs")

@@ -88,6 +88,21 @@ def _other_models() -> dict[str, type[BaseModel]]:
     return {"bundle.manifest.schema.json": BundleManifest}
 
 
+def _allow_event_ns(schema: dict) -> None:
+    """Declare in a version record's schema the compact samples ``optimize`` writes (:mod:`kernelpilot.records.
+    samples`): ``samples_event_ns`` (whole ns) in place of ``samples_ns``, one of the two when the model requires
+    samples."""
+    schema.setdefault("properties", {})["samples_event_ns"] = {
+        "description": "the samples as the event timer's whole nanoseconds n, each sample being float32(n / 1e6) * "
+                       "1e6 ns exactly (kernelpilot.records.samples); written instead of samples_ns when every "
+                       "sample comes back exactly", "items": {"type": "integer"}, "title": "Samples Event Ns",
+        "type": "array"}
+    required = schema.get("required") or []
+    if "samples_ns" in required:
+        required.remove("samples_ns")
+        schema["anyOf"] = [{"required": ["samples_ns"]}, {"required": ["samples_event_ns"]}]
+
+
 def schema_texts() -> dict[str, str]:
     """File name -> the JSON Schema text of each record's model (:data:`RECORDS`; the card's is its own file) and
     of a bundle's ``manifest.json`` (``bundle.manifest.schema.json``, docs/bundles.md)."""
@@ -102,6 +117,8 @@ def schema_texts() -> dict[str, str]:
             continue  # profile/schema/bottleneck_card.v1.json
         schema = models[pattern].model_json_schema()
         schema["$comment"] = f"kernelpilot record {pattern} (model {models[pattern].__name__})"
+        if pattern in ("v*/outcome.json", "v*/timing.json"):
+            _allow_event_ns(schema)
         out[_schema_name(pattern)] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return out
 

@@ -40,7 +40,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
+from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.integrity import HistoryCheck, check_history
+from kernelpilot.records.samples import unpack_samples
 
 __all__ = ["Problem", "Validation", "commit_id_only", "validate_run", "validate_session", "validate_tune"]
 
@@ -107,6 +109,13 @@ def _read(run: Path, rel: str, problems: list[Problem], tracked: set[str]) -> An
     model = model_for(rel)
     if model is None:
         return data
+    if rel.endswith("verdict.json"):  # the patterns' text kept once per run (kernelpilot.records.cards)
+        data = unpack_card(data, read_texts(run))
+    try:
+        data = unpack_samples(data)  # samples as the event timer's whole ns (kernelpilot.records.samples)
+    except (TypeError, OverflowError) as exc:
+        problems.append(Problem(file=rel, problem=f"does not match the {model.__name__} schema: {exc}", fix=fix))
+        return None
     if rel.endswith("outcome.json"):
         from kernelpilot.records.models import outcome_from_json
 

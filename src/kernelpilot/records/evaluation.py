@@ -12,7 +12,9 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from kernelpilot.records.samples import unpack_samples
 
 __all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
            "change_label", "change_sentence", "config_changes", "config_key", "version_change"]
@@ -168,7 +170,9 @@ class Evaluation(BaseModel):
         status: ``ok`` or one of :data:`FAILURES`.
         duration_ns: median kernel time (``ok`` and ``impossible`` only): the median the decision used.
         iqr_ns: inter-quartile range of the samples.
-        samples_ns: the raw per-launch times (kept so later decisions can test against them).
+        samples_ns: the raw per-launch times (kept so later decisions can test against them); a version's
+            outcome.json may store them as ``samples_event_ns`` (:mod:`kernelpilot.records.samples`), read back
+            exactly.
         message: why it failed (the exception's text, the tolerance broken), or a note (``raced out ...``).
         measured: False when the time came from the Triton interpreter (not a measurement).
         wall_s: wall seconds this evaluation cost in the worker (compile + check + timing): what budgets count.
@@ -245,6 +249,13 @@ class Evaluation(BaseModel):
     stages_run: list[str] = Field(default_factory=list)
     stages_skipped: dict[str, str] = Field(default_factory=dict)
     records: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unpack(cls, data: Any) -> Any:
+        """A version's outcome.json may hold its samples as ``samples_event_ns``
+        (:mod:`kernelpilot.records.samples`): read back as the exact ``samples_ns``."""
+        return unpack_samples(data)
 
     @property
     def ok(self) -> bool:

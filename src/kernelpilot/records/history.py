@@ -87,7 +87,8 @@ class RunHistory:
         try:
             self.repo = git.Repo(self.root)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            self.repo = git.Repo.init(self.root)
+            # no template: git's sample hooks are 27 KB a run folder and never run here (issue 25, records that scale)
+            self.repo = git.Repo.init(self.root, template="", allow_unsafe_options=True)  # an empty template
             with self.repo.config_writer() as cw:
                 cw.set_value("user", "name", "kernelpilot")
                 cw.set_value("user", "email", "kernelpilot@localhost")

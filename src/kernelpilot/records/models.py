@@ -10,7 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.evaluation import Evaluation, Move
+from kernelpilot.records.samples import unpack_samples
 
 
 def now_utc() -> str:
@@ -175,17 +177,25 @@ def read_skipped(text: str) -> tuple[list[SkippedRow], list[str]]:
 
 def restored(vdir: Path, ev: Evaluation) -> Evaluation:
     """A version's outcome ``ev`` (read from ``vdir/outcome.json``) with what that file leaves to the version's other
-    files (:mod:`kernelpilot.app.recorder` keeps one copy of each): the samples in ``timing.json``, the bottleneck
-    card in ``verdict.json``, each when the file can be read; else ``ev`` as read. Raises nothing."""
+    files (:mod:`kernelpilot.app.recorder` keeps one copy of each): the move in ``config.json`` (when outcome.json
+    has no ``move`` key), the samples in ``timing.json``, the bottleneck card in ``verdict.json`` (its pattern
+    entries completed from the run's ``patterns.json``), each when the file can be read; else ``ev`` as read.
+    Raises nothing."""
     update: dict[str, Any] = {}
     try:
+        if "move" not in ev.model_fields_set and (vdir / "config.json").is_file():
+            update["move"] = VersionConfig.model_validate_json((vdir / "config.json").read_text()).move
+    except (ValueError, OSError):
+        pass
+    try:
         if not ev.samples_ns and ev.duration_ns is not None and (vdir / "timing.json").is_file():
-            update["samples_ns"] = [float(x) for x in json.loads((vdir / "timing.json").read_text())["samples_ns"]]
-    except (ValueError, KeyError, TypeError, OSError):
+            timing = unpack_samples(json.loads((vdir / "timing.json").read_text()))
+            update["samples_ns"] = [float(x) for x in timing["samples_ns"]]
+    except (ValueError, KeyError, TypeError, OverflowError, OSError):
         pass
     try:
         if ev.card is None and (vdir / "verdict.json").is_file():
-            card = json.loads((vdir / "verdict.json").read_text())
+            card = unpack_card(json.loads((vdir / "verdict.json").read_text()), read_texts(vdir.parent))
             update["card"] = card if isinstance(card, dict) else None
     except (ValueError, OSError):
         pass

@@ -66,10 +66,11 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_json(path: Path, data: BaseModel | dict[str, Any] | list[Any], *, compact: bool = False) -> Path:
     """Write a pydantic model or plain data as JSON, atomically: indented, or with ``compact`` on one line without
-    spaces (a version's records: a run of 1,000 versions stays small; every field is still written)."""
+    spaces and text as UTF-8, not ``\\u`` escapes (a version's records: a run of 1,000 versions stays small; every
+    field a model holds is still written)."""
     if compact:
         text = (data.model_dump_json(by_alias=True) if isinstance(data, BaseModel)
-                else json.dumps(data, separators=(",", ":"), default=str))
+                else json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str))
     else:
         text = (data.model_dump_json(indent=2, by_alias=True) if isinstance(data, BaseModel)
                 else json.dumps(data, indent=2, default=str))

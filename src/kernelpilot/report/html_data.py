@@ -21,7 +21,9 @@ from typing import Any, Literal
 from kernelpilot.errors import RunFolderError
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import Roofline
+from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.evaluation import Evaluation, version_change
+from kernelpilot.records.samples import unpack_samples
 from kernelpilot.records.workspace import read_json, read_record
 
 __all__ = ["Entry", "Kind", "PageData", "folder_kind", "read_folder"]
@@ -187,6 +189,10 @@ def _json(path: Path) -> Any:
 def _timing(path: Path) -> dict[str, Any]:
     """The fields of a ``timing.json`` the page uses (samples, quartiles), empty when absent."""
     data = _json(path)
+    try:
+        data = unpack_samples(data)  # samples kept as the event timer's whole ns (kernelpilot.records.samples)
+    except (TypeError, OverflowError):
+        data = {k: v for k, v in data.items() if k != "samples_event_ns"}
     return data if isinstance(data, dict) else {}
 
 
@@ -219,24 +225,25 @@ def _from_evaluation(ev: Evaluation, label: str, order: int, measured: bool, tim
 
 
 def _read_optimize(root: Path) -> PageData:
-    from kernelpilot.records.models import RunInfo, outcome_from_json
+    from kernelpilot.records.models import RunInfo, outcome_from_json, restored
     from kernelpilot.records.workspace import Workspace
 
     info = read_json(root / "run.json", RunInfo)
     measured = info.mode != "interpreter"
     entries, versions = [], {}
+    texts = read_texts(root)
     for i in Workspace(root).version_indices():
         path = root / f"v{i}" / "outcome.json"
         if not path.is_file():  # the version in flight of an unfinished run
             continue
-        ev = read_record(path, lambda text: outcome_from_json(json.loads(text)))
+        ev = restored(root / f"v{i}", read_record(path, lambda text: outcome_from_json(json.loads(text))))
         versions[i] = ev
         entry = _from_evaluation(ev, f"v{i}", len(entries) + 1, measured, _timing(root / f"v{i}" / "timing.json"),
                                  versions)
         hyp = root / f"v{i}" / "hypothesis.md"
         if hyp.is_file():
             entry.hypothesis = hyp.read_text(errors="replace")
-        card = _json(root / f"v{i}" / "verdict.json")
+        card = unpack_card(_json(root / f"v{i}" / "verdict.json"), texts)
         entry.card = card if isinstance(card, dict) else entry.card
         entries.append(entry)
     listed, summary = _listed(root, list(versions.values()))
