@@ -46,7 +46,7 @@ from pydantic import BaseModel, ConfigDict
 from kernelpilot.workload.model import Workload, WorkloadError, build_workload, shape_id
 from kernelpilot.workload.strides import stride_pattern
 
-__all__ = ["DTYPE_NAMES", "ProfiledCall", "Capture", "MappingSpec", "parse_mapping", "map_call", "op_name",
+__all__ = ["DTYPE_NAMES", "ProfiledCall", "Capture", "MappingSpec", "parse_mapping", "map_call", "op_name", "recorded_calls",
            "capture_workload"]
 
 #: The profiler's dtype names (the C++ scalar types of c10/core/ScalarType.h as the profiler prints them) -> the
@@ -58,6 +58,9 @@ DTYPE_NAMES: dict[str, str] = {
     "signed char": "int8", "unsigned char": "uint8", "short int": "int16", "int": "int32", "long int": "int64",
     "bool": "bool", "c10::complex<float>": "complex64", "c10::complex<double>": "complex128",
 }
+#: The profiler's ``input_dtypes`` entries of arguments that are not tensors (``""``: None, an absent optional).
+NOT_TENSOR = frozenset({"", "Scalar", "ScalarList", "TensorList", "GenericList", "String", "Device", "Layout",
+                        "ScalarType", "MemoryFormat"})
 _SPEC = re.compile(r"^(\d+)\.(dtype|value|-?\d+|-?\d*:-?\d*)$")
 _BACKWARD = "autograd::engine::evaluate_function"
 
@@ -84,10 +87,15 @@ class ProfiledCall(BaseModel):
     strides: list[list[int]]
     values: list[Any]
 
+    def is_tensor(self, arg: int) -> bool:
+        """True when argument ``arg`` is a tensor (its dtype entry names a scalar type, :data:`NOT_TENSOR`)."""
+        return 0 <= arg < len(self.dtypes) and self.dtypes[arg] not in NOT_TENSOR
+
     def pattern(self) -> str:
         """The stride pattern of the call's tensor arguments (:func:`kernelpilot.workload.strides.stride_pattern`);
         ``contiguous`` when strides were not recorded."""
-        pairs = [(s, t) for s, t, d in zip(self.sizes, self.strides, self.dtypes) if d and len(s) == len(t)]
+        pairs = [(s, t) for i, (s, t) in enumerate(zip(self.sizes, self.strides))
+                 if self.is_tensor(i) and len(s) == len(t)]
         return stride_pattern([p[0] for p in pairs], [p[1] for p in pairs])
 
 
@@ -174,7 +182,7 @@ def _resolve(spec: str, call: ProfiledCall) -> Any:
         raise ValueError(f"{call.op} was called with {len(call.sizes)} arguments, {spec} reads argument {arg}")
     if sel == "dtype":
         raw = call.dtypes[arg]
-        if not raw:
+        if not call.is_tensor(arg):
             raise ValueError(f"argument {arg} of {call.op} is not a tensor (no dtype)")
         if raw not in DTYPE_NAMES:
             raise ValueError(f"argument {arg} of {call.op} has dtype {raw!r}, which kernelpilot does not name")
@@ -184,7 +192,7 @@ def _resolve(spec: str, call: ProfiledCall) -> Any:
         if isinstance(value, (bool, int, float, str)):
             return value
         raise ValueError(f"argument {arg} of {call.op} has no recorded scalar value")
-    dims = call.sizes[arg] if call.dtypes[arg] else None
+    dims = call.sizes[arg] if call.is_tensor(arg) else None
     if not dims and isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         dims = value  # an int-list argument (normalized_shape) counts as its sizes
     if not dims:
@@ -204,8 +212,11 @@ def _resolve(spec: str, call: ProfiledCall) -> Any:
 def map_call(call: ProfiledCall, mapping: MappingSpec) -> dict[str, Any]:
     """The shape keys one call gives under a mapping (a parsed one, :func:`parse_mapping`, or a callable).
 
+    The specs of one key are read where the call has what they read (an optional argument left as None is skipped);
+    at least one must be readable, and all those read must agree.
+
     Raises:
-        WorkloadError: a spec reads what the call does not have, or the specs of one key disagree (the message
+        WorkloadError: no spec of a key can be read from the call, or the specs of one key disagree (the message
             gives the call's argument sizes: the mapping does not fit the op).
     """
     if callable(mapping):
@@ -213,21 +224,26 @@ def map_call(call: ProfiledCall, mapping: MappingSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, specs in mapping.items():
         specs = [specs] if isinstance(specs, str) else list(specs)
-        try:
-            values = [_resolve(s, call) for s in specs]
-        except ValueError as exc:
+        read: list[tuple[str, Any]] = []
+        missing: list[str] = []
+        for spec in specs:
+            try:
+                read.append((spec, _resolve(spec, call)))
+            except ValueError as exc:  # an absent optional argument (weight=None): the other specs still count
+                missing.append(str(exc))
+        if not read:
             raise WorkloadError(f"mapping for {key} does not fit a call of {call.op} (argument sizes "
-                                f"{call.sizes}): {exc}", "fix the mapping's ARG.SEL for this op's schema") from exc
+                                f"{call.sizes}): {missing[0]}", "fix the mapping's ARG.SEL for this op's schema")
+        values = [v for _, v in read]
         if any(v != values[0] for v in values[1:]):
             raise WorkloadError(f"mapping for {key} reads different values from one call of {call.op}: "
-                                + ", ".join(f"{s} = {v}" for s, v in zip(specs, values))
-                                + f" (argument sizes {call.sizes})",
+                                + ", ".join(f"{s} = {v}" for s, v in read) + f" (argument sizes {call.sizes})",
                                 "the specs of one key must read the same size; fix the mapping")
         out[key] = values[0]
     return out
 
 
-def _calls(events: Any, name: str) -> tuple[list[ProfiledCall], int, dict[str, int]]:
+def recorded_calls(events: Any, name: str) -> tuple[list[ProfiledCall], int, dict[str, int]]:
     """The counted calls of ``name`` among profiler events, the backward ones skipped, and the count of every op
     name seen (for a message when nothing matched)."""
     calls: list[ProfiledCall] = []
@@ -289,7 +305,7 @@ def capture_workload(fn: Callable[..., Any], reference: Any, mapping: MappingSpe
         raise MissingDependencyError("capturing a workload needs torch", "pip install torch") from exc
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         fn(*args, **dict(kwargs or {}))
-    calls, backward, seen = _calls(prof.events(), name)
+    calls, backward, seen = recorded_calls(prof.events(), name)
     if not calls:
         common = ", ".join(n for n, _ in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))[:12]) or "none"
         more = f" ({backward} inside backward, not counted)" if backward else ""
