@@ -70,7 +70,7 @@ class WorkloadEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     shape: dict[str, ShapeValue]
-    weight: float = Field(default=1.0)
+    weight: float = Field(default=1.0, strict=True)
 
     @field_validator("weight")
     @classmethod
