@@ -9,12 +9,15 @@ Modules: :mod:`.model` (key, entry, normalisation, default path), :mod:`.schema`
 """
 
 from kernelpilot.store.db import ConfigStore, MergeReport, read_jsonl
-from kernelpilot.store.lookup import lookup, lookup_entry, runtime_toolchain, select
+# `lookup` the function is not bound here: `kernelpilot.store.lookup` must stay the module (import it as
+# `from kernelpilot.store.lookup import lookup`, or use `lookup_config`, the same function).
+from kernelpilot.store.lookup import lookup as lookup_config
+from kernelpilot.store.lookup import lookup_entry, runtime_toolchain, select
 from kernelpilot.store.model import (ConfigStoreError, Evidence, StoreKey, StoredConfig, default_store_path,
                                      normalize_arch, normalize_dtype, normalize_range, normalize_toolchain,
                                      range_contains)
 from kernelpilot.store.schema import KIND, SCHEMA_VERSION
 
-__all__ = ["ConfigStore", "MergeReport", "read_jsonl", "lookup", "lookup_entry", "runtime_toolchain", "select",
+__all__ = ["ConfigStore", "MergeReport", "read_jsonl", "lookup_config", "lookup_entry", "runtime_toolchain", "select",
            "ConfigStoreError", "Evidence", "StoreKey", "StoredConfig", "default_store_path", "normalize_arch",
            "normalize_dtype", "normalize_range", "normalize_toolchain", "range_contains", "KIND", "SCHEMA_VERSION"]

@@ -100,6 +100,13 @@ class Bucket(BaseModel):
                    key=lambda i: (-self.entries[i].weight, centre_distance(self.entries[i]), i))
         return dict(self.entries[best].shape)
 
+    def span(self) -> dict[str, tuple[int, int]]:
+        """Per whole-number key, the smallest and largest value among the members (inside :attr:`ranges`): what was
+        measured, where ``ranges`` is what the bucket claims to serve (a shape between the two was never measured
+        and is served by the rule). Raises nothing."""
+        return {k: (min(e.shape[k] for e in self.entries), max(e.shape[k] for e in self.entries))
+                for k in self.ranges}
+
     def store_range(self) -> dict[str, Any]:
         """The bucket as a config store's shape range (:mod:`kernelpilot.store`): ``ranges`` as ``[lo, hi]`` lists and
         ``fixed`` values as they are."""
