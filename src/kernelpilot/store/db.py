@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping, Optional
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.store.lookup import candidates, origin_rank, select
+from kernelpilot.store.lookup import candidates, check_shape_dtype, origin_rank, select
 from kernelpilot.store.model import (ConfigStoreError, Evidence, StoreKey, StoredConfig, canonical_json,
                                      default_store_path, utc_now)
 from kernelpilot.store.schema import COLUMNS, check_schema, connect, entry_of, row_of
@@ -262,9 +262,7 @@ class ConfigStore:
     def lookup_entry(self, kernel_hash: str, arch: str, toolchain: Mapping[str, Any], dtype: str, strides: str,
                      shape: Mapping[str, Any]) -> Optional[StoredConfig]:
         """As :func:`kernelpilot.store.lookup.lookup_entry`, on this open store (no reopening per call)."""
-        from kernelpilot.store.lookup import _check_shape
-
-        _check_shape(shape, dtype)
+        check_shape_dtype(shape, dtype)
         return select(candidates(self._conn, self.path, kernel_hash, arch, toolchain, dtype, strides), shape)
 
     def lookup(self, kernel_hash: str, arch: str, toolchain: Mapping[str, Any], dtype: str, strides: str,

@@ -26,7 +26,7 @@ from kernelpilot.store.model import (ConfigStoreError, StoredConfig, canonical_j
                                      utc_now)
 from kernelpilot.store.schema import COLUMNS, check_schema, connect, entry_of
 
-__all__ = ["origin_rank", "select", "candidates", "lookup", "lookup_entry", "runtime_toolchain"]
+__all__ = ["check_shape_dtype", "origin_rank", "select", "candidates", "lookup", "lookup_entry", "runtime_toolchain"]
 
 
 def runtime_toolchain(tools: Iterable[str] = ("torch", "triton", "cuda")) -> dict[str, str]:
@@ -101,7 +101,8 @@ def candidates(conn: sqlite3.Connection, path: Path, kernel_hash: str, arch: str
     return [entry_of(r, path) for r in rows]
 
 
-def _check_shape(shape: Mapping[str, Any], dtype: str) -> None:
+def check_shape_dtype(shape: Mapping[str, Any], dtype: str) -> None:
+    """Raise ConfigStoreError when ``shape`` has a ``dtype`` key that is not ``dtype`` (normalised)."""
     if "dtype" in shape and normalize_dtype(str(shape["dtype"])) != normalize_dtype(dtype):
         raise ConfigStoreError(f"the shape's dtype {shape['dtype']!r} is not the dtype asked for ({dtype!r})",
                                "look up with the dtype the shape runs at")
@@ -126,7 +127,7 @@ def lookup_entry(kernel_hash: str, arch: str, toolchain: Mapping[str, Any], dtyp
         ConfigStoreError: the file is not a config store, is newer, or holds an invalid row; a malformed arch or
             dtype; the shape's dtype differs from ``dtype``.
     """
-    _check_shape(shape, dtype)
+    check_shape_dtype(shape, dtype)
     p = Path(path).expanduser() if path is not None else default_store_path()
     if not p.is_file():
         return None

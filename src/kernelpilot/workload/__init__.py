@@ -8,7 +8,8 @@ profiler), :mod:`.infer` (the capture mapping observed by running a kernel file'
 inside the functions that run a program.
 """
 
-from kernelpilot.workload.buckets import BUCKET_RULES, Bucket, bucket_for, bucket_neighbours, bucket_workload, class_range
+from kernelpilot.workload.buckets import (BUCKET_RULES, Bucket, bucket_for, bucket_neighbours, bucket_workload,
+                                         class_range)
 from kernelpilot.workload.capture import Capture, ProfiledCall, capture_workload, map_call, op_name, parse_mapping
 from kernelpilot.workload.model import Workload, WorkloadEntry, WorkloadError, build_workload, load_workload, shape_id
 from kernelpilot.workload.ranges import POINT_RULES, format_ranges, parse_ranges, range_points, workload_from_ranges

@@ -46,8 +46,8 @@ from pydantic import BaseModel, ConfigDict
 from kernelpilot.workload.model import Workload, WorkloadError, build_workload, shape_id
 from kernelpilot.workload.strides import stride_pattern
 
-__all__ = ["DTYPE_NAMES", "ProfiledCall", "Capture", "MappingSpec", "parse_mapping", "map_call", "op_name", "recorded_calls",
-           "capture_workload"]
+__all__ = ["DTYPE_NAMES", "NOT_TENSOR", "ProfiledCall", "Capture", "MappingSpec", "parse_mapping", "map_call",
+           "op_name", "recorded_calls", "capture_workload"]
 
 #: The profiler's dtype names (the C++ scalar types of c10/core/ScalarType.h as the profiler prints them) -> the
 #: dtype names kernel files use in ``SHAPE``.

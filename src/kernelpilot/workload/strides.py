@@ -8,8 +8,8 @@ sizes (they are the shape's business):
 - one tensor: ``c`` when it is row-major contiguous (size-1 dimensions ignored: their stride never matters);
   otherwise ``p`` followed by its dimensions ordered from the largest stride to the smallest (``p10``: a
   transposed matrix), then ``b<index>`` for each broadcast dimension (stride 0, size > 1; left out of the order:
-  ``p0b1`` is a row vector expanded along dimension 1), and a final ``g`` when the tensor is not dense (its strides skip elements: a slice of a wider
-  tensor). Dimensions of equal stride keep their index order. Ranks over 10 write indices separated by ``.``.
+  ``p0b1`` is a column expanded along dimension 1), and a final ``g`` when the tensor is not dense (its strides
+  skip elements: a slice of a wider tensor). Dimensions of equal stride keep their index order. Ranks over 10 write indices separated by ``.``.
 - a call: its tensors' patterns joined with ``,`` in argument order; ``contiguous`` when every tensor is ``c``
   (the common case, and what :mod:`kernelpilot.store` takes by default).
 
