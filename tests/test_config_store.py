@@ -174,6 +174,16 @@ def test_a_bucket_goes_in_and_unmeasured_shapes_come_out(store):
     assert store.lookup(H, "sm_90", TC, "bfloat16", "contiguous", {"M": 8192, "N": 4096}) is None
 
 
+def test_fixed_values_match_exactly_by_type(store):
+    rng = {"N": [1, 64], "causal": True, "bias": None, "eps": 1e-5}
+    store.put(H, "sm_90", TC, "float16", "contiguous", rng, {"B": 1}, 10.0)
+    hit = {"N": 8, "causal": True, "bias": None, "eps": 1e-5}
+    assert store.lookup(H, "sm_90", TC, "float16", "contiguous", hit) == {"B": 1}
+    assert store.lookup(H, "sm_90", TC, "float16", "contiguous", {**hit, "causal": 1}) is None  # 1 is not True
+    assert store.lookup(H, "sm_90", TC, "float16", "contiguous", {**hit, "causal": False}) is None
+    assert store.lookup(H, "sm_90", TC, "float16", "contiguous", {**hit, "bias": 0}) is None
+
+
 def test_bad_fields_are_typed_errors(store):
     with pytest.raises(ConfigStoreError, match="sm_XY"):
         store.put(H, "hopper", TC, "bfloat16", "contiguous", RANGE, {"B": 1}, 1.0)

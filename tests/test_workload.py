@@ -83,6 +83,10 @@ def test_value_types_follow_shape(tmp_path):
     assert w.entries[0].shape == {"N": 8, "causal": False, "eps": 1.0}
     with pytest.raises(WorkloadError, match="true or false"):
         build_workload([{"shape": {"causal": 1}}], flags)
+    unset = build_workload([{"shape": {"N": 3}}], {"N": 1, "bias": None})  # an option left unset in SHAPE
+    assert unset.entries[0].shape == {"N": 3, "bias": None}
+    with pytest.raises(WorkloadError, match="not a number, a word"):
+        build_workload([{"shape": {"N": 3}}], {"N": 1, "sizes": [1, 2]})
 
 
 def test_dump_reads_back_equal(tmp_path):

@@ -31,7 +31,7 @@ __all__ = ["FORMAT_VERSION", "ConfigStoreError", "Evidence", "StoreKey", "Stored
 #: Version of one exported line's fields (``format`` in each JSON line).
 FORMAT_VERSION = 1
 
-RangeValue = Union[list[int], bool, int, float, str]
+RangeValue = Union[list[int], bool, int, float, str, None]
 
 
 class ConfigStoreError(KernelpilotError):
@@ -121,7 +121,7 @@ def normalize_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
 
 def normalize_range(shape_range: Mapping[str, Any]) -> dict[str, RangeValue]:
     """A shape range as stored: key -> ``[lo, hi]`` (whole numbers, inclusive, ``lo <= hi``) for a range, or the
-    exact value (a word, a flag, a number) for a fixed key; a bare whole number ``v`` becomes ``[v, v]``; sorted by
+    exact value (a word, a flag, a number, None) for a fixed key; a bare whole number ``v`` becomes ``[v, v]``; sorted by
     key. A ``(lo, hi)`` tuple (:attr:`kernelpilot.workload.buckets.Bucket.ranges`) is a range too.
 
     Raises:
@@ -141,7 +141,7 @@ def normalize_range(shape_range: Mapping[str, Any]) -> dict[str, RangeValue]:
             out[str(key)] = [int(value[0]), int(value[1])]
         elif isinstance(value, int) and not isinstance(value, bool):
             out[str(key)] = [value, value]
-        elif isinstance(value, (bool, float, str)):
+        elif value is None or isinstance(value, (bool, float, str)):
             out[str(key)] = value
         else:
             raise ConfigStoreError(f"shape range {key}: {value!r} is neither [lo, hi] nor a value",

@@ -29,8 +29,8 @@ from kernelpilot.errors import KernelpilotError
 __all__ = ["ShapeValue", "WorkloadError", "WorkloadEntry", "Workload", "build_workload", "load_workload",
            "shape_id", "value_kind"]
 
-#: A shape value: a dimension (int), a flag (bool), a number (float) or a word (``dtype``).
-ShapeValue = Union[bool, int, float, str]
+#: A shape value: a dimension (int), a flag (bool), a number (float), a word (``dtype``), or None (an option unset).
+ShapeValue = Union[bool, int, float, str, None]
 
 _FORMAT_HINT = 'a workload file is a JSON list like [{"shape": {"M": 512}, "weight": 3}, {"shape": {"M": 4096}}]'
 
@@ -134,6 +134,8 @@ class Workload(BaseModel):
 
 def _check_value(key: str, value: Any, default: Any, where: str) -> ShapeValue:
     """``value`` if its kind fits the base shape's value at ``key`` (an int where a float is, too); else raise."""
+    if value is None and default is None:
+        return None
     if not isinstance(value, (bool, int, float, str)):
         raise WorkloadError(f"{where}: shape value {key}={value!r} is a {type(value).__name__}, not a number or a word",
                             f"give {key} as in SHAPE, e.g. {json.dumps({key: default})}")
@@ -166,6 +168,10 @@ def build_workload(entries: Iterable[Mapping[str, Any] | WorkloadEntry], base_sh
             lists the known ones); a value of another kind than the base shape's (see :func:`value_kind`).
     """
     base = dict(base_shape)
+    odd = [k for k, v in base.items() if v is not None and not isinstance(v, (bool, int, float, str))]
+    if odd:
+        raise WorkloadError(f"{where}: SHAPE's {odd[0]} is {base[odd[0]]!r}, not a number, a word, a flag or None",
+                            "a workload holds scalar shape values; give that key a scalar in SHAPE")
     merged: dict[str, tuple[dict[str, ShapeValue], float]] = {}
     count = 0
     for n, raw in enumerate(entries, start=1):
