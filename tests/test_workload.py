@@ -12,6 +12,7 @@ import pytest
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.workload import (Bucket, WorkloadError, bucket_for, bucket_neighbours, bucket_workload,
                                   build_workload, capture_workload, class_range, load_workload, parse_mapping,
+                                  parse_mapping_text,
                                   parse_ranges, range_points, stride_pattern, tensor_pattern, workload_from_ranges)
 from kernelpilot.workload.infer import infer_mapping
 
@@ -263,6 +264,11 @@ def test_capture_refuses_what_does_not_fit():
         parse_mapping({"Q": "0.0"}, BASE)
     with pytest.raises(WorkloadError, match="ARG.SEL"):
         parse_mapping({"M": "x.0"}, BASE)
+    assert parse_mapping_text("M=0.:-1, K=0.1|1.0,dtype=0.dtype", BASE) == {
+        "M": ["0.:-1"], "K": ["0.1", "1.0"], "dtype": ["0.dtype"]}
+    for bad in ("M", "M=0.0,M=1.0", "Q=0.0", "M=0", ""):
+        with pytest.raises(WorkloadError):
+            parse_mapping_text(bad, BASE)
     with pytest.raises(WorkloadError, match="cannot tell"):
         capture_workload(prog, torch.mm, {"M": "0.0"}, BASE)
 

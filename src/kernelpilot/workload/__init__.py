@@ -10,7 +10,8 @@ inside the functions that run a program.
 
 from kernelpilot.workload.buckets import (BUCKET_RULES, Bucket, bucket_for, bucket_neighbours, bucket_workload,
                                          class_range)
-from kernelpilot.workload.capture import Capture, ProfiledCall, capture_workload, map_call, op_name, parse_mapping
+from kernelpilot.workload.capture import (Capture, ProfiledCall, capture_workload, map_call, op_name, parse_mapping,
+                                         parse_mapping_text)
 from kernelpilot.workload.model import Workload, WorkloadEntry, WorkloadError, build_workload, load_workload, shape_id
 from kernelpilot.workload.ranges import POINT_RULES, format_ranges, parse_ranges, range_points, workload_from_ranges
 from kernelpilot.workload.strides import CONTIGUOUS, stride_pattern, tensor_pattern
@@ -19,4 +20,5 @@ __all__ = ["Workload", "WorkloadEntry", "WorkloadError", "build_workload", "load
            "POINT_RULES", "range_points", "parse_ranges", "format_ranges", "workload_from_ranges",
            "BUCKET_RULES", "Bucket", "bucket_workload", "bucket_for", "bucket_neighbours", "class_range",
            "Capture", "ProfiledCall", "capture_workload", "map_call", "op_name", "parse_mapping",
+           "parse_mapping_text",
            "CONTIGUOUS", "stride_pattern", "tensor_pattern"]

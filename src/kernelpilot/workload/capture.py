@@ -47,7 +47,7 @@ from kernelpilot.workload.model import Workload, WorkloadError, build_workload, 
 from kernelpilot.workload.strides import stride_pattern
 
 __all__ = ["DTYPE_NAMES", "NOT_TENSOR", "ProfiledCall", "Capture", "MappingSpec", "parse_mapping", "map_call",
-           "op_name", "recorded_calls", "capture_workload"]
+           "op_name", "recorded_calls", "capture_workload", "parse_mapping_text"]
 
 #: The profiler's dtype names (the C++ scalar types of c10/core/ScalarType.h as the profiler prints them) -> the
 #: dtype names kernel files use in ``SHAPE``.
@@ -171,6 +171,30 @@ def parse_mapping(mapping: Mapping[str, Union[str, Sequence[str]]],
                                     "whose sizes multiply (:-1), dtype or value; e.g. {'M': '0.:-1', 'N': '0.-1'}")
         out[key] = [s.replace(" ", "") for s in items]
     return out
+
+
+def parse_mapping_text(text: str, base_shape: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The command-line form of a mapping: ``KEY=SPEC[|SPEC...]`` items separated by ``,`` — e.g.
+    ``"M=0.:-1,N=0.-1|2.:,dtype=0.dtype"`` (``|`` joins specs that must agree) — checked by :func:`parse_mapping`.
+
+    Raises:
+        WorkloadError: an item not of the form ``KEY=SPEC``, a key given twice, or what :func:`parse_mapping`
+            refuses.
+    """
+    out: dict[str, list[str]] = {}
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, specs = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise WorkloadError(f"mapping item {item!r} is not KEY=SPEC", "e.g. M=0.:-1,N=0.-1|2.:,dtype=0.dtype")
+        if key in out:
+            raise WorkloadError(f"mapping gives {key} twice", "join specs of one key with |, e.g. K=0.1|1.0")
+        out[key] = [s.strip() for s in specs.split("|")]
+    if not out:
+        raise WorkloadError("the mapping is empty", "e.g. M=0.:-1,N=0.-1,dtype=0.dtype")
+    return parse_mapping(out, base_shape)
 
 
 def _resolve(spec: str, call: ProfiledCall) -> Any:
