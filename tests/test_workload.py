@@ -260,6 +260,10 @@ def test_capture_refuses_what_does_not_fit():
         capture_workload(prog, "aten::bmm", {"M": "0.0"}, BASE)
     with pytest.raises(WorkloadError, match="different values"):
         capture_workload(prog, "aten::mm", {"K": ["0.1", "1.1"]}, BASE)  # 8 vs 2: the mapping is wrong
+    with pytest.raises(WorkloadError, match="called with 2 arguments"):
+        capture_workload(prog, "aten::mm", {"K": ["0.1", "2.0"]}, BASE)  # a spec past the last argument
+    with pytest.raises(WorkloadError, match="2 dimensions"):
+        capture_workload(prog, "aten::mm", {"M": "0.2"}, BASE)
     with pytest.raises(WorkloadError, match="'Q'"):
         parse_mapping({"Q": "0.0"}, BASE)
     with pytest.raises(WorkloadError, match="ARG.SEL"):

@@ -197,13 +197,20 @@ def parse_mapping_text(text: str, base_shape: Mapping[str, Any]) -> dict[str, li
     return parse_mapping(out, base_shape)
 
 
+class _Absent(ValueError):
+    """The argument a spec reads was None in this call (an optional argument left out)."""
+
+
 def _resolve(spec: str, call: ProfiledCall) -> Any:
-    """The value one spec reads from a call; raises ValueError naming what is missing."""
+    """The value one spec reads from a call; raises :class:`_Absent` when the argument was None, ValueError naming
+    what is missing otherwise."""
     m = _SPEC.match(spec)
     assert m is not None  # parse_mapping checked it
     arg, sel = int(m.group(1)), m.group(2)
     if arg >= len(call.sizes):
         raise ValueError(f"{call.op} was called with {len(call.sizes)} arguments, {spec} reads argument {arg}")
+    if call.dtypes[arg] == "" and (arg >= len(call.values) or call.values[arg] is None):
+        raise _Absent(f"argument {arg} of {call.op} is None in this call")
     if sel == "dtype":
         raw = call.dtypes[arg]
         if not call.is_tensor(arg):
@@ -236,12 +243,13 @@ def _resolve(spec: str, call: ProfiledCall) -> Any:
 def map_call(call: ProfiledCall, mapping: MappingSpec) -> dict[str, Any]:
     """The shape keys one call gives under a mapping (a parsed one, :func:`parse_mapping`, or a callable).
 
-    The specs of one key are read where the call has what they read (an optional argument left as None is skipped);
-    at least one must be readable, and all those read must agree.
+    A spec whose argument is None in the call (an optional argument left out) is skipped; every other spec must be
+    readable, at least one spec of each key must be read, and all those read must agree.
 
     Raises:
-        WorkloadError: no spec of a key can be read from the call, or the specs of one key disagree (the message
-            gives the call's argument sizes: the mapping does not fit the op).
+        WorkloadError: a spec reads what the call does not have (an argument past the last, a dimension past the
+            rank, the dtype of a non-tensor), every spec of a key reads a None argument, or the specs of one key
+            disagree (the message gives the call's argument sizes: the mapping does not fit the op).
     """
     if callable(mapping):
         return dict(mapping(call))
@@ -253,11 +261,15 @@ def map_call(call: ProfiledCall, mapping: MappingSpec) -> dict[str, Any]:
         for spec in specs:
             try:
                 read.append((spec, _resolve(spec, call)))
-            except ValueError as exc:  # an absent optional argument (weight=None): the other specs still count
+            except _Absent as exc:  # an optional argument left None (weight=None): the other specs still count
                 missing.append(str(exc))
+            except ValueError as exc:
+                raise WorkloadError(f"mapping for {key} does not fit a call of {call.op} (argument sizes "
+                                    f"{call.sizes}): {exc}", "fix the mapping's ARG.SEL for this op's schema") from exc
         if not read:
-            raise WorkloadError(f"mapping for {key} does not fit a call of {call.op} (argument sizes "
-                                f"{call.sizes}): {missing[0]}", "fix the mapping's ARG.SEL for this op's schema")
+            raise WorkloadError(f"mapping for {key} reads only arguments that are None in a call of {call.op} "
+                                f"(argument sizes {call.sizes}): {missing[0]}",
+                                "map the key to an argument every call passes")
         values = [v for _, v in read]
         if any(v != values[0] for v in values[1:]):
             raise WorkloadError(f"mapping for {key} reads different values from one call of {call.op}: "
