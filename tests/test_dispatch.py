@@ -352,3 +352,23 @@ def test_one_config_for_every_bucket_still_refuses_a_shape_outside(tmp_path: Pat
 def test_arg_names_must_name_table_keys() -> None:
     with pytest.raises(DispatchError, match="does not dispatch on"):
         autotune_configs_source(table(), arg_names={"N": "n_cols"})
+
+
+def test_autotune_kwargs_alone_pick_the_buckets_config(tmp_path: Path) -> None:
+    import torch
+    import triton
+    import triton.language as tl
+
+    mod = load(autotune_configs_source(table()), tmp_path / "kp_dispatch_kw.py", "kp_dispatch_kw")
+    assert mod.AUTOTUNE_KWARGS["key"] == ["M"] and mod.AUTOTUNE_KWARGS["do_bench"] is mod.no_bench
+
+    @triton.autotune(**mod.AUTOTUNE_KWARGS)
+    @triton.jit
+    def write_block(out_ptr, M, BLOCK: tl.constexpr):
+        tl.store(out_ptr, BLOCK)
+
+    out = torch.zeros(1, dtype=torch.int32)
+    write_block[(1,)](out, 7)
+    assert int(out[0]) == 64
+    write_block[(1,)](out, 9000)
+    assert int(out[0]) == 256

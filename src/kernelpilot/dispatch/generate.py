@@ -6,7 +6,9 @@
   call's key values, so Triton benchmarks nothing: in Triton 3.x ``Autotuner.run`` calls
   ``early_config_prune(configs, named_args, **kwargs)`` (``named_args`` the positional arguments by name,
   ``kwargs`` the keyword ones) once per new key, and caches a single pruned config without timing it
-  (``triton/runtime/autotuner.py``, ``Autotuner.run`` and ``prune_configs``, read in Triton 3.9). Triton only prunes
+  (``triton/runtime/autotuner.py``, ``Autotuner.run`` and ``prune_configs``, read in Triton 3.9; before
+  triton-lang/triton#10413 it still timed that one config, so ``AUTOTUNE_KWARGS`` adds a ``do_bench`` that times
+  nothing where ``triton.autotune`` takes one). Triton only prunes
   when it is given more than one config, so a table whose buckets share one config lists it twice: the pruning, and
   with it the refusal of a shape outside every range, still runs.
 * :func:`python_dispatcher_source` — a module that imports nothing but the standard library, with
@@ -143,7 +145,9 @@ def autotune_configs_source(dispatch: Dispatch, arg_names: Mapping[str, str] | N
         Source defining ``CONFIGS``, ``KEY`` (the argument names, in key order), ``early_config_prune(configs,
         named_args, **kwargs)``, ``PRUNE_CONFIGS_BY`` and ``AUTOTUNE_KWARGS`` (all three, for
         ``@triton.autotune(**AUTOTUNE_KWARGS)``); plus ``ShapeOutOfRange``, ``KEYS``, ``BUCKETS`` and the lookup
-        functions. It imports ``triton`` (and nothing else).
+        functions, and ``no_bench`` (a ``do_bench`` that times nothing, in ``AUTOTUNE_KWARGS`` where the installed
+        Triton takes one, for Triton versions that time even a single pruned config). It imports ``triton`` and
+        ``inspect``.
 
     Raises:
         DispatchError: ``arg_names`` names a key the table does not dispatch on, or maps two keys to one argument.
@@ -167,6 +171,7 @@ def autotune_configs_source(dispatch: Dispatch, arg_names: Mapping[str, str] | N
             "# One config serves every bucket; it is listed twice because Triton prunes only a list of several,\n"
             "# and the pruning is what refuses a shape outside every range.\n")
     body = f'''
+
 {note}CONFIGS = [
 {configs},
 ]
@@ -202,7 +207,16 @@ def early_config_prune(configs, named_args, **kwargs):
 
 PRUNE_CONFIGS_BY = {{"early_config_prune": early_config_prune}}
 
+
+def no_bench(kernel_call, quantiles):
+    """A do_bench that times nothing: the table already decided. Triton before triton-lang/triton#10413 (2026)
+    still timed the one config a pruning left; with this it picks it at once, as later Triton does."""
+    return [0.0 for _ in quantiles]
+
+
 AUTOTUNE_KWARGS = {{"configs": CONFIGS, "key": KEY, "prune_configs_by": PRUNE_CONFIGS_BY}}
+if "do_bench" in inspect.signature(triton.autotune).parameters:
+    AUTOTUNE_KWARGS["do_bench"] = no_bench
 '''
-    return (_header(dispatch, "triton.autotune configs") + "\nimport triton\n\n" + _table_literal(dispatch)
+    return (_header(dispatch, "triton.autotune configs") + "\nimport inspect\n\nimport triton\n\n" + _table_literal(dispatch)
             + _ERROR_CLASS + "\n" + lookup_source() + body)
