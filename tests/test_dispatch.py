@@ -372,3 +372,45 @@ def test_autotune_kwargs_alone_pick_the_buckets_config(tmp_path: Path) -> None:
     assert int(out[0]) == 64
     write_block[(1,)](out, 9000)
     assert int(out[0]) == 256
+
+
+# --- evidence -------------------------------------------------------------------------------------------------------
+
+def _records(t) -> dict[str, dict]:
+    """The records a honest run would hold for every row of ``t``: the row's config, shape, median and samples."""
+    out = {}
+    sources = [(b.config, b.measured) for b in t.buckets] + [(t.single_config.config, t.single_config.measured),
+                                                             (None, t.library_default.measured)]
+    for config, rows in sources:
+        for r in rows:
+            samples = [r.duration_ns * 0.99] * 9 + [r.duration_ns] * 2 + [r.duration_ns * 1.01] * 9
+            out[r.record_id] = {"config": dict(config or {"BLOCK": 128}), "shape": dict(r.shape), "status": "ok",
+                                "duration_ns": r.duration_ns, "samples_ns": samples}
+    return out
+
+
+def test_rows_borne_out_by_their_records_pass_and_each_contradiction_is_named() -> None:
+    from kernelpilot.dispatch import evidence_problems
+
+    t = table()
+    records = _records(t)
+    assert evidence_problems(t, records.get) == []
+    rid = t.buckets[0].measured[0].record_id  # cited by this row only
+    cases = [
+        ("config", LARGE, "is of config"),
+        ("shape", {"M": 4096, "dtype": "float32"}, "is at shape M=4096"),
+        ("status", "wrong_result", "status 'wrong_result'"),
+        ("duration_ns", 3000.0, "has duration_ns 3000.0"),
+        ("samples_ns", [1000.0] * 19, "holds 19 samples"),
+        ("samples_ns", [3000.0] * 20, "median of its samples is 3000.0"),
+    ]
+    for field, value, message in cases:
+        changed = {**records, rid: {**records[rid], field: value}}
+        problems = evidence_problems(t, changed.get)
+        # a record whose median is not the row's is also not the median of its own samples: two problems
+        assert len(problems) == (2 if field == "duration_ns" else 1), (field, problems)
+        assert message in problems[0]["problem"], (field, problems)
+        assert "bucket 'small', shape M=1,dtype=float32" in problems[0]["problem"]
+    missing = {k: v for k, v in records.items() if k != rid}
+    assert [p["problem"] for p in evidence_problems(t, missing.get)] == [
+        f"bucket 'small', shape M=1,dtype=float32: record {rid!r} is not in the run"]
