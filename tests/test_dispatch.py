@@ -74,7 +74,7 @@ def test_overlapping_ranges_are_refused_even_by_one_shared_value() -> None:
     table(small_hi=1024, large_lo=1025)  # adjacent, not overlapping
 
 
-def test_buckets_overlap_only_when_every_key_overlaps() -> None:
+def test_buckets_overlap_only_when_every_key_overlaps(tmp_path: Path) -> None:
     def bucket(name, m, n, cfg):
         return make_bucket(name, {"M": m, "N": n}, cfg, [Measurement(shape={"M": m[0], "N": n[0]}, weight=1,
                                                                      duration_ns=10.0, samples_n=1, record_id=name)])
@@ -86,6 +86,11 @@ def test_buckets_overlap_only_when_every_key_overlaps() -> None:
     ok = make_dispatch(kernel=KERNEL, arch="sm_90", gpu_name="", toolchain={}, keys=["M", "N"], buckets=[a, b],
                        single_config=single)
     assert bucket_for(ok, {"M": 60, "N": 5}) == "a" and bucket_for(ok, {"M": 60, "N": 15}) == "b"
+    mod = load(python_dispatcher_source(ok), tmp_path / "kp_dispatch_2d.py", "kp_dispatch_2d")
+    assert mod.select({"M": 100, "N": 10}) == SMALL and mod.select({"M": 50, "N": 11}) == LARGE
+    for shape in ({"M": 101, "N": 10}, {"M": 49, "N": 11}, {"M": 200, "N": 21}):
+        with pytest.raises(mod.ShapeOutOfRange, match="a M in \\[1, 100\\], N in \\[1, 10\\]; b M in"):
+            mod.select(shape)
     c = bucket("c", (50, 200), (5, 20), LARGE)  # both overlap a
     with pytest.raises(DispatchError, match="overlap"):
         make_dispatch(kernel=KERNEL, arch="sm_90", gpu_name="", toolchain={}, keys=["M", "N"], buckets=[a, c],
@@ -414,3 +419,11 @@ def test_rows_borne_out_by_their_records_pass_and_each_contradiction_is_named() 
     missing = {k: v for k, v in records.items() if k != rid}
     assert [p["problem"] for p in evidence_problems(t, missing.get)] == [
         f"bucket 'small', shape M=1,dtype=float32: record {rid!r} is not in the run"]
+
+
+def test_the_lookup_module_can_be_embedded_as_it_is() -> None:
+    """Generated modules copy lookup.py's functions: it may hold no import (a ``from __future__`` line in the middle
+    of a module is a SyntaxError) and nothing at module level but its docstring and functions."""
+    tree = ast.parse(inspect.getsource(lookup))
+    kinds = {type(node).__name__ for node in tree.body[1:]}
+    assert kinds == {"FunctionDef"}
