@@ -179,3 +179,20 @@ class BuildIntegrityError(KernelpilotError):
     """A cached build is not what its build record says: the binary about to be loaded hashes to another sha256
     than the one recorded when nvcc wrote it (:mod:`kernelpilot.backends.cuda.buildrecord`). Nothing was loaded;
     the message names the file and both hashes."""
+
+
+class DispatchError(KernelpilotError):
+    """A dispatch table (``dispatch.json``, :mod:`kernelpilot.dispatch`) cannot be built, read or used: bucket
+    ranges that overlap, a measured shape outside its bucket, totals that differ from their rows, a winner asked of
+    no eligible candidate, a file that is not a dispatch table. The message names the file, bucket or shape."""
+
+
+class DispatchIntegrityError(DispatchError):
+    """A ``dispatch.json`` on disk is not what kernelpilot wrote: the sha256 of its canonical body differs from the
+    ``sha256`` stored in it (edited by hand or by a tool), or it has none. Nothing of it was used; the message names
+    the file and both hashes."""
+
+
+class ShapeOutOfRange(DispatchError, LookupError):
+    """A shape lies outside every bucket range of a dispatch table (or lacks a dispatch key): no config was chosen
+    for it, since no measurement covers it. The message names the shape and every bucket's ranges."""
