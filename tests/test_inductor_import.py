@@ -272,7 +272,7 @@ def test_optimizes_candidate_path_imports_searches_and_decides(tmp_path):
     cap.write_text(_small_capture(16).model_dump_json())
     folder = tmp_path / "run" / "inductor"
     cand = inductor_candidate(ROOT / "src/kernelpilot/examples/softmax.py", None, {"M": 16, "N": 16, "dtype": "float32"},
-                              folder, 1000.0, timeout_s=300, budget_s=12, capture=cap)
+                              folder, 1000.0, timeout_s=300, budget_s=30, capture=cap)
     assert cand.status == "imported", cand.message
     assert (folder / "kernel.py").is_file() and (folder / "import.json").is_file() and (folder / "tune").is_dir()
     assert cand.duration_ns and cand.config and cand.samples_ns

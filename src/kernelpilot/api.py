@@ -20,7 +20,7 @@ from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload
-from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune
+from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune, tune_workload
 from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
 from kernelpilot.api_static import inspect, inspect_space, pipeline
 from kernelpilot.api_bundle import bundle_bench, bundle_verify, export
@@ -47,7 +47,7 @@ from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
 __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
-           "inspect", "inspect_space", "pipeline", "tune", "cache_list", "cache_show", "cache_clear",
+           "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "cache_list", "cache_show", "cache_clear",
            "specs_list", "specs_show", "specs_cite", "specs_measure",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",

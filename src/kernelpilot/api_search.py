@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 if TYPE_CHECKING:
     from kernelpilot.app.tune import TuneResult
 
-__all__ = ["tune", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
+__all__ = ["tune", "tune_workload", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
 
 #: ``kernelpilot tune --prune`` word -> the ``prune`` argument of :func:`kernelpilot.app.tune.tune`.
 PRUNE_MODES: dict[str, bool | str] = {"drop": True, "report": "report", "off": False}
@@ -79,6 +79,50 @@ def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, 
                  timeout_s=timeout_s if timeout_s is not None else 120.0, ab_samples=ab_samples, race=race,
                  replay=replay, use_cache=use_cache,
                  ray_address=ray_address, out=out, log=log, **options)
+
+
+def tune_workload(kernel: str | Path, *, out: str | Path, workload: str | Path | None = None,
+                  ranges: list[str] | None = None, points: str = "pow2-mid", keys: list[str] | None = None,
+                  rule: str = "pow2", strategy: str = "auto", budget_s: float | None = None,
+                  budget_evals: int | None = None, top_k: int = 2, store: bool | str | Path = True,
+                  log: Callable[[str], None] | None = None, **tune_options: Any) -> Any:
+    """Tune a kernel for the shapes it really sees (``kernelpilot tune --workload``; issue 26): buckets, a search per
+    bucket warm-started from its neighbour, every bucket's candidates checked at every workload shape, and a
+    dispatch table (:func:`kernelpilot.app.workload_run.tune_workload` says how).
+
+    Args:
+        kernel: the kernel file. out: the run folder (new or empty).
+        workload: a workload JSON file ``[{"shape": {"M": 512}, "weight": 3}, ...]`` (missing keys from the kernel's
+            SHAPE, or CPU_SHAPE under the interpreter); ranges: instead, ``["M=1:16384"]`` expanded by ``points``
+            (:func:`kernelpilot.workload.workload_from_ranges`: ``pow2-mid``, ``pow2`` or ``all``), weight 1 each.
+        keys / rule / strategy / budget_s / budget_evals / top_k / store / log / tune_options: as
+            :func:`kernelpilot.app.workload_run.tune_workload`.
+
+    Returns:
+        A :class:`kernelpilot.app.workload_run.WorkloadResult`.
+
+    Raises:
+        OptionError: neither or both of ``workload`` and ``ranges``. WorkloadError: a bad workload file or range.
+        Everything :func:`tune` raises.
+    """
+    from kernelpilot.app.context import detect_device
+    from kernelpilot.app.workload_run import tune_workload as _run
+    from kernelpilot.errors import OptionError
+    from kernelpilot.kernels.contract import load_kernel, resolve_shape
+    from kernelpilot.workload import load_workload, workload_from_ranges
+
+    if (workload is None) == (not ranges):
+        raise OptionError("give a workload file or ranges, one of the two",
+                          "--workload FILE ([{\"shape\": {...}, \"weight\": w}, ...]) or --workload-range M=1:16384")
+    if isinstance(tune_options.get("prune"), str):
+        tune_options["prune"] = PRUNE_MODES.get(tune_options["prune"], tune_options["prune"])
+    if tune_options.get("timeout_s") is None:
+        tune_options.pop("timeout_s", None)
+    interpreted = tune_options.get("replay") is None and detect_device() == "cpu"
+    base = resolve_shape(load_kernel(kernel, tune_options.get("ref"), interpreted=interpreted))
+    wl = load_workload(workload, base) if workload is not None else workload_from_ranges(ranges, base, points=points)
+    return _run(kernel, wl, out=out, keys=keys, rule=rule, strategy=strategy, budget_s=budget_s,
+                budget_evals=budget_evals, top_k=top_k, store=store, log=log, **tune_options)
 
 
 def cache_list(root: str | Path | None = None) -> dict[str, Any]:

@@ -176,6 +176,23 @@ def tune(r: Any) -> None:
         out.print(f"cache: {r.cache_file}")
 
 
+def workload(r: Any) -> None:
+    """``tune --workload``: one row per shape (bucket, table, single config, library default), the weighted totals
+    and the files written."""
+    t = table("shape", "weight", "bucket", "table", "single config", "library default")
+    for row in r.rows:
+        t.add_row(str(row.shape), f"{row.weight:g}", row.bucket, dur(row.table_ns), dur(row.single_ns),
+                  dur(row.default_ns))
+    out.print(t)
+    pct = lambda x: f" ({x:+.1f} %)" if x is not None else ""  # noqa: E731
+    out.print(f"weighted: table {dur(r.table_ns)}, single config {dur(r.single_ns)}{pct(r.single_loss_pct)}, "
+              f"library default {dur(r.default_ns)}{pct(r.default_loss_pct)}"
+              + ("" if r.measured else " (interpreted: not measurements)"))
+    for b in r.buckets:
+        out.print(f"{b.name}: {b.config}", markup=False)
+    out.print(f"files: {', '.join(r.files.values())}; store: {r.store}", markup=False)
+
+
 def cache_list(rows: dict[str, Any]) -> None:
     """``cache list``: one row per readable cache file; a warning on stderr for each file skipped."""
     from rich.markup import escape

@@ -152,6 +152,11 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                                           "median measured on the cache's GPU, e.g. torch.compile=184000 "
                                                           "(repeatable); the target does not stop the run while one is "
                                                           "faster."),
+             workload: Optional[Path] = typer.Option(None, "--workload", help="Optimize for these shapes instead of "
+                                                     "one (a JSON workload file): the search per bucket of `tune "
+                                                     "--workload`, a dispatch table in --out (docs/workloads.md)."),
+             workload_range: Optional[list[str]] = typer.Option(None, "--workload-range", help="Instead of "
+                                                                "--workload: KEY=LO:HI (repeatable)."),
              as_json: bool = JsonOpt, quiet: bool = QuietOpt) -> None:
     """The loop: check → time → profile → verdict → one change → repeat; versions, git history, reports.
 
@@ -170,6 +175,13 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     shp, cfg = kv(shape, "--shape", as_json), kv(config, "--config", as_json)
     log = Reporter(quiet=quiet)
     baselines_ns = numbers(kv(baseline, "--baseline-ns", as_json), "--baseline-ns", as_json)
+    if workload is not None or workload_range:
+        run_command(as_json, lambda: api.tune_workload(
+            kernel, out=output or Path(f"kp-workload-{Path(str(kernel)).stem}"), workload=workload,
+            ranges=workload_range, strategy=strategy or "auto", budget_s=budget_s, log=log, seed=seed or 0, ref=ref,
+            gpu=gpu, constraints=constraint or [], timeout_s=timeout_s, replay=replay),
+            render.workload, ok=lambda r: bool(r.buckets), progress=log)
+        return
     run_command(as_json, lambda: api.optimize(kernel, out=output, resume=resume, iterations=iterations,
                                               budget_s=budget_s, shape=shp or None, config=cfg or None, ref=ref,
                                               gpu=gpu, profile=False if no_profile else None,

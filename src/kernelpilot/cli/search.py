@@ -46,6 +46,17 @@ def tune_cmd(
                                        "decided, tune.json and tune.md at the end; --resume continues from it."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search kept in this --out folder "
                                        "(killed or interrupted): its options, the budget counting what was spent."),
+    workload: Path | None = typer.Option(None, "--workload", help="Tune for these shapes instead of one: a JSON "
+                                         "file [{\"shape\": {\"M\": 512}, \"weight\": 3}, ...]; writes "
+                                         "dispatch.json in --out (docs/workloads.md)."),
+    workload_range: list[str] | None = typer.Option(None, "--workload-range", help="Instead of --workload: "
+                                                    "KEY=LO:HI, powers of two and their midpoints (repeatable)."),
+    bucket_rule: str = typer.Option("pow2", "--bucket-rule", help="pow2: one bucket per power-of-two class of "
+                                    "each varying key; exact: one per shape."),
+    top_k: int = typer.Option(2, "--top-k", help="With a workload: each bucket's fastest configs checked at every "
+                              "shape."),
+    no_store: bool = typer.Option(False, "--no-store", help="With a workload: do not put the winners into the "
+                                  "config store."),
     as_json: bool = JsonOpt, quiet: bool = QuietOpt,
 ) -> None:
     """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions.
@@ -57,6 +68,14 @@ def tune_cmd(
 
     log = Reporter(quiet=quiet)
     shp = kv(shape, "--shape", as_json)
+    if workload is not None or workload_range:
+        run_command(as_json, lambda: api.tune_workload(
+            kernel, out=output or Path(f"kp-workload-{Path(str(kernel)).stem}"), workload=workload,
+            ranges=workload_range, rule=bucket_rule, strategy=strategy, budget_s=budget_s, budget_evals=budget_evals,
+            top_k=top_k, store=not no_store, log=log, seed=seed, ref=ref, gpu=gpu, prune=prune,
+            constraints=constraint or [], timeout_s=timeout_s, replay=replay, use_cache=not no_cache),
+            render.workload, ok=lambda r: bool(r.buckets), progress=log)
+        return
     run_command(as_json, lambda: api.tune(kernel, resume=resume, strategy=strategy, budget_evals=budget_evals,
                                           budget_s=budget_s, shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
                                           max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
