@@ -314,6 +314,10 @@ def read_jsonl(path: str | Path) -> list[StoredConfig]:
     except OSError as exc:
         raise ConfigStoreError(f"cannot read {p}: {exc.strerror or exc}",
                                "give a JSON Lines file written by the config store's export") from exc
+    except UnicodeDecodeError as exc:  # a binary file: often a store file given to import instead of merge
+        raise ConfigStoreError(f"{p} is not a text file (byte {exc.start} is not UTF-8)",
+                               "give a JSON Lines file written by export; to take in a store file (configs.db), "
+                               "merge it") from exc
     out: list[StoredConfig] = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
