@@ -39,6 +39,8 @@ __all__ = ["NO_DTYPE", "KeyParts", "describe", "key_parts", "literal_shape", "so
 #: The dtype of a shape that has no ``dtype`` key (put and lookup agree on it).
 NO_DTYPE = "unspecified"
 _HEX = re.compile(r"^[0-9a-fA-F]{8,64}$")
+#: Names whose use could rebind ``SHAPE`` unseen: a file using one is imported for its ``SHAPE``.
+_REBINDERS = frozenset({"globals", "vars", "setattr", "exec", "eval", "__import__", "locals"})
 
 
 def source_hash(kernel: str | Path, ref: str | Path | None = None) -> str:
@@ -70,12 +72,33 @@ def source_hash(kernel: str | Path, ref: str | Path | None = None) -> str:
 
 def literal_shape(kernel: str | Path) -> Optional[dict[str, Any]]:
     """A ``.py`` kernel file's ``SHAPE`` read without importing it: the module-level ``SHAPE = {...}`` when it is a
-    literal (the last one, when assigned more than once); None when the file has none, assigns it another way
-    (computed, augmented, annotated with a non-literal) or cannot be read or parsed. Raises nothing."""
+    dict of literals (or whole-number arithmetic such as ``2**26``; the last one, when assigned more than once).
+
+    None — the caller then imports the file for the value it really has — when the file has no such assignment,
+    assigns it another way (computed, augmented, annotated), or could change it after (``SHAPE[k] = ...``,
+    ``SHAPE.update(...)``, ``global SHAPE``, ``del``, an import, def or class of that name, ``import *``, or any use of ``globals``, ``vars``, ``setattr``, ``exec``,
+    ``eval``, ``__import__``, ``__dict__``), or cannot be read or parsed. Raises nothing.
+    """
     try:
         tree = ast.parse(Path(kernel).expanduser().read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
         return None
+    top = {id(t) for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and (node.id in _REBINDERS or (
+                node.id == "SHAPE" and not isinstance(node.ctx, ast.Load) and id(node) not in top)):
+            return None
+        if isinstance(node, ast.Attribute) and (node.attr == "__dict__" or (
+                isinstance(node.value, ast.Name) and node.value.id == "SHAPE")):
+            return None
+        if (isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)
+                and node.value.id == "SHAPE"):
+            return None
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and "SHAPE" in node.names:
+            return None
+        if "SHAPE" in (getattr(node, "name", None), getattr(node, "asname", None)) or (
+                isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)):
+            return None  # def/class SHAPE, import ... as SHAPE, except ... as SHAPE, case SHAPE, import *
     found: Optional[dict[str, Any]] = None
     for node in tree.body:
         targets = (node.targets if isinstance(node, ast.Assign) else
