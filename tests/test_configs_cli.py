@@ -66,6 +66,22 @@ def test_source_hash_is_the_contract_hash_without_importing(name, tmp_path):
         key_parts(str(EXAMPLES / name), {"N": 64}, arch="sm_90", toolchain=TC)
 
 
+def test_a_cu_kernel_is_keyed_by_its_loaded_hash_headers_and_sidecar_included(tmp_path):
+    from kernelpilot.api_configs import kernel_key
+    from kernelpilot.kernels.contract import load_kernel
+
+    cu = EXAMPLES / "cuda" / "sgemm_db.cu"
+    kf = load_kernel(cu, interpreted=True)
+    parts = kernel_key(cu, {"M": 64}, arch="sm_90", toolchain=TC)
+    assert parts.kernel_hash == kf.source_sha256 and parts.shape == {**kf.shape, "M": 64}
+    with pytest.raises(Exception, match="bytes alone"):
+        source_hash(cu)  # its bytes alone are not its hash: the sidecar counts too
+    with ConfigStore.open(tmp_path / "c.db") as s:
+        kernel_key(cu, {"M": 64}, arch="sm_90").put(s, {**kf.shape, "M": [64, 127]}, {"TILE": 32}, 1000.0)
+    code, found, _ = cli("lookup", str(cu), "--shape", "M=100", "--arch", "sm_90", "--store", str(tmp_path / "c.db"))
+    assert code == 0 and found["config"] == {"TILE": 32} and found["kernel_hash"] == kf.source_sha256
+
+
 def test_key_parts_fill_the_shape_and_read_dtype_and_strides(kernel):
     class T:  # a tensor as far as the store cares: .shape and .stride()
         def __init__(self, shape, stride):
