@@ -130,7 +130,27 @@ def results(tmp_path_factory) -> dict[str, Any]:
         **_experience_results(),
         **_session_results(folder),
         **_bundle_results(),
+        **_configs_results(),
     }
+
+
+def _configs_results() -> dict[str, Any]:
+    """Small valid results of the ``configs`` api functions (a real entry, no store)."""
+    from kernelpilot.store import StoredConfig, StoreKey
+
+    e = StoredConfig(key=StoreKey(kernel_hash="ab" * 32, arch="sm_90", toolchain={"triton": "3.5.0"},
+                                  dtype="bfloat16", shape_range={"M": [512, 1023]}),
+                     config={"BLOCK": 64}, duration_ns=1000.0).as_record()
+    key = {k: e[k] for k in ("kernel_hash", "arch", "toolchain", "dtype", "strides")}
+    taken = {"store": "c.db", "added": 1, "improved": 0, "kept": 0, "conflicts": 0, "total": 1}
+    return {"configs_list": {"store": "c.db", "count": 1, "entries": [e]},
+            "configs_lookup": {"store": "c.db", **key, "shape": {"M": 600}, "found": True, "config": {"BLOCK": 64},
+                               "entry": e, "reason": "hit"},
+            "configs_export": {"store": "c.db", "file": "c.jsonl", "written": 1},
+            "configs_import": {**taken, "file": "c.jsonl", "read": 1},
+            "configs_merge": {**taken, "other": "o.db"},
+            "configs_conflicts": {"store": "c.db", "count": 1,
+                                  "conflicts": [{"key": {**key, "shape_range": e["shape_range"]}, "entries": [e]}]}}
 
 
 def _bundle_results() -> dict[str, Any]:
@@ -254,6 +274,17 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
                               "N=8,dtype=float32", "--shapes", "N=16"],
                    lambda k, d: ((k,), {"out": d / "b", "arch": "sm_90", "config": {"BLOCK": 64},
                                         "shapes": [{"N": 8, "dtype": "float32"}, {"N": 16}]}))],
+    ("configs", "list"): [("configs_list", ["--store", "{D}/c.db", "--arch", "sm_90"],
+                           lambda k, d: ((), {"store": d / "c.db", "arch": "sm_90"}))],
+    ("configs", "lookup"): [("configs_lookup", ["{K}", "--shape", "M=600,dtype=bfloat16", "--shape", '{"N": 8}',
+                                                "--arch", "sm_80", "--toolchain", "triton=3.5.0", "--strides", "p10"],
+                             lambda k, d: ((str(k), {"M": 600, "dtype": "bfloat16", "N": 8}),
+                                           {"arch": "sm_80", "toolchain": {"triton": "3.5.0"}, "strides": "p10"}))],
+    ("configs", "export"): [("configs_export", ["{D}/c.jsonl"], lambda k, d: ((d / "c.jsonl",), {}))],
+    ("configs", "import"): [("configs_import", ["{D}/c.jsonl", "--store", "{D}/c.db"],
+                             lambda k, d: ((d / "c.jsonl",), {"store": d / "c.db"}))],
+    ("configs", "merge"): [("configs_merge", ["{D}/o.db"], lambda k, d: ((d / "o.db",), {}))],
+    ("configs", "conflicts"): [("configs_conflicts", [], lambda k, d: ((), {}))],
     ("bundle", "verify"): [("bundle_verify", ["{D}"], lambda k, d: ((d,), {}))],
     ("bundle", "bench"): [("bundle_bench", ["{D}", "{K}"], lambda k, d: ((d, k), {}))],
     ("experience", "guide"): [("experience_guide", ["--bottleneck", "memory"], lambda k, d: (("memory", "triton"), {}))],

@@ -4,7 +4,7 @@ them, where the command's JSON output is such a dict).
 The CLI (:mod:`kernelpilot.cli`) only parses arguments, calls one of these and prints what it returns. The static
 commands (``inspect``, ``pipeline``), the search commands (``tune``, ``cache``) and the specs commands live in
 :mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` (the experience log's
-in :mod:`kernelpilot.api_experience`, the bundle commands in :mod:`kernelpilot.api_bundle`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
+in :mod:`kernelpilot.api_experience`, the config store's in :mod:`kernelpilot.api_configs`, the bundle commands in :mod:`kernelpilot.api_bundle`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
 works for every command.
 """
 
@@ -29,6 +29,8 @@ from kernelpilot.api_inductor import InductorImport, import_inductor
 from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
                                         experience_list, experience_mask, experience_merge, experience_recommend,
                                         experience_search, experience_stats)
+from kernelpilot.api_configs import (configs_conflicts, configs_export, configs_import, configs_list,
+                                     configs_lookup, configs_merge)
 from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
                                      session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
@@ -53,6 +55,7 @@ __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench",
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",
             "experience_merge", "experience_export", "experience_import", "experience_mask", "experience_guide"]
 __all__ += ["export", "bundle_verify", "bundle_bench"]
+__all__ += ["configs_list", "configs_lookup", "configs_export", "configs_import", "configs_merge", "configs_conflicts"]
 __all__ += ["import_inductor", "InductorImport"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]

@@ -310,9 +310,16 @@ def read_jsonl(path: str | Path) -> list[StoredConfig]:
     """
     p = Path(path).expanduser()
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        data = p.read_bytes()
+        if data.startswith(b"SQLite format 3\x00"):
+            raise ConfigStoreError(f"{p} is a SQLite file (a config store?), not a JSON Lines export",
+                                   "to take in another store file (configs.db), merge it")
+        lines = data.decode("utf-8").splitlines()
     except OSError as exc:
         raise ConfigStoreError(f"cannot read {p}: {exc.strerror or exc}",
+                               "give a JSON Lines file written by the config store's export") from exc
+    except UnicodeDecodeError as exc:  # another binary file
+        raise ConfigStoreError(f"{p} is not a text file (byte {exc.start} is not UTF-8)",
                                "give a JSON Lines file written by the config store's export") from exc
     out: list[StoredConfig] = []
     for n, line in enumerate(lines, start=1):
