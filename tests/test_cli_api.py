@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from conftest import EXAMPLES, FIXTURES, ROOT
 from kernelpilot import api
+from kernelpilot.app.workload_run import BucketRun, ShapeRow, WorkloadResult
 from kernelpilot.cli import app
 from kernelpilot.errors import SpecError
 
@@ -118,6 +119,13 @@ def results(tmp_path_factory) -> dict[str, Any]:
                            space_size=1, space_total=1, constraints=[], best=ev, history=[], evaluations=[ev], n_new=1,
                            n_cached=0, failures={}, prune=None, stopped="space exhausted", wall_s=0.1, device_s=0.1,
                            floor_ns=None, cache_file=None, worker_restarts=0, measured=False, triton_config=None),
+        "tune_workload": WorkloadResult(kernel="k.py", keys=["N"], rule="pow2", buckets=[
+            BucketRun(name="N=8..15", ranges={"N": [8, 15]}, shapes=[{"N": 8}], representative={"N": 8},
+                      tune_folder="buckets/0", config={"BLOCK": 64}, decision="fastest")],
+            rows=[ShapeRow(shape={"N": 8}, weight=1.0, bucket="N=8..15", table_ns=10.0, single_ns=10.0,
+                           default_ns=12.0)], candidates=[{"BLOCK": 64}], table_ns=10.0, single_ns=10.0,
+            default_ns=12.0, single_config={"BLOCK": 64}, default_config={"BLOCK": 32}, single_loss_pct=0.0,
+            default_loss_pct=20.0, measured=False, files={"dispatch": "dispatch.json"}, store="not written"),
         "cache_list": api.cache_list(SEARCH_DATA),
         "cache_show": api.cache_show(str(SEARCH_DATA / "softmax-h100.jsonl")),
         "cache_clear": {"deleted": []},
@@ -225,7 +233,9 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("optimize",): [("optimize", ["{K}", "--iterations", "2", "--out", "{D}", "--baseline-ns", "eager=5"],
                      lambda k, d: ((k,), {"iterations": 2, "out": d, "baselines_ns": {"eager": 5.0}})),
                     ("optimize", ["--resume", "{D}", "--timeout-s", "9"],
-                     lambda k, d: ((None,), {"resume": d, "timeout_s": 9.0, "out": None}))],
+                     lambda k, d: ((None,), {"resume": d, "timeout_s": 9.0, "out": None})),
+                    ("tune_workload", ["{K}", "--workload-range", "N=8:16", "--out", "{D}"],
+                     lambda k, d: ((k,), {"ranges": ["N=8:16"], "out": d, "strategy": "auto"}))],
     ("verify",): [("verify", ["{K}", "--strict"], lambda k, d: ((k,), {"strict": True}))],
     ("report",): [("report", ["{D}"], lambda k, d: ((d,), {}))],
     ("inspect",): [("inspect", ["{K}", "--config", "BLOCK=64", "--arch", "sm_80"],
@@ -236,7 +246,10 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("tune",): [("tune", ["{K}", "--prune", "off", "--no-race", "--budget-evals", "3"],
                  lambda k, d: ((k,), {"prune": "off", "race": False, "budget_evals": 3})),
                 ("tune", ["--resume", "{D}", "--budget-evals", "4"],
-                 lambda k, d: ((None,), {"resume": d, "budget_evals": 4}))],
+                 lambda k, d: ((None,), {"resume": d, "budget_evals": 4})),
+                ("tune_workload", ["{K}", "--workload-range", "N=8:16", "--top-k", "1", "--out", "{D}"],
+                 lambda k, d: ((k,), {"ranges": ["N=8:16"], "top_k": 1, "out": d}))],
+
     ("cache", "list"): [("cache_list", ["--root", "{D}"], lambda k, d: ((d,), {}))],
     ("cache", "show"): [("cache_show", ["softmax", "--root", "{D}"], lambda k, d: (("softmax",), {"root": d}))],
     ("cache", "clear"): [("cache_clear", ["softmax", "--root", "{D}"], lambda k, d: (("softmax",), {"root": d}))],

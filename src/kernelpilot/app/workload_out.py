@@ -17,17 +17,20 @@ __all__ = ["machine", "resolve_record", "write_outputs"]
 
 
 def machine() -> tuple[str, str]:
-    """(arch, GPU name) of this machine's first GPU (``sm_90``, ``NVIDIA H100 80GB HBM3``), or ``("interpreter",
-    "cpu")`` without one (torch imported here). Raises nothing."""
+    """(arch, GPU name) of this machine's first GPU (``sm_90`` as the config store keys it,
+    :func:`kernelpilot.store.keys.this_arch`; ``NVIDIA H100 80GB HBM3`` from torch), or ``("interpreter", "cpu")``
+    without one. Raises nothing."""
+    from kernelpilot.store.keys import this_arch
+
+    arch = this_arch()
+    if arch == "cpu":
+        return "interpreter", "cpu"
     try:
         import torch
 
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
-            return f"sm_{major}{minor}", torch.cuda.get_device_name()
-    except Exception:  # noqa: BLE001 - a broken CUDA install is no GPU
-        pass
-    return "interpreter", "cpu"
+        return arch, torch.cuda.get_device_name()
+    except Exception:  # noqa: BLE001 - a broken torch install still has the driver's arch
+        return arch, "unknown GPU"
 
 
 def resolve_record(out: str | Path, record_id: str) -> Optional[dict[str, Any]]:
@@ -112,17 +115,20 @@ def write_outputs(result: Any, kf: Any, out: Path, at: Mapping[str, Mapping[str,
 
 def _put(result: Any, kf: Any, d: Any, out: Path, path: Optional[Path], toolchain: dict[str, str], arch: str,
          gpu: str) -> str:
+    """Put every bucket's config into the store under the kernel's key parts (:func:`kernelpilot.store.keys.key_parts`:
+    the kernel's source hash, this arch and toolchain, the dtype, contiguous strides — the inputs ``setup`` makes);
+    its range is the bucket's, the other shape keys fixed at the bucket's values. Returns the store's path."""
     from kernelpilot.store import ConfigStore
+    from kernelpilot.store.keys import key_parts
 
-    dtype = str(result.rows[0].shape.get("dtype", "float32"))
     with ConfigStore.open(path) as st:
         for bucket, b in zip(d.buckets, result.buckets):
             rng = {**{k: list(v) for k, v in bucket.ranges.items()},
-                   **{k: v for k, v in b.representative.items() if k not in bucket.ranges and k != "dtype"}}
-            st.put(d.kernel.sha256, arch, toolchain, dtype, "contiguous", rng, bucket.config,
-                   bucket.weighted_time_ns / bucket.weight,
-                   evidence={"run_dir": str(out.resolve()), "record_ids": [m.record_id for m in bucket.measured]},
-                   gpu=gpu)
+                   **{k: v for k, v in b.representative.items() if k not in bucket.ranges}}
+            key_parts(kf, b.representative, arch=arch, toolchain=toolchain).put(
+                st, rng, bucket.config, bucket.weighted_time_ns / bucket.weight,
+                evidence={"run_dir": str(out.resolve()), "record_ids": [m.record_id for m in bucket.measured]},
+                gpu=gpu)
         return str(st.path)
 
 
