@@ -60,3 +60,19 @@ def test_tune_overlaps_compiles_with_measurements_and_reports_them():
     assert all(config_key(e.config) in r.prune.pruned for e in pruned)
     assert all(e.wall_s == 0 and not e.samples_ns for e in pruned), "a pruned config never runs"
     assert r.prune.waited_s <= r.wall_s
+
+
+def test_a_stopping_search_does_not_wait_for_compile_workers_still_booting(tmp_path):
+    """A search that ends (budget spent) stops the compile-ahead at once: workers still booting — here a kernel file
+    that takes 20 s to import, as torch and a library can on a GPU host — are left to close themselves, and the
+    search's end is not held for them (on an H100 each of nine short workload searches waited ~80 s)."""
+    slow = tmp_path / "slow_add.py"
+    slow.write_text("import time\ntime.sleep(20)\n" + VECTOR_ADD.read_text())
+    configs = _space().configs()[:4]
+    ahead = CompileAhead(slow, configs, SHAPE, arch="sm_90", max_spills=0, timeout_s=60, max_workers=2)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    report = ahead.finish(stop=True)
+    assert time.monotonic() - t0 < 6.0
+    assert report.n_compiled == 0 and report.wall_s > 0
+

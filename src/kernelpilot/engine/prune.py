@@ -348,7 +348,11 @@ class CompileAhead:
                 proc = getattr(w, "_proc", None)
                 if proc is not None:
                     proc.kill()
-        self._thread.join()
+        # a stopping search does not wait for workers still booting (their threads see the stop and close them)
+        self._thread.join(timeout=STOP_JOIN_S if stop else None)
+        if self._thread.is_alive():
+            with self._cv:
+                self.report.wall_s = time.monotonic() - self._t0
         if self.error is not None and not stop:
             raise self.error
         self.report.unchecked = list(self.unchecked)
@@ -381,6 +385,10 @@ def compile_order(strat: Any, space: Any, seed: int, start: dict[str, Any]) -> l
     return ordered + [c for c in space.configs() if config_key(c) not in seen]
 
 
+#: Seconds :meth:`CompileAhead.finish` waits for the compile threads when the search stops them: a worker still
+#: booting (importing torch, seconds) is left to close itself in the background instead of holding the search's end.
+STOP_JOIN_S = 2.0
+
 #: Held while a compile-mode worker spawns without ``TRITON_INTERPRET`` (:func:`_start_compile_mode`).
 _ENV_LOCK = threading.Lock()
 
@@ -391,8 +399,14 @@ def _start_compile_mode(worker: Any) -> None:
     so this process's own Triton mode is untouched otherwise). Raises as ``Worker._start``."""
     from kernelpilot.backends.triton.compile import _without_interpreter_env
 
+    import os
+
     proc = getattr(worker, "_proc", None)
     if proc is not None and proc.is_alive():
+        return
+    if "TRITON_INTERPRET" not in os.environ:  # nothing to hide (a GPU run): the workers boot side by side; under
+        worker._kill()                        # the lock they booted one at a time (16 x ~5 s on an H100 host, while
+        worker._start()                       # the search waited for the first verdicts)
         return
     with _ENV_LOCK, _without_interpreter_env():
         worker._kill()
