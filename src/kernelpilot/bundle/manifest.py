@@ -159,7 +159,8 @@ class BundleManifest(BaseModel):
 
 class BundleVerify(BaseModel):
     """``kernelpilot bundle verify``: the bundle passed (identity, schema, hashes, arch list, grid coverage); what it
-    holds. ``bundle_id``: its identity (record it to pin the bundle: ``load(..., expect_id=...)``)."""
+    holds. ``bundle_id``: its identity (record it to pin the bundle: ``load(..., expect_id=...)``). ``kind``:
+    ``exact-shape`` (``kernelpilot-bundle/1``), ``triton`` or ``cuda-so`` (workload bundles)."""
 
     bundle: str
     ok: bool
@@ -170,6 +171,7 @@ class BundleVerify(BaseModel):
     n_entries: int
     n_files: int
     entries: list[dict[str, Any]]
+    kind: str = "exact-shape"
 
 
 def read_manifest(bundle: str | Path, expect_id: str | None = None) -> BundleManifest:
@@ -212,7 +214,8 @@ def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, byt
 
 def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVerify:
     """``kernelpilot bundle verify`` (no GPU): the manifest's identity, its schema, every file's sha256, one arch
-    for every entry, and every entry's grid covering its outputs.
+    for every entry, and every entry's grid covering its outputs. A workload bundle (``kernelpilot-bundle/2``) is
+    checked by :func:`kernelpilot.bundle.manifest2.verify_v2` (its rules' coverage at samples and range corners).
 
     Args:
         bundle: the folder. expect_id: the ``bundle_id`` the caller recorded (None: only self-consistency).
@@ -225,6 +228,16 @@ def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVer
             manifest's arch (``sm_90a`` serves ``sm_90``). BundleTampered: an edited manifest or file.
         BundleCoverageError: an entry's grid does not cover an output.
     """
+    from kernelpilot.bundle.reader import FORMAT_V2
+
+    data = read_manifest_data(bundle, expect_id)
+    if data.get("format") == FORMAT_V2:
+        from kernelpilot.bundle.manifest2 import verify_v2
+
+        v = verify_v2(bundle, data)
+        return BundleVerify(bundle=str(bundle), ok=True, bundle_id=str(data["bundle_id"]), kernel=v["kernel"],
+                            arch=v["arch"], min_driver_cuda=v["min_driver_cuda"], n_entries=v["n_entries"],
+                            n_files=v["n_files"], entries=v["entries"], kind=v["kind"])
     m = read_manifest(bundle, expect_id)
     verify_files(bundle, m)
     for i, e in enumerate(m.entries):
