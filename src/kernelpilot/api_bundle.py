@@ -20,22 +20,34 @@ __all__ = ["bundle_bench", "bundle_verify", "check_entries", "export"]
 
 
 def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None = None, arch: str | None = None,
-           shapes: list[dict[str, Any]] | None = None, timeout_s: float | None = 300.0) -> "BundleManifest":
+           shapes: list[dict[str, Any]] | None = None, timeout_s: float | None = 300.0,
+           dispatch: str | Path | None = None) -> Any:
     """Write a bundle (``kernelpilot export``): for a kernel file's config (DEFAULT_CONFIG with ``config`` over it)
     or a ``tune --out`` folder's best config, one cubin per declared shape for ``arch``, plus ``manifest.json``
     (:func:`kernelpilot.bundle.export.export_bundle`).
 
+    A workload bundle instead when ``source`` is a run folder holding ``dispatch.json`` (``tune --workload --out``),
+    a ``dispatch.json``, or ``dispatch`` is given (``source`` then the kernel file): every bucket's config for the
+    shape ranges of the table, Triton (cubins per specialization) or ``.cu`` (shared libraries)
+    (:func:`kernelpilot.bundle.export.export_workload`, docs/bundles.md "Workload bundles").
+
     Args:
-        source: kernel ``.py`` file or tune folder. out: the new bundle folder. config: tunables to override.
-        arch: ``sm_90``/``sm_90a``, or None/``auto`` for this GPU (no GPU: an error; there is no default target).
+        source: kernel ``.py``/``.cu`` file, tune folder or workload run folder. out: the new bundle folder.
+        config: tunables to override (single-config bundles only).
+        arch: ``sm_90``/``sm_90a``, or None/``auto`` for this GPU (no GPU: an error, except for a workload bundle,
+            which then targets the table's arch).
         shapes: declared shapes, each an override of SHAPE (None: the source's shape). timeout_s: per entry.
+        dispatch: a ``dispatch.json`` to bundle for the kernel file ``source``.
 
     Returns:
-        The :class:`kernelpilot.bundle.manifest.BundleManifest` written.
+        The :class:`kernelpilot.bundle.manifest.BundleManifest` written, or for a workload bundle its
+        :class:`kernelpilot.bundle.manifest2.RangeManifest` / ``CudaManifest``.
 
     Raises:
         OptionError: an arch no spec knows, a ``timeout_s`` not positive. ToolMissingError: ``auto`` without a GPU.
-        ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled.
+        ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled,
+            a kernel file that is not the one the dispatch table was tuned for. DispatchError: an unreadable or
+            edited ``dispatch.json``.
     """
     from kernelpilot.bundle.export import export_bundle
 
@@ -45,7 +57,7 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
     if shapes is not None and not all(isinstance(s, dict) for s in shapes):
         raise OptionError(f"shapes must be dicts of SHAPE overrides, got {shapes!r}", "e.g. --shapes N=4096")
     return export_bundle(source, out, arch=arch, config=config or None, shapes=shapes or None,
-                         timeout_s=timeout_s or 300.0)
+                         timeout_s=timeout_s or 300.0, dispatch=dispatch)
 
 
 def bundle_verify(bundle: str | Path, expect_id: str | None = None) -> "BundleVerify":
