@@ -103,7 +103,7 @@ def _candidates(keys: list[str], values: list[Any], divisors: Iterable[int]) -> 
     first = values[0]
     yield {"const": first}
     if all(isinstance(v, bool) for v in values):
-        for c in sorted(set(divisors)):
+        for c in dict.fromkeys(divisors):  # the config's integers first, then powers of two, then sampled values
             for k in keys:
                 yield {"le": [k, c]}
                 yield {"gt": [k, c]}

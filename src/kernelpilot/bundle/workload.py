@@ -7,8 +7,10 @@ each in the compile-mode isolated worker that exports single-config bundles
 (:func:`kernelpilot.bundle.worker._bundle_in_worker`: capture, Triton's binder, compile for the target, coverage
 observed under the interpreter). From what those launches were, it fits (:func:`kernelpilot.bundle.rules.fit`) how
 every scalar parameter, compile-time constant, grid dimension and input size follows from the dispatch keys, checks
-the fit at every sample, adds samples at each fitted threshold (``N <= 1024``: N = 1024 and 1025) and fits again; a
-value no rule explains refuses the bucket by name. Binaries are kept one per (bucket, specialization): the distinct
+the fit at every sample, adds samples at each fitted threshold (``N <= 1024``: N = 1024 and 1025) and fits again
+until the samples on both sides of every threshold confirm it (the switch of a monotone flag is then pinned to one
+step); a value no rule explains refuses the bucket by name. Last, from the fitted rules it predicts the
+specialization of every combination of the sampled key values and samples one shape for each not yet compiled. Binaries are kept one per (bucket, specialization): the distinct
 sets of constants and divisibility hints Triton compiled at the samples.
 """
 
@@ -23,7 +25,13 @@ from kernelpilot.bundle.reader import FORMAT_V2, MANIFEST, BundleError, file_sha
 from kernelpilot.bundle.rules import fit, rule_text
 from kernelpilot.errors import KernelpilotError
 
-__all__ = ["export_triton_workload", "rules_table", "sample_shapes"]
+__all__ = ["MAX_SPEC_SAMPLES", "THRESHOLD_ROUNDS", "export_triton_workload", "rules_table", "sample_shapes"]
+
+#: Rounds of samples at a fitted threshold ``c`` (at ``c`` and ``c + 1``) before export gives up: a round that
+#: confirms the rule adds nothing and ends the loop; one that contradicts it refits and samples the new threshold.
+THRESHOLD_ROUNDS = 6
+#: At most this many shapes per bucket are added to compile specializations the first samples did not show.
+MAX_SPEC_SAMPLES = 32
 
 
 def _key_values(lo: int, hi: int) -> list[int]:
@@ -237,6 +245,51 @@ def _thresholds(rules: dict[str, Any], ranges: dict[str, Any], done: list[dict[s
     return out
 
 
+def _observed_spec(entry: dict[str, Any], runtime: set[str]) -> str:
+    """The specialization an entry was compiled for: per runtime int parameter Triton's (type, divisibility) or
+    ("constexpr", 1), per declared constant its value."""
+    spec: dict[str, Any] = {}
+    for p, v in entry["constexprs"].items():
+        spec[p] = ["constexpr", 1] if p in runtime else ["value", v]
+    for a in entry["args"]:
+        if a["kind"] == "scalar":
+            spec[a["param"]] = [a["type"], int(a.get("divisibility", 1))]
+    return json.dumps(spec, sort_keys=True, default=str)
+
+
+def _missing_specializations(bucket: dict[str, Any], keys: list[str], base: dict[str, Any],
+                             samples: list[dict[str, Any]], results: list[dict[str, Any]],
+                             limit: int = MAX_SPEC_SAMPLES) -> list[dict[str, Any]]:
+    """Shapes to sample so that every specialization the cross product of the sampled key values predicts (from
+    the fitted rules: Triton's spec of each runtime int, the value of each constant) has been compiled once:
+    e.g. M == 1 together with a single-tile N, when the first samples showed each only with the other keys in
+    the middle. At most ``limit`` shapes, first found first."""
+    import itertools
+
+    from kernelpilot.bundle.rules import evaluate, triton_spec
+
+    runtime = {a["param"] for r in results for a in r["entry"]["args"] if a["kind"] == "scalar"}
+    seen = {_observed_spec(r["entry"], runtime) for r in results}
+    values = [sorted({int(s[k]) for s in samples}) for k in keys]
+    out: list[dict[str, Any]] = []
+    for combo in itertools.product(*values):
+        env = dict(zip(keys, combo))
+        spec: dict[str, Any] = {}
+        for p, rule in bucket["params"].items():
+            v = evaluate(rule, env)
+            if p in runtime and isinstance(v, int) and not isinstance(v, bool):
+                spec[p] = list(triton_spec(v))
+            else:
+                spec[p] = ["value", v]
+        ident = json.dumps(spec, sort_keys=True, default=str)
+        if ident not in seen:
+            seen.add(ident)
+            out.append({**base, **env})
+            if len(out) >= limit:
+                break
+    return out
+
+
 def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out: Path, *, target: str,
                            cc: tuple[int, int], timeout_s: float = 300.0) -> dict[str, Any]:
     """Write a Triton workload bundle of ``dispatch`` into ``out`` (which must be empty or absent).
@@ -267,22 +320,37 @@ def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, ou
         plans.append((b, base, sample_shapes(b.ranges, keys, base, [dict(m.shape) for m in b.measured])))
     pairs = [(dict(b.config), s) for b, _, ss in plans for s in ss]
     results = _run(kernel, pairs, target, timeout_s)
-    fitted, extra_pairs, by_bucket, i = [], [], [], 0
+    state, i = [], 0
     for b, base, ss in plans:
-        rs = results[i:i + len(ss)]
+        state.append([b, base, ss, results[i:i + len(ss)]])
         i += len(ss)
-        bucket = _fit_bucket(b, keys, ss, rs)
-        more = sample_shapes(b.ranges, keys, base, [], _thresholds(bucket["params"], b.ranges, ss))
-        more = [s for s in more if s not in ss]
-        by_bucket.append((b, ss, rs, more))
-        extra_pairs += [(dict(b.config), s) for s in more]
-    extra = _run(kernel, extra_pairs, target, timeout_s) if extra_pairs else []
-    j = 0
-    for b, ss, rs, more in by_bucket:
-        rs = rs + extra[j:j + len(more)]
-        ss = ss + more
-        j += len(more)
-        fitted.append((_fit_bucket(b, keys, ss, rs), ss, rs))
+    fitted: list[Any] = [None] * len(state)
+    for _round in range(THRESHOLD_ROUNDS + 1):
+        todo = []
+        for n, (b, base, ss, rs) in enumerate(state):
+            fitted[n] = (_fit_bucket(b, keys, ss, rs), ss, rs)
+            more = [s for s in sample_shapes(b.ranges, keys, base, [], _thresholds(fitted[n][0]["params"], b.ranges,
+                                                                                  ss)) if s not in ss]
+            todo += [(n, s) for s in more]
+        if not todo:
+            break
+        if _round == THRESHOLD_ROUNDS:
+            raise BundleError(f"{kernel.name}: a shape-dependent constant's threshold did not settle after "
+                              f"{THRESHOLD_ROUNDS} rounds of samples around it", "split the bucket's range")
+        extra = _run(kernel, [(dict(state[n][0].config), s) for n, s in todo], target, timeout_s)
+        for (n, s), r in zip(todo, extra):
+            state[n][2] = state[n][2] + [s]
+            state[n][3] = state[n][3] + [r]
+    todo = []
+    for n, (b, base, ss, rs) in enumerate(state):
+        todo += [(n, s) for s in _missing_specializations(fitted[n][0], keys, base, ss, rs)]
+    if todo:  # one sample per specialization the samples' value combinations need and none has shown yet
+        extra = _run(kernel, [(dict(state[n][0].config), s) for n, s in todo], target, timeout_s)
+        for (n, s), r in zip(todo, extra):
+            state[n][2] = state[n][2] + [s]
+            state[n][3] = state[n][3] + [r]
+        for n, (b, base, ss, rs) in enumerate(state):
+            fitted[n] = (_fit_bucket(b, keys, ss, rs), ss, rs)
     key_inputs = _key_inputs(keys, [s for _, ss, _ in fitted for s in ss], [r["entry"] for _, _, rs in fitted for r in rs])
     out.mkdir(parents=True, exist_ok=True)
     entries, files, buckets = [], [], []
