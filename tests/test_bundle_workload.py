@@ -183,6 +183,13 @@ def test_a_shape_dependent_constexpr_is_fitted_at_its_threshold(tmp_path: Path) 
         x, y = torch.randn(3, n), torch.empty(3, n)
         _, e, env = k.select(k.bind((x, y, 3, n), {}))
         assert e["constexprs"]["SINGLE_TILE"] is single and env == {"M": 3, "N": n}
+    for m in (1, 2, 5, 9):  # every combination of M's and N's specializations has a binary, measured or not
+        for n in (64, 65, 100, 255, 256, 257, 300, 511, 512):
+            x, y = torch.randn(m, n), torch.empty(m, n)
+            _, e, env = k.select(k.bind((x, y, m, n), {}))
+            assert (e["constexprs"].get("M") == 1) == (m == 1) and e["constexprs"]["SINGLE_TILE"] is (n <= 256)
+            strides = {a["param"]: a["divisibility"] for a in e["args"] if a["param"] == "stride_xm"}
+            assert strides == {"stride_xm": 16 if n % 16 == 0 else 1}, (m, n)
 
 
 def test_rules_fit_only_what_every_sample_shows() -> None:

@@ -201,6 +201,7 @@ class RangeBundleKernel:
         for p, c in e["constexprs"].items():
             if p in b["params"] and evaluate(b["params"][p], env) != c:
                 return False, 0, f"{p}={evaluate(b['params'][p], env)!r} (compiled as {c!r})"
+            exact += 1  # a value compiled in, as Triton compiles an argument equal to 1
         for a in e["args"]:
             div = int(a.get("divisibility", 1))
             if a["kind"] == "tensor":
