@@ -63,12 +63,12 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
 def bundle_verify(bundle: str | Path, expect_id: str | None = None) -> "BundleVerify":
     """Check a bundle without a GPU (``kernelpilot bundle verify``): the manifest's identity (its ``bundle_id``, and
     ``expect_id`` when given: the id recorded when it was exported), schema, every file's sha256, one arch for every
-    entry, the grid's coverage of each output (:func:`kernelpilot.bundle.manifest.verify_bundle`).
+    entry, the grid's coverage of each output; workload bundles too (:func:`kernelpilot.bundle.verify.verify_bundle`).
 
     Raises:
         BundleError: what failed, naming the file (and both hashes for a tampered one).
     """
-    from kernelpilot.bundle.manifest import verify_bundle
+    from kernelpilot.bundle.verify import verify_bundle
 
     return verify_bundle(bundle, expect_id=expect_id)
 

@@ -23,7 +23,7 @@ from kernelpilot.bundle.reader import BundleCoverageError, BundleError, BundleSh
 __all__ = ["BundleCoverageError", "BundleError", "BundleKernel", "BundleManifest", "BundleShapeOutOfRange",
            "BundleTampered", "BundleVerify", "export_bundle", "load", "verify_bundle"]
 
-_WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "manifest"}
+_WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "verify"}
 
 
 def __getattr__(name: str) -> Any:

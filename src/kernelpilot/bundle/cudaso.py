@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.bundle.reader import FORMAT_V2, MANIFEST, BundleError, BundleShapeOutOfRange, manifest_id
+from kernelpilot.bundle.reader import FORMAT_V2, MANIFEST, BundleError, BundleShapeOutOfRange
 from kernelpilot.bundle.rules import lookup_functions
 
 __all__ = ["CudaBundleKernel", "export_cuda_workload"]
@@ -50,14 +50,16 @@ def _sidecar_literal(sidecar: Path, name: str) -> Any:
 
 def export_cuda_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out: Path, *, target: str,
                          cc: tuple[int, int]) -> dict[str, Any]:
-    """Write a ``.cu`` workload bundle of ``dispatch`` into ``out``: one library per distinct bucket config.
+    """Write the libraries of a ``.cu`` workload bundle of ``dispatch`` into ``out``: one per distinct bucket
+    config.
 
     Args:
         kernel: the ``.cu`` file (its sha256 already checked against the table's). dispatch: the table.
         dispatch_sha256: the table file's sha256. target / cc: ``sm_90`` and (9, 0).
 
     Returns:
-        The manifest written (validated by :class:`kernelpilot.bundle.manifest2.CudaManifest`).
+        The manifest body (without ``bundle_id``): :func:`kernelpilot.bundle.export.export_workload` seals,
+        verifies and writes it.
 
     Raises:
         BundleError: a dispatch key that is not an integer parameter of ``solve``; a built library whose bytes do
@@ -65,8 +67,6 @@ def export_cuda_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out:
     """
     from kernelpilot.backends.cuda.build import build_shared, nvcc_version
     from kernelpilot.backends.cuda.signature import directives, parse_solve
-    from kernelpilot.bundle.manifest2 import validate_v2
-
     source = kernel.read_text(errors="replace")
     sig = parse_solve(source, kernel)
     consts = directives(source)
@@ -114,10 +114,6 @@ def export_cuda_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out:
                      "key_inputs": {k: {"input": k, "dim": None} for k in dispatch.keys}, "arch": dispatch.arch,
                      "gpu_name": dispatch.gpu_name},
         "libraries": libraries, "buckets": buckets, "files": files}
-    manifest = json.loads(json.dumps(manifest))
-    manifest["bundle_id"] = manifest_id(manifest)
-    validate_v2(manifest, str(out / MANIFEST))
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

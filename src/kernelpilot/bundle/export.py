@@ -101,8 +101,9 @@ def resolve_source(source: str | Path) -> tuple[Path, dict[str, Any], dict[str, 
     if not p.is_file():
         raise ContractError(f"{p}: no such kernel file or tune folder", "pass a kernel .py file or a tune --out folder")
     if p.suffix != ".py":
-        raise ContractError(f"{p}: bundles export Triton .py kernel files (a .cu export is not implemented yet)",
-                            "export a Triton kernel file")
+        raise ContractError(f"{p}: a single-config bundle exports a Triton .py kernel file; a .cu kernel is "
+                            f"bundled from a dispatch table", "kernelpilot export KERNEL.cu --dispatch dispatch.json "
+                            "--out BUNDLE (docs/bundles.md, Workload bundles)")
     return p, {}, {}
 
 
@@ -205,7 +206,7 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
     """
     import hashlib
 
-    from kernelpilot.bundle.manifest2 import validate_v2
+    from kernelpilot.bundle.manifest2 import validate_v2, verify_v2
     from kernelpilot.dispatch import dispatch_sha256, read_dispatch
     from kernelpilot.profile.arch import arch_name, parse_arch
 
@@ -233,8 +234,17 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
     else:
         from kernelpilot.bundle.workload import export_triton_workload
 
-        data = export_triton_workload(kernel, table, sha, out, target=target, cc=cc, timeout_s=timeout_s)
-    return validate_v2(data, str(out / MANIFEST))
+        source_sha, params = iso_meta_source(kernel)
+        data = export_triton_workload(kernel, table, sha, out, target=target, cc=cc, timeout_s=timeout_s,
+                                      meta={"source_sha256": source_sha, "run_kernel_params": params,
+                                            "nvcc_version": _tool_version("nvcc")})
+        data["min_driver_cuda"] = min_driver_cuda([e["ptx_version"] for e in data["entries"]])
+    data = json.loads(json.dumps(data))  # the identity is over the JSON exactly as it will be read back
+    data["bundle_id"] = manifest_id(data)
+    manifest = validate_v2(data, str(out / MANIFEST))
+    verify_v2(out, data)  # schema, hashes, ranges, and (Triton) coverage at every sample and range corner
+    (out / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
+    return manifest
 
 
 def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], config: Optional[dict[str, Any]] = None,

@@ -24,12 +24,6 @@ from kernelpilot.bundle.reader import (FORMAT_V2, MANIFEST, BundleError, check_c
 
 __all__ = ["BundleKernel", "LaunchArg", "LaunchEntry", "load"]
 
-_CTYPES = {"i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
-           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "fp32": ctypes.c_float, "f32": ctypes.c_float,
-           "fp64": ctypes.c_double, "f64": ctypes.c_double}
-
-
 def _ver(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", str(text))[:2]) or (0,)
 
@@ -41,20 +35,16 @@ def _cc(arch: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-_DRIVER: list[Any] = []
-
-
 def _driver() -> Any:
-    """The process's :class:`~kernelpilot.bundle.driver.CudaDriver` (made on first use).
+    """The process's :class:`~kernelpilot.bundle.driver.CudaDriver` (made on first use, shared with workload
+    bundles: :func:`kernelpilot.bundle.driver.shared_driver`).
 
     Raises:
         ToolMissingError: no CUDA driver library here.
     """
-    if not _DRIVER:
-        from kernelpilot.bundle.driver import CudaDriver
+    from kernelpilot.bundle.driver import shared_driver
 
-        _DRIVER.append(CudaDriver())
-    return _DRIVER[0]
+    return shared_driver()
 
 
 class _Plain:
@@ -274,7 +264,9 @@ class BundleKernel:
 def _launch(function: int, e: LaunchEntry, params: list[tuple[str, int | float]], stream: int) -> None:  # GPU only
     """Launch ``function`` as Triton's launcher does: grid x num_ctas blocks of 32 * num_warps threads, dynamic
     shared memory, the parameters then two null scratch pointers (global and profile scratch, Triton >= 3.5)."""
-    values = [ctypes.c_void_p(v) if t.startswith("*") else _CTYPES[t](v) for t, v in params]
+    from kernelpilot.bundle.driver import CTYPES
+
+    values = [ctypes.c_void_p(v) if t.startswith("*") else CTYPES[t](v) for t, v in params]
     values += [ctypes.c_void_p(0), ctypes.c_void_p(0)]
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     if e.grid[0] * e.grid[1] * e.grid[2] == 0:

@@ -214,8 +214,8 @@ def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, byt
 
 def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVerify:
     """``kernelpilot bundle verify`` (no GPU): the manifest's identity, its schema, every file's sha256, one arch
-    for every entry, and every entry's grid covering its outputs. A workload bundle (``kernelpilot-bundle/2``) is
-    checked by :func:`kernelpilot.bundle.manifest2.verify_v2` (its rules' coverage at samples and range corners).
+    for every entry, and every entry's grid covering its outputs (``kernelpilot-bundle/1``; both formats:
+    :func:`kernelpilot.bundle.verify.verify_bundle`).
 
     Args:
         bundle: the folder. expect_id: the ``bundle_id`` the caller recorded (None: only self-consistency).
@@ -228,16 +228,6 @@ def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVer
             manifest's arch (``sm_90a`` serves ``sm_90``). BundleTampered: an edited manifest or file.
         BundleCoverageError: an entry's grid does not cover an output.
     """
-    from kernelpilot.bundle.reader import FORMAT_V2
-
-    data = read_manifest_data(bundle, expect_id)
-    if data.get("format") == FORMAT_V2:
-        from kernelpilot.bundle.manifest2 import verify_v2
-
-        v = verify_v2(bundle, data)
-        return BundleVerify(bundle=str(bundle), ok=True, bundle_id=str(data["bundle_id"]), kernel=v["kernel"],
-                            arch=v["arch"], min_driver_cuda=v["min_driver_cuda"], n_entries=v["n_entries"],
-                            n_files=v["n_files"], entries=v["entries"], kind=v["kind"])
     m = read_manifest(bundle, expect_id)
     verify_files(bundle, m)
     for i, e in enumerate(m.entries):

@@ -267,17 +267,17 @@ class RangeBundleKernel:
 
     def function(self, e: dict[str, Any]) -> int:
         """The entry's ``CUfunction`` (module load on first use; GPU only)."""
-        from kernelpilot.bundle.load import _driver
+        from kernelpilot.bundle.driver import shared_driver
 
         if e["cubin"] not in self._functions:
-            drv = _driver()
+            drv = shared_driver()
             drv.ensure_context()
             self._functions[e["cubin"]] = drv.load_function(self._cubins[e["cubin"]], e["kernel_name"], e["cubin"],
                                                             int(e["shared_mem_bytes"]))
         return self._functions[e["cubin"]][1]
 
     def __call__(self, *args: Any, **kwargs: Any) -> None:
-        from kernelpilot.bundle.load import _CTYPES, _driver
+        from kernelpilot.bundle.driver import CTYPES, shared_driver
 
         inputs = self.bind(args, kwargs)
         b, e, env = self.select(inputs)
@@ -295,8 +295,8 @@ class RangeBundleKernel:
 
         first = next(iter(tensors.values()), None)
         stream = torch.cuda.current_stream(first.device).cuda_stream if first is not None else 0
-        values = [ctypes.c_void_p(v) if t.startswith("*") else _CTYPES[t](v) for t, v in params]
+        values = [ctypes.c_void_p(v) if t.startswith("*") else CTYPES[t](v) for t, v in params]
         values += [ctypes.c_void_p(0), ctypes.c_void_p(0)]  # global and profile scratch, as Triton >= 3.5 passes
         ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        _driver().launch(self.function(e), grid, 32 * int(e["num_warps"]), int(e["shared_mem_bytes"]), stream,
+        shared_driver().launch(self.function(e), grid, 32 * int(e["num_warps"]), int(e["shared_mem_bytes"]), stream,
                          ctypes.addressof(ptrs), num_ctas)

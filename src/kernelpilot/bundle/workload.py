@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.bundle.reader import FORMAT_V2, MANIFEST, BundleError, file_sha256, manifest_id
+from kernelpilot.bundle.reader import FORMAT_V2, BundleError, file_sha256
 from kernelpilot.bundle.rules import fit, rule_text
 from kernelpilot.errors import KernelpilotError
 
@@ -291,24 +291,24 @@ def _missing_specializations(bucket: dict[str, Any], keys: list[str], base: dict
 
 
 def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out: Path, *, target: str,
-                           cc: tuple[int, int], timeout_s: float = 300.0) -> dict[str, Any]:
-    """Write a Triton workload bundle of ``dispatch`` into ``out`` (which must be empty or absent).
+                           cc: tuple[int, int], meta: dict[str, Any], timeout_s: float = 300.0) -> dict[str, Any]:
+    """Write the cubins of a Triton workload bundle of ``dispatch`` into ``out`` (empty or absent) and return its
+    manifest body; :func:`kernelpilot.bundle.export.export_workload` adds ``min_driver_cuda`` and the identity,
+    verifies it and writes ``manifest.json``.
 
     Args:
         kernel: the kernel file (its sha256 already checked against the table's). dispatch: the
             :class:`kernelpilot.dispatch.Dispatch`. dispatch_sha256: the table file's ``sha256``.
-        target: ``sm_90``; cc: its compute capability. timeout_s: per sampled shape, in the worker.
+        target: ``sm_90``; cc: its compute capability. meta: ``source_sha256``, ``run_kernel_params`` and
+            ``nvcc_version`` read by the caller. timeout_s: per sampled shape, in the worker.
 
     Returns:
-        The manifest written (a dict; validated by :class:`kernelpilot.bundle.manifest2.RangeManifest`).
+        The manifest body (a dict without ``min_driver_cuda`` and ``bundle_id``).
 
     Raises:
         BundleError: a sample that cannot be bundled or compiled (named), a value no shape rule explains, a key no
             input carries. ContractError: a bad kernel file.
     """
-    from kernelpilot.bundle.export import _tool_version, iso_meta_source, min_driver_cuda
-    from kernelpilot.bundle.manifest2 import validate_v2
-
     keys = list(dispatch.keys)
     plans = []
     for b in dispatch.buckets:
@@ -372,28 +372,16 @@ def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, ou
                             "ptx_target": e["ptx_target"]})
         buckets.append(bucket)
     first = fitted[0][2][0]
-    source_sha, params = iso_meta_source(kernel)
-    data: dict[str, Any] = {
+    return {
         "format": FORMAT_V2, "kind": "triton", "kernel": kernel.name, "kernel_function": first["function"],
-        "run_kernel_params": params, "source_sha256": source_sha, "arch": target, "compute_capability": list(cc),
-        "triton_version": first["triton_version"], "ptxas_version": first["ptxas_version"],
-        "nvcc_version": _tool_version("nvcc"), "torch_version": first["torch_version"],
-        "min_driver_cuda": min_driver_cuda([e["ptx_version"] for e in entries]), "grid_rule": "shape-ranges",
+        "run_kernel_params": list(meta["run_kernel_params"]), "source_sha256": meta["source_sha256"],
+        "arch": target, "compute_capability": list(cc), "triton_version": first["triton_version"],
+        "ptxas_version": first["ptxas_version"], "nvcc_version": meta.get("nvcc_version", ""),
+        "torch_version": first["torch_version"], "grid_rule": "shape-ranges",
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "dispatch": {"sha256": dispatch_sha256, "keys": keys, "key_inputs": key_inputs, "arch": dispatch.arch,
                      "gpu_name": dispatch.gpu_name},
         "buckets": buckets, "entries": entries, "files": files}
-    data = json.loads(json.dumps(data))
-    data["bundle_id"] = manifest_id(data)
-    validate_v2(data, str(out / MANIFEST))
-    for b in buckets:  # the rules give the outputs' coverage at every sample and both corners (as load checks)
-        from kernelpilot.bundle.ranges import bucket_coverage, bucket_env_corners
-
-        for env in bucket_env_corners(b, keys):
-            bucket_coverage(f"{out / MANIFEST} bucket {b['name']!r}", b, env, max(
-                int(entries[j]["num_ctas"]) for j in b["entries"]))
-    (out / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
-    return data
 
 
 def rules_table(data: dict[str, Any]) -> list[dict[str, str]]:
