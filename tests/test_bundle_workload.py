@@ -258,3 +258,24 @@ def test_gpu_workload_bundle_serves_never_measured_shapes(vadd: Path) -> None:
         k(x, y, o, n)
         torch.cuda.synchronize()
         assert torch.equal(o, x + y), n
+
+
+def test_the_cli_exports_a_run_folder_and_verifies_it(tmp_path: Path) -> None:
+    run = _vadd_run(tmp_path / "run")
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")}
+    kp = [sys.executable, "-m", "kernelpilot.cli"]
+    res = subprocess.run([*kp, "export", str(run), "--out", str(tmp_path / "b"), "--arch", "sm_90", "--json"],
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr
+    printed = json.loads(res.stdout)
+    assert printed["kind"] == "triton" and [b["name"] for b in printed["buckets"]] == ["small", "large"]
+    other = tmp_path / "other" / "vector_add.py"
+    other.parent.mkdir()
+    other.write_text((EXAMPLES / "vector_add.py").read_text().replace("BLOCK_SIZE", "BLOCK_SIZE "))
+    res = subprocess.run([*kp, "export", str(other), "--dispatch", str(run / "dispatch.json"),
+                          "--out", str(tmp_path / "c"), "--arch", "sm_90"], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert res.returncode == 1 and "is not the source vector_add.py" in res.stdout + res.stderr  # edited source
+    res = subprocess.run([*kp, "bundle", "verify", str(tmp_path / "b"), "--json"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert res.returncode == 0 and json.loads(res.stdout)["kind"] == "triton"
