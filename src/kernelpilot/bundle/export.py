@@ -140,9 +140,10 @@ def _tool_version(name: str) -> str:
 
 
 def _run_kernel_path(folder: Path, file_name: str) -> Path:
-    """The kernel file of a run folder: ``tune.json``'s or ``run.json``'s ``kernel`` when it exists, else the file
-    of that name in the folder. Raises ContractError when none is found."""
-    for rec in ("tune.json", "run.json"):
+    """The kernel file of a run folder: the ``kernel`` of ``workload.json`` (a ``tune --workload`` run),
+    ``tune.json`` or ``run.json`` when that file exists and has the table's file name, else the file of that name in
+    the folder. Raises ContractError when none is found (its sha256 is checked by the caller)."""
+    for rec in ("workload.json", "tune.json", "run.json"):
         try:
             kernel = Path(json.loads((folder / rec).read_text()).get("kernel") or "")
         except (OSError, ValueError, AttributeError):
@@ -221,6 +222,10 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
         try:
             arch = device_arch()
         except ToolMissingError:
+            if not str(table.arch).startswith("sm_"):
+                raise ToolMissingError(f"--arch auto: no GPU here, and the dispatch table was tuned on "
+                                       f"{table.arch!r}, not a GPU arch",
+                                       "pass the target explicitly, e.g. --arch sm_90 (H100/H200)") from None
             arch = table.arch
     cc = parse_arch(arch)
     target = arch_name(cc)

@@ -17,6 +17,7 @@ sets of constants and divisibility hints Triton compiled at the samples.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -354,14 +355,18 @@ def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, ou
     key_inputs = _key_inputs(keys, [s for _, ss, _ in fitted for s in ss], [r["entry"] for _, _, rs in fitted for r in rs])
     out.mkdir(parents=True, exist_ok=True)
     entries, files, buckets = [], [], []
+    written: dict[str, str] = {}
     for bi, (bucket, ss, rs) in enumerate(fitted):
         groups: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
         for s, r in zip(ss, rs):
             groups.setdefault(_spec_key(r["entry"]), (s, r["entry"], r))
         for s, e, r in groups.values():
-            name = f"{kernel.stem}-{target}-b{bi}-{len(bucket['entries'])}-{e['kernel_name']}.cubin"
-            (out / name).write_bytes(r["cubin"])
-            files.append({"path": name, "sha256": file_sha256(out / name), "bytes": len(r["cubin"])})
+            digest = hashlib.sha256(r["cubin"]).hexdigest()
+            name = written.get(digest, f"{kernel.stem}-{target}-b{bi}-{len(bucket['entries'])}-{e['kernel_name']}.cubin")
+            if digest not in written:  # buckets sharing a config and a specialization share the binary's file
+                written[digest] = name
+                (out / name).write_bytes(r["cubin"])
+                files.append({"path": name, "sha256": file_sha256(out / name), "bytes": len(r["cubin"])})
             bucket["entries"].append(len(entries))
             entries.append({"bucket": bucket["name"], "kernel_name": e["kernel_name"], "cubin": name,
                             "config": e["config"], "shape": s, "constexprs": e["constexprs"],
