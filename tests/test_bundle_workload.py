@@ -199,6 +199,9 @@ def test_rules_fit_only_what_every_sample_shows() -> None:
     assert fit(envs, [7, 7, 7, 7, 7], ["N"]) == {"const": 7}
     assert fit(envs, [3, 1, 4, 1, 5], ["N"]) is None
     assert evaluate({"pow2": "N"}, {"N": 129}) == 256
+    mm = [{"M": m, "N": n} for m, n in ((16, 16), (17, 100), (128, 33), (64, 128), (100, 17))]
+    assert fit(mm, [-(-e["M"] // 32) * -(-e["N"] // 64) for e in mm], ["M", "N"], [32, 64, 8]) == {
+        "tiles": [["M", 32], ["N", 64]]}  # a matmul's cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)
 
 
 def test_a_cu_bundle_holds_one_library_per_config_and_picks_it_by_shape(cuda: Path) -> None:

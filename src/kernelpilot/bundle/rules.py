@@ -7,6 +7,8 @@ A rule is a small JSON object over the dispatch keys (``env`` maps each key to t
 - ``{"const": v}``: always ``v``;
 - ``{"var": K}``: the key's value; ``{"mul": [K1, K2]}``: their product;
 - ``{"cdiv": [rule, c]}``: ``ceil(rule / c)`` (a grid of tiles of ``c``);
+- ``{"tiles": [[K1, c1], [K2, c2]]}``: ``ceil(K1 / c1) * ceil(K2 / c2)`` (a 2-D tiling flattened into one grid
+  dimension, as a matmul's ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``);
 - ``{"pow2": K}``: the smallest power of two ``>= K`` (``triton.next_power_of_2``);
 - ``{"le": [K, c]}`` / ``{"gt": [K, c]}``: ``K <= c`` / ``K > c`` (a shape-dependent ``tl.constexpr`` flag).
 
@@ -69,6 +71,11 @@ def evaluate(rule: Any, env: dict[str, int]) -> Any:
         if c < 1:
             raise ValueError(f"cdiv by {c}")
         return -(-int(evaluate(arg[0], env)) // c)
+    if form == "tiles":
+        (k1, c1), (k2, c2) = arg
+        if int(c1) < 1 or int(c2) < 1:
+            raise ValueError(f"tiles by {c1}, {c2}")
+        return -(-int(env[k1]) // int(c1)) * -(-int(env[k2]) // int(c2))
     if form == "pow2":
         return _pow2(int(env[arg]))
     if form == "le":
@@ -93,6 +100,8 @@ def rule_text(rule: Any) -> str:
         return f"cdiv({rule_text(arg[0])}, {arg[1]})"
     if form in ("le", "gt"):
         return f"{arg[0]} {'<=' if form == 'le' else '>'} {arg[1]}"
+    if form == "tiles":
+        return f"cdiv({arg[0][0]}, {arg[0][1]})*cdiv({arg[1][0]}, {arg[1][1]})"
     return f"{form}({arg})"
 
 
@@ -121,6 +130,12 @@ def _candidates(keys: list[str], values: list[Any], divisors: Iterable[int]) -> 
             seen.add(c)
             for t in terms:
                 yield {"cdiv": [t, c]}
+    tiles = [c for c in dict.fromkeys([1, *divisors]) if c <= 1024]
+    for i, k1 in enumerate(keys):
+        for k2 in keys[i + 1:]:
+            for c1 in tiles:
+                for c2 in tiles:
+                    yield {"tiles": [[k1, c1], [k2, c2]]}
 
 
 def fit(envs: list[dict[str, int]], values: list[Any], keys: list[str], divisors: Iterable[int] = ()
