@@ -4,7 +4,8 @@
 # RUN_FOLDER: a `tune --workload --out` folder holding dispatch.json (and the kernel file, or tune.json naming it).
 # CU_RUN_FOLDER: the same for a .cu kernel; without it, a hand-written dispatch.json for
 # src/kernelpilot/examples/cuda/vector_add.cu (three buckets over N, two configs; its times are placeholders: only
-# the ranges and configs are bundled). RUN_FOLDER "-" does the same for the Triton vector_add and softmax examples.
+# the ranges and configs are bundled). RUN_FOLDER "-" does the same for the Triton vector_add, softmax and matmul
+# examples.
 # For each: `kernelpilot export RUN --arch auto --out B`, `kernelpilot bundle verify B`, then in a fresh process
 # (scripts/bundle_workload_check.py) `kernelpilot.bundle.load(B)` and launches at shapes inside the ranges that the
 # table never measured, every output checked against the kernel's reference; prints one table per bundle.
@@ -43,6 +44,12 @@ elif kind == "softmax":
                                                            "num_stages": 2}, [s(1024, 512)]),
             ("wide", {"M": (1, 4096), "N": (1025, 8192)}, {"BLOCK_N": 2048, "ROWS_PER_PROGRAM": 1, "num_warps": 8,
                                                             "num_stages": 2}, [s(1024, 4096)])]
+elif kind == "matmul":
+    keys, s = ["M"], (lambda m: {"M": m, "N": 1024, "K": 1024, "dtype": "bfloat16"})
+    spec = [("small", {"M": (1, 256)}, {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4,
+                                         "num_stages": 3}, [s(128)]),
+            ("large", {"M": (257, 4096)}, {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
+                                            "num_warps": 8, "num_stages": 3}, [s(1024), s(4096)])]
 else:  # cuda vector_add
     keys, s = ["N"], (lambda n: {"N": n})
     spec = [("small", {"N": (1, 4096)}, {"BLOCK_SIZE": 128}, [s(1024)]),
@@ -70,6 +77,7 @@ check() {  # check RUN_FOLDER NAME
 if [[ "$RUN" == "-" ]]; then
   demo src/kernelpilot/examples/vector_add.py "$W/run-vadd" vector_add && check "$W/run-vadd" vector_add
   demo src/kernelpilot/examples/softmax.py "$W/run-softmax" softmax && check "$W/run-softmax" softmax
+  demo src/kernelpilot/examples/matmul.py "$W/run-matmul" matmul && check "$W/run-matmul" matmul
 else
   check "$RUN" "$(basename "$RUN")"
 fi

@@ -202,6 +202,9 @@ def test_rules_fit_only_what_every_sample_shows() -> None:
     mm = [{"M": m, "N": n} for m, n in ((16, 16), (17, 100), (128, 33), (64, 128), (100, 17))]
     assert fit(mm, [-(-e["M"] // 32) * -(-e["N"] // 64) for e in mm], ["M", "N"], [32, 64, 8]) == {
         "tiles": [["M", 32], ["N", 64]]}  # a matmul's cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)
+    ms = [{"M": m} for m in (1, 64, 65, 256)]  # the same with N fixed at 1024: the N tiles are a constant factor
+    assert fit(ms, [-(-e["M"] // 64) * 16 for e in ms], ["M"], [64]) == {"scale": [{"cdiv": [{"var": "M"}, 64]}, 16]}
+    assert fit(ms, [-(-e["M"] // 64) * 16 + 1 for e in ms], ["M"], [64]) is None
 
 
 def test_a_cu_bundle_holds_one_library_per_config_and_picks_it_by_shape(cuda: Path) -> None:

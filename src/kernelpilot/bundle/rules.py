@@ -9,6 +9,8 @@ A rule is a small JSON object over the dispatch keys (``env`` maps each key to t
 - ``{"cdiv": [rule, c]}``: ``ceil(rule / c)`` (a grid of tiles of ``c``);
 - ``{"tiles": [[K1, c1], [K2, c2]]}``: ``ceil(K1 / c1) * ceil(K2 / c2)`` (a 2-D tiling flattened into one grid
   dimension, as a matmul's ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``);
+- ``{"scale": [rule, c]}``: ``rule * c`` (a tiling over a key times the tile count of a size that is no key, e.g.
+  ``cdiv(M, BLOCK_M) * 16`` when N is fixed); ``c`` is read off one sample and checked at all;
 - ``{"pow2": K}``: the smallest power of two ``>= K`` (``triton.next_power_of_2``);
 - ``{"le": [K, c]}`` / ``{"gt": [K, c]}``: ``K <= c`` / ``K > c`` (a shape-dependent ``tl.constexpr`` flag).
 
@@ -76,6 +78,8 @@ def evaluate(rule: Any, env: dict[str, int]) -> Any:
         if int(c1) < 1 or int(c2) < 1:
             raise ValueError(f"tiles by {c1}, {c2}")
         return -(-int(env[k1]) // int(c1)) * -(-int(env[k2]) // int(c2))
+    if form == "scale":
+        return int(evaluate(arg[0], env)) * int(arg[1])
     if form == "pow2":
         return _pow2(int(env[arg]))
     if form == "le":
@@ -102,6 +106,8 @@ def rule_text(rule: Any) -> str:
         return f"{arg[0]} {'<=' if form == 'le' else '>'} {arg[1]}"
     if form == "tiles":
         return f"cdiv({arg[0][0]}, {arg[0][1]})*cdiv({arg[1][0]}, {arg[1][1]})"
+    if form == "scale":
+        return f"{rule_text(arg[0])}*{arg[1]}"
     return f"{form}({arg})"
 
 
@@ -155,13 +161,28 @@ def fit(envs: list[dict[str, int]], values: list[Any], keys: list[str], divisors
         return None
     extra = sorted({int(e[k]) for e in envs for k in keys} | {int(e[k]) - 1 for e in envs for k in keys})
     divs = [int(d) for d in divisors if isinstance(d, int) and not isinstance(d, bool) and d > 0]
+    tried = []
     for rule in _candidates(keys, values, [*divs, *POW2_DIVISORS, *extra] if isinstance(values[0], bool)
                             else [*divs, *POW2_DIVISORS]):
+        tried.append(rule)
         try:
             if all(_same(evaluate(rule, e), v) for e, v in zip(envs, values)):
                 return rule
         except (KeyError, ValueError, TypeError):
             continue
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    for rule in tried[1:]:  # last: a candidate times a constant read off the first sample where it is not 0
+        try:
+            base = [int(evaluate(rule, e)) for e in envs]
+        except (KeyError, ValueError, TypeError):
+            continue
+        i = next((j for j, b in enumerate(base) if b), None)
+        if i is None or values[i] % base[i] or values[i] // base[i] < 2:
+            continue
+        c = values[i] // base[i]
+        if all(b * c == v for b, v in zip(base, values)):
+            return {"scale": [rule, c]}
     return None
 
 
