@@ -1,15 +1,16 @@
 """Run a workload bundle at shapes inside its ranges that the dispatch table never measured, in this (fresh)
-process, and check every output against the kernel's reference (issue 26, scripts/device-bundle26.sh).
+process, and check every output against the kernel's reference (run on float64 copies of the inputs, compared
+with kernelpilot's tolerance for the output dtype, or the file's own ``atol``/``rtol``:
+:func:`kernelpilot.measure.compare.tolerance_for`) (issue 26, scripts/device-bundle26.sh).
 
     python3 scripts/bundle_workload_check.py BUNDLE KERNEL DISPATCH_JSON [--json OUT.json]
 
 KERNEL is the kernel file (``.py``, or ``.cu`` with its sidecar ``.py`` holding ``setup``/``reference``). The bundle
-is loaded first (``kernelpilot.bundle.load``: no Triton in the process until the reference check imports the kernel
-file, which happens after every launch of the bundle is done). Per bucket, the shapes tried are the low end, the
+is loaded first (``kernelpilot.bundle.load``, with no Triton imported); the kernel file is imported after it, for
+its ``setup`` and ``reference`` only: every launch goes through the bundle's binaries, never Triton's JIT. Per bucket, the shapes tried are the low end, the
 high end, the middle, the middle + 1 and a value 16 below the high end of every dispatch key (one key varied at a
-time, the others at their middle), minus the measured ones, each capped at 2**26 elements per key. Prints a table;
-exits 1 when an output differs beyond the kernel's tolerance (``atol``/``rtol`` of the file, else 1e-5/1e-5 for
-float32, 2e-2 for 16-bit floats), or a shape was refused.
+time, the others at their middle), minus the measured ones, each capped at 2**26 per key. Prints a table; exits
+1 when an output differs beyond the tolerance, or a shape was refused.
 """
 
 from __future__ import annotations
@@ -50,24 +51,27 @@ def main() -> int:
     mod = importlib.util.module_from_spec(spec)
     import torch
 
+    from kernelpilot.measure.compare import tolerance_for
+
     cases = []
     for b in table["buckets"]:
         measured = {json.dumps({k: m["shape"][k] for k in keys}, sort_keys=True) for m in b["measured"]}
         base = {k: v for k, v in b["measured"][0]["shape"].items() if k not in keys}
         for s in _shapes(b, keys, measured):
             cases.append((b["name"], {**base, **s}))
-    # Inputs are made by the kernel file's setup, which imports the kernel file (and Triton for a .py): every
-    # bundle launch of this process happened after load() above, with the bundle's binaries, not Triton's JIT.
+    # Inputs come from the kernel file's setup (importing it imports Triton for a .py kernel, after load() above);
+    # the launches below are the bundle's: k(**inputs).
     spec.loader.exec_module(mod)
     shape0 = dict(getattr(mod, "SHAPE", {}))
     rows, bad = [], 0
     for name, s in cases:
-        shape = {**shape0, **s}
-        made = mod.setup(**shape, seed=0, device="cuda")
-        inputs, outputs = made["inputs"], list(made.get("outputs") or [])
-        ref_in = {n: (v.clone() if hasattr(v, "clone") else v) for n, v in inputs.items()}
         row = {"bucket": name, "shape": s, "ok": False, "max_abs_err": None, "error": ""}
         try:
+            made = mod.setup(**{**shape0, **s}, seed=0, device="cuda")
+            inputs, outputs = made["inputs"], list(made.get("outputs") or [])
+            # The reference runs on float64 copies of the floating inputs, as kernelpilot's own check runs it.
+            ref_in = {n: ((v.double() if v.is_floating_point() else v.clone()) if hasattr(v, "clone") else v)
+                      for n, v in inputs.items()}
             k(**inputs)
             torch.cuda.synchronize()
             r = mod.reference(**ref_in)
@@ -75,19 +79,17 @@ def main() -> int:
             got = [inputs[o] for o in outputs]
             err, ok = 0.0, True
             for g, w in zip(got, want):
-                low = g.dtype in (torch.float16, torch.bfloat16)
-                atol = getattr(mod, "atol", 2e-2 if low else 1e-5)
-                rtol = getattr(mod, "rtol", 2e-2 if low else 1e-5)
-                w = w.to(g.dtype)
-                err = max(err, float((g.float() - w.float()).abs().max()) if g.numel() else 0.0)
-                ok = ok and torch.allclose(g.float(), w.float(), atol=atol, rtol=rtol)
+                tol = tolerance_for(g.dtype, mod)
+                g64, w64 = g.double(), w.double()
+                err = max(err, float((g64 - w64).abs().max()) if g.numel() else 0.0)
+                ok = ok and bool(torch.allclose(g64, w64, atol=tol.atol, rtol=tol.rtol))
             row.update(ok=ok, max_abs_err=err)
         except Exception as exc:  # noqa: BLE001 - reported in the table, counted as a failure
             row["error"] = f"{type(exc).__name__}: {exc}"[:200]
         bad += not row["ok"]
         rows.append(row)
     print(f"{bundle.name}: loaded in {load_s * 1e3:.1f} ms; {len(rows)} never-measured shapes, {bad} failed")
-    print(f"| bucket | shape (never measured) | max abs err | ok |")
+    print("| bucket | shape (never measured) | max abs err | ok |")
     print("|---|---|---|---|")
     for r in rows:
         err = "-" if r["max_abs_err"] is None else f"{r['max_abs_err']:.2e}"
