@@ -285,3 +285,10 @@ def test_the_cli_exports_a_run_folder_and_verifies_it(tmp_path: Path) -> None:
     res = subprocess.run([*kp, "bundle", "verify", str(tmp_path / "b"), "--json"], capture_output=True, text=True,
                          timeout=120, env=env)
     assert res.returncode == 0 and json.loads(res.stdout)["kind"] == "triton"
+
+
+def test_bundle_bench_names_a_workload_bundle_instead_of_a_schema_error(vadd: Path) -> None:
+    from kernelpilot import api
+
+    with pytest.raises(BundleError, match="a workload bundle"):
+        api.bundle_bench(vadd, EXAMPLES / "vector_add.py")

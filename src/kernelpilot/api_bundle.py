@@ -80,12 +80,18 @@ def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
     (bit-identical), both timed (ns), and the bundle's load time (s) (:func:`kernelpilot.bundle.bench.bench_bundle`).
 
     Raises:
-        ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here. ContractError: the
-            kernel file is not the bundle's. KernelFailed: the JIT kernel was refused at an entry (its status).
+        ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here, or is a workload
+            bundle (``kernelpilot-bundle/2``). ContractError: the kernel file is not the bundle's. KernelFailed: the
+            JIT kernel was refused at an entry (its status).
     """
     from kernelpilot.app.context import detect_device
     from kernelpilot.bundle.bench import bench_bundle
+    from kernelpilot.bundle.reader import FORMAT_V2, BundleError, read_manifest_data
 
+    if read_manifest_data(bundle).get("format") == FORMAT_V2:
+        raise BundleError(f"{bundle}: a workload bundle ({FORMAT_V2}); bundle bench compares single-config bundles",
+                          "check a workload bundle on a GPU with scripts/device-bundle26.sh (never-measured shapes "
+                          "against the reference)")
     if detect_device() == "cuda":
         check_entries(bundle, kernel)
     return bench_bundle(bundle, kernel)
