@@ -292,3 +292,14 @@ def test_bundle_bench_names_a_workload_bundle_instead_of_a_schema_error(vadd: Pa
 
     with pytest.raises(BundleError, match="a workload bundle"):
         api.bundle_bench(vadd, EXAMPLES / "vector_add.py")
+
+
+def test_a_resealed_manifest_with_a_rule_no_evaluator_knows_is_refused_at_load(vadd: Path, tmp_path: Path) -> None:
+    b = shutil.copytree(vadd, tmp_path / "b")
+    m = json.loads((b / "manifest.json").read_text())
+    m["buckets"][0]["params"]["N"] = {"eval": "__import__('os').system('true')"}
+    m["bundle_id"] = manifest_id(m)
+    (b / "manifest.json").write_text(json.dumps(m))
+    for check in (lambda: load(b, **SM90), lambda: verify_bundle(b)):
+        with pytest.raises(BundleError, match="breaks the manifest schema.*unknown shape rule form 'eval'"):
+            check()

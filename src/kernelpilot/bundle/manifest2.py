@@ -183,7 +183,7 @@ def verify_v2(bundle: str | Path, data: dict[str, Any]) -> dict[str, Any]:
     Raises:
         BundleError / BundleTampered / BundleCoverageError: what failed, named.
     """
-    from kernelpilot.bundle.ranges import bucket_coverage, bucket_env_corners
+    from kernelpilot.bundle.ranges import RangeBundleKernel, bucket_coverage, bucket_env_corners
     from kernelpilot.bundle.rules import lookup_functions
 
     where = str(Path(bundle) / "manifest.json")
@@ -209,6 +209,7 @@ def verify_v2(bundle: str | Path, data: dict[str, Any]) -> dict[str, Any]:
         return {"kind": m.kind, "kernel": m.kernel, "arch": m.arch, "min_driver_cuda": m.min_driver_cuda,
                 "n_entries": len(m.libraries), "n_files": len(m.files), "entries": rows}
     read_files(bundle, [(f.path, f.sha256) for f in m.files], [(e.cubin, e.kernel_name) for e in m.entries])
+    RangeBundleKernel(Path(bundle), data)  # every rule evaluates at every bucket's samples and corners, as load checks
     for e in m.entries:
         if e.ptx_target.rstrip("a") != m.arch:
             raise BundleError(f"{e.cubin}: built for {e.ptx_target}, the manifest's arch is {m.arch}",

@@ -120,6 +120,13 @@ class RangeBundleKernel:
             missing = [k for k in self.keys if k not in self.key_inputs]
             if missing:
                 raise KeyError(f"no input gives dispatch key(s) {missing}")
+            for b in self.buckets:  # every rule evaluates at the bucket's corners (a call never meets a broken one)
+                for env in bucket_env_corners(b, self.keys):
+                    for spec in b["inputs"].values():
+                        for r in (spec["shape"] + spec["stride"] if spec.get("kind") == "tensor" else [spec["value"]]):
+                            evaluate(r, env)
+                    for r in [*b["params"].values(), *b["grid"]]:
+                        evaluate(r, env)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise _schema(where, exc) from exc
         self.bundle, self._data, self._cubins = bundle, data, cubins or {}
