@@ -26,13 +26,15 @@ from kernelpilot.bundle.reader import FORMAT_V2, BundleError, file_sha256
 from kernelpilot.bundle.rules import fit, rule_text
 from kernelpilot.errors import KernelpilotError
 
-__all__ = ["MAX_SPEC_SAMPLES", "THRESHOLD_ROUNDS", "export_triton_workload", "rules_table", "sample_shapes"]
+__all__ = ["MAX_SPEC_SAMPLES", "MAX_WORKERS", "THRESHOLD_ROUNDS", "export_triton_workload", "rules_table", "sample_shapes"]
 
 #: Rounds of samples at a fitted threshold ``c`` (at ``c`` and ``c + 1``) before export gives up: a round that
 #: confirms the rule adds nothing and ends the loop; one that contradicts it refits and samples the new threshold.
 THRESHOLD_ROUNDS = 6
 #: At most this many shapes per bucket are added to compile specializations the first samples did not show.
 MAX_SPEC_SAMPLES = 32
+#: At most this many export workers (one per 16 sampled shapes, half the CPU cores).
+MAX_WORKERS = 4
 
 
 def _key_values(lo: int, hi: int) -> list[int]:
@@ -85,7 +87,11 @@ def _run(kernel: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]], targe
         return {"failure": {"stage": "worker", "error_type": type(exc).__name__, "message": exc.message,
                             "hint": exc.hint}}
 
-    with isolated_workers(kernel, 1, timeout_s) as (iso, meta):
+    import os
+
+    # Parallel workers where the machine has cores to spare (each holds one sampled shape's CPU inputs at a time).
+    workers = max(1, min(MAX_WORKERS, (os.cpu_count() or 2) // 2, -(-len(pairs) // 16)))
+    with isolated_workers(kernel, workers, timeout_s) as (iso, meta):
         tasks = [config_tasks(kernel, [c], s, target, meta=meta)[0] for c, s in pairs]
         results: list[Any] = [None] * len(tasks)
         for i, r in iso.map("kernelpilot.bundle.worker:_bundle_in_worker", tasks, failed):
