@@ -20,22 +20,34 @@ __all__ = ["bundle_bench", "bundle_verify", "check_entries", "export"]
 
 
 def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None = None, arch: str | None = None,
-           shapes: list[dict[str, Any]] | None = None, timeout_s: float | None = 300.0) -> "BundleManifest":
+           shapes: list[dict[str, Any]] | None = None, timeout_s: float | None = 300.0,
+           dispatch: str | Path | None = None) -> Any:
     """Write a bundle (``kernelpilot export``): for a kernel file's config (DEFAULT_CONFIG with ``config`` over it)
     or a ``tune --out`` folder's best config, one cubin per declared shape for ``arch``, plus ``manifest.json``
     (:func:`kernelpilot.bundle.export.export_bundle`).
 
+    A workload bundle instead when ``source`` is a run folder holding ``dispatch.json`` (``tune --workload --out``),
+    a ``dispatch.json``, or ``dispatch`` is given (``source`` then the kernel file): every bucket's config for the
+    shape ranges of the table, Triton (cubins per specialization) or ``.cu`` (shared libraries)
+    (:func:`kernelpilot.bundle.export.export_workload`, docs/bundles.md "Workload bundles").
+
     Args:
-        source: kernel ``.py`` file or tune folder. out: the new bundle folder. config: tunables to override.
-        arch: ``sm_90``/``sm_90a``, or None/``auto`` for this GPU (no GPU: an error; there is no default target).
+        source: kernel ``.py``/``.cu`` file, tune folder or workload run folder. out: the new bundle folder.
+        config: tunables to override (single-config bundles only).
+        arch: ``sm_90``/``sm_90a``, or None/``auto`` for this GPU (no GPU: an error, except for a workload bundle,
+            which then targets the table's arch).
         shapes: declared shapes, each an override of SHAPE (None: the source's shape). timeout_s: per entry.
+        dispatch: a ``dispatch.json`` to bundle for the kernel file ``source``.
 
     Returns:
-        The :class:`kernelpilot.bundle.manifest.BundleManifest` written.
+        The :class:`kernelpilot.bundle.manifest.BundleManifest` written, or for a workload bundle its
+        :class:`kernelpilot.bundle.manifest2.RangeManifest` / ``CudaManifest``.
 
     Raises:
         OptionError: an arch no spec knows, a ``timeout_s`` not positive. ToolMissingError: ``auto`` without a GPU.
-        ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled.
+        ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled,
+            a kernel file that is not the one the dispatch table was tuned for. DispatchError: an unreadable or
+            edited ``dispatch.json``.
     """
     from kernelpilot.bundle.export import export_bundle
 
@@ -45,18 +57,18 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
     if shapes is not None and not all(isinstance(s, dict) for s in shapes):
         raise OptionError(f"shapes must be dicts of SHAPE overrides, got {shapes!r}", "e.g. --shapes N=4096")
     return export_bundle(source, out, arch=arch, config=config or None, shapes=shapes or None,
-                         timeout_s=timeout_s or 300.0)
+                         timeout_s=timeout_s or 300.0, dispatch=dispatch)
 
 
 def bundle_verify(bundle: str | Path, expect_id: str | None = None) -> "BundleVerify":
     """Check a bundle without a GPU (``kernelpilot bundle verify``): the manifest's identity (its ``bundle_id``, and
     ``expect_id`` when given: the id recorded when it was exported), schema, every file's sha256, one arch for every
-    entry, the grid's coverage of each output (:func:`kernelpilot.bundle.manifest.verify_bundle`).
+    entry, the grid's coverage of each output; workload bundles too (:func:`kernelpilot.bundle.verify.verify_bundle`).
 
     Raises:
         BundleError: what failed, naming the file (and both hashes for a tampered one).
     """
-    from kernelpilot.bundle.manifest import verify_bundle
+    from kernelpilot.bundle.verify import verify_bundle
 
     return verify_bundle(bundle, expect_id=expect_id)
 
@@ -68,12 +80,18 @@ def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
     (bit-identical), both timed (ns), and the bundle's load time (s) (:func:`kernelpilot.bundle.bench.bench_bundle`).
 
     Raises:
-        ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here. ContractError: the
-            kernel file is not the bundle's. KernelFailed: the JIT kernel was refused at an entry (its status).
+        ToolMissingError: no GPU or no CUDA driver. BundleError: the bundle cannot load here, or is a workload
+            bundle (``kernelpilot-bundle/2``). ContractError: the kernel file is not the bundle's. KernelFailed: the
+            JIT kernel was refused at an entry (its status).
     """
     from kernelpilot.app.context import detect_device
     from kernelpilot.bundle.bench import bench_bundle
+    from kernelpilot.bundle.reader import FORMAT_V2, BundleError, read_manifest_data
 
+    if read_manifest_data(bundle).get("format") == FORMAT_V2:
+        raise BundleError(f"{bundle}: a workload bundle ({FORMAT_V2}); bundle bench compares single-config bundles",
+                          "check a workload bundle on a GPU with scripts/device-bundle26.sh (never-measured shapes "
+                          "against the reference)")
     if detect_device() == "cuda":
         check_entries(bundle, kernel)
     return bench_bundle(bundle, kernel)

@@ -3,6 +3,8 @@
 
 - :func:`export_bundle` (``kernelpilot export``): compile the chosen config(s) for one arch, write the folder;
 - :func:`verify_bundle` (``kernelpilot bundle verify``, no GPU): identity, schema, hashes, arch list, grid coverage;
+- workload bundles (``kernelpilot-bundle/2``) of a dispatch table: shape ranges, ``.cu`` kernels too
+  (:mod:`kernelpilot.bundle.workload`, :mod:`kernelpilot.bundle.cudaso`, :mod:`kernelpilot.bundle.ranges`);
 - :func:`load`: the kernel as a callable with ``run_kernel``'s signature, launched through the CUDA driver (after
   the same identity, hash and coverage checks).
 
@@ -16,12 +18,12 @@ import importlib
 from typing import Any
 
 from kernelpilot.bundle.load import BundleKernel, load
-from kernelpilot.bundle.reader import BundleCoverageError, BundleError, BundleTampered
+from kernelpilot.bundle.reader import BundleCoverageError, BundleError, BundleShapeOutOfRange, BundleTampered
 
-__all__ = ["BundleCoverageError", "BundleError", "BundleKernel", "BundleManifest", "BundleTampered", "BundleVerify",
-           "export_bundle", "load", "verify_bundle"]
+__all__ = ["BundleCoverageError", "BundleError", "BundleKernel", "BundleManifest", "BundleShapeOutOfRange",
+           "BundleTampered", "BundleVerify", "export_bundle", "load", "verify_bundle"]
 
-_WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "manifest"}
+_WHERE = {"export_bundle": "export", "BundleManifest": "manifest", "BundleVerify": "manifest", "verify_bundle": "verify"}
 
 
 def __getattr__(name: str) -> Any:

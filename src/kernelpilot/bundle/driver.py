@@ -18,7 +18,27 @@ from typing import Any, Optional
 from kernelpilot.bundle.reader import BundleError
 from kernelpilot.errors import ToolMissingError
 
-__all__ = ["CLUSTER_DIMENSION", "CudaDriver", "LaunchAttribute", "LaunchConfig", "MAX_DYNAMIC_SHARED_SIZE_BYTES"]
+__all__ = ["CLUSTER_DIMENSION", "CTYPES", "CudaDriver", "LaunchAttribute", "LaunchConfig",
+           "MAX_DYNAMIC_SHARED_SIZE_BYTES", "shared_driver"]
+
+#: Triton's scalar parameter types -> the ctypes type a launch passes them as.
+CTYPES = {"i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+          "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
+          "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "fp32": ctypes.c_float, "f32": ctypes.c_float,
+          "fp64": ctypes.c_double, "f64": ctypes.c_double}
+
+_SHARED: list["CudaDriver"] = []
+
+
+def shared_driver() -> "CudaDriver":
+    """The process's :class:`CudaDriver`, made on first use and then shared by every loaded bundle.
+
+    Raises:
+        ToolMissingError: no CUDA driver library here.
+    """
+    if not _SHARED:
+        _SHARED.append(CudaDriver())
+    return _SHARED[0]
 
 #: ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` (cuda.h, enum CUfunction_attribute).
 MAX_DYNAMIC_SHARED_SIZE_BYTES = 8

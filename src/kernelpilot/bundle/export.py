@@ -17,7 +17,8 @@ from typing import Any, Optional
 from kernelpilot.bundle.manifest import MANIFEST, BundleError, BundleFile, BundleManifest, file_sha256, manifest_id
 from kernelpilot.errors import ContractError, KernelpilotError, ToolMissingError
 
-__all__ = ["ptx_isa_cuda", "device_arch", "export_bundle", "min_driver_cuda", "resolve_source"]
+__all__ = ["ptx_isa_cuda", "device_arch", "export_bundle", "export_workload", "find_dispatch", "min_driver_cuda",
+           "resolve_source"]
 
 def _ver(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text)[:2]) or (0,)
@@ -100,8 +101,9 @@ def resolve_source(source: str | Path) -> tuple[Path, dict[str, Any], dict[str, 
     if not p.is_file():
         raise ContractError(f"{p}: no such kernel file or tune folder", "pass a kernel .py file or a tune --out folder")
     if p.suffix != ".py":
-        raise ContractError(f"{p}: bundles export Triton .py kernel files (a .cu export is not implemented yet)",
-                            "export a Triton kernel file")
+        raise ContractError(f"{p}: a single-config bundle exports a Triton .py kernel file; a .cu kernel is "
+                            f"bundled from a dispatch table", "kernelpilot export KERNEL.cu --dispatch dispatch.json "
+                            "--out BUNDLE (docs/bundles.md, Workload bundles)")
     return p, {}, {}
 
 
@@ -137,14 +139,131 @@ def _tool_version(name: str) -> str:
     return m.group(0).strip() if m else ""
 
 
+def _run_kernel_path(folder: Path, file_name: str) -> Path:
+    """The kernel file of a run folder: the ``kernel`` of ``workload.json`` (a ``tune --workload`` run),
+    ``tune.json`` or ``run.json`` when that file exists and has the table's file name, else the file of that name in
+    the folder. Raises ContractError when none is found (its sha256 is checked by the caller)."""
+    for rec in ("workload.json", "tune.json", "run.json"):
+        try:
+            kernel = Path(json.loads((folder / rec).read_text()).get("kernel") or "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if kernel.name == file_name and kernel.is_file():
+            return kernel
+    if (folder / file_name).is_file():
+        return folder / file_name
+    raise ContractError(f"{folder}: the dispatch table is for {file_name}, which neither the run's records nor the "
+                        f"folder hold", "pass the kernel file: kernelpilot export KERNEL --dispatch DISPATCH.json")
+
+
+def find_dispatch(source: str | Path, dispatch: str | Path | None = None) -> Optional[tuple[Path, Path]]:
+    """(kernel file, dispatch.json) when ``source`` asks for a workload bundle, else None.
+
+    A workload export is asked by ``dispatch`` (then ``source`` is the kernel file, or a run folder holding it), by
+    a ``source`` folder holding ``dispatch.json`` (a ``tune --workload --out`` folder), or by ``source`` being a
+    ``dispatch.json`` itself (the kernel beside it or in its folder's records).
+
+    Raises:
+        ContractError: the dispatch file or the kernel it names is missing.
+    """
+    src = Path(source)
+    if dispatch is not None:
+        d = Path(dispatch)
+        if not d.is_file():
+            raise ContractError(f"{d}: no such dispatch table", "pass the dispatch.json a tune --workload run wrote")
+    elif src.is_dir() and (src / "dispatch.json").is_file():
+        d = src / "dispatch.json"
+    elif src.is_file() and src.suffix == ".json":
+        d = src
+    else:
+        return None
+    if src.is_file() and src.suffix in (".py", ".cu"):
+        return src, d
+    from kernelpilot.dispatch import read_dispatch
+
+    name = read_dispatch(d).kernel.file_name
+    return _run_kernel_path(src if src.is_dir() else d.parent, name), d
+
+
+def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *, arch: Optional[str],
+                    timeout_s: float = 300.0) -> Any:
+    """Write a workload bundle (``kernelpilot-bundle/2``) of a dispatch table: for a Triton kernel one cubin per
+    (bucket config, specialization) with the rules that serve every shape of the buckets' ranges
+    (:func:`kernelpilot.bundle.workload.export_triton_workload`); for a ``.cu`` kernel one shared library per
+    bucket config (:func:`kernelpilot.bundle.cudaso.export_cuda_workload`).
+
+    Args:
+        kernel: the kernel file the table was tuned for. dispatch: its ``dispatch.json``.
+        out: the new bundle folder. arch: ``sm_90``; None/``auto``: this GPU, else the table's arch (the GPU it
+            was tuned on). timeout_s: per sampled shape.
+
+    Returns:
+        The written manifest as :class:`kernelpilot.bundle.manifest2.RangeManifest` or ``CudaManifest``.
+
+    Raises:
+        DispatchError / DispatchIntegrityError: the table is unreadable or was edited. BundleError: the kernel file
+            is not the one the table was tuned for (both sha256 named), ``out`` not empty, a bucket export cannot
+            serve (named). CompileError / ContractError: the kernel does not build.
+    """
+    import hashlib
+
+    from kernelpilot.bundle.manifest2 import validate_v2, verify_v2
+    from kernelpilot.dispatch import dispatch_sha256, read_dispatch
+    from kernelpilot.profile.arch import arch_name, parse_arch
+
+    kernel, out = Path(kernel), Path(out)
+    table = read_dispatch(dispatch)
+    got = hashlib.sha256(kernel.read_bytes()).hexdigest()
+    if kernel.name != table.kernel.file_name or got != table.kernel.sha256:
+        raise BundleError(f"{kernel}: sha256 {got} is not the source {table.kernel.file_name} (sha256 "
+                          f"{table.kernel.sha256}) the dispatch table {dispatch} was tuned for",
+                          "export the kernel file that was tuned, or tune this one")
+    if arch in (None, "auto"):
+        try:
+            arch = device_arch()
+        except ToolMissingError:
+            if not str(table.arch).startswith("sm_"):
+                raise ToolMissingError(f"--arch auto: no GPU here, and the dispatch table was tuned on "
+                                       f"{table.arch!r}, not a GPU arch",
+                                       "pass the target explicitly, e.g. --arch sm_90 (H100/H200)") from None
+            arch = table.arch
+    cc = parse_arch(arch)
+    target = arch_name(cc)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BundleError(f"{out}: exists and is not an empty folder", "pass a new --out folder")
+    sha = dispatch_sha256(table)
+    if kernel.suffix == ".cu":
+        from kernelpilot.bundle.cudaso import export_cuda_workload
+
+        data = export_cuda_workload(kernel, table, sha, out, target=target, cc=cc)
+    else:
+        from kernelpilot.bundle.workload import export_triton_workload
+
+        source_sha, params = iso_meta_source(kernel)
+        data = export_triton_workload(kernel, table, sha, out, target=target, cc=cc, timeout_s=timeout_s,
+                                      meta={"source_sha256": source_sha, "run_kernel_params": params,
+                                            "nvcc_version": _tool_version("nvcc")})
+        data["min_driver_cuda"] = min_driver_cuda([e["ptx_version"] for e in data["entries"]])
+    data = json.loads(json.dumps(data))  # the identity is over the JSON exactly as it will be read back
+    data["bundle_id"] = manifest_id(data)
+    manifest = validate_v2(data, str(out / MANIFEST))
+    verify_v2(out, data)  # schema, hashes, ranges, and (Triton) coverage at every sample and range corner
+    (out / MANIFEST).write_text(json.dumps(data, indent=2) + "\n")
+    return manifest
+
+
 def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], config: Optional[dict[str, Any]] = None,
                   shapes: Optional[list[dict[str, Any]]] = None,
                   pairs: Optional[list[tuple[dict[str, Any], dict[str, Any]]]] = None,
-                  timeout_s: float = 300.0) -> BundleManifest:
+                  timeout_s: float = 300.0, dispatch: str | Path | None = None) -> Any:
     """Compile and write a bundle: one cubin per (config, declared shape) for ``arch``, plus ``manifest.json``.
+
+    A ``source`` folder holding ``dispatch.json``, a ``dispatch.json`` itself, or ``dispatch=`` makes a workload
+    bundle instead (:func:`export_workload`; ``config``, ``shapes`` and ``pairs`` must then be None).
 
     Args:
         source: a kernel ``.py`` file or a ``tune --out`` folder (its best config and shape).
+        dispatch: a dispatch table to bundle (see above).
         out: the bundle folder (created; must be empty or absent).
         arch: target (``sm_90``, ``sm_90a``) or ``"auto"``/None for this machine's GPU; never a default.
         config: tunables overriding the source's config (every shape gets it).
@@ -164,6 +283,12 @@ def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], c
     from kernelpilot.profile.arch import arch_name, parse_arch
     from kernelpilot.profile.static import config_tasks, isolated_workers
 
+    found = find_dispatch(source, dispatch)
+    if found is not None:
+        if config or shapes or pairs:
+            raise ContractError("a workload bundle takes its configs and shapes from the dispatch table; --config "
+                                "and --shapes are for single-config bundles", "drop --config/--shapes")
+        return export_workload(found[0], found[1], out, arch=arch, timeout_s=timeout_s)
     kernel, base_config, base_shape = resolve_source(source)
     cc = parse_arch(device_arch() if arch in (None, "auto") else arch)
     target = arch_name(cc)

@@ -19,15 +19,10 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
-from kernelpilot.bundle.reader import MANIFEST, BundleError, check_coverage, read_files, read_manifest_data
+from kernelpilot.bundle.reader import (FORMAT_V2, MANIFEST, BundleError, check_coverage, read_files,
+                                       read_manifest_data)
 
 __all__ = ["BundleKernel", "LaunchArg", "LaunchEntry", "load"]
-
-_CTYPES = {"i1": ctypes.c_int8, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "u1": ctypes.c_uint8, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
-           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "fp32": ctypes.c_float, "f32": ctypes.c_float,
-           "fp64": ctypes.c_double, "f64": ctypes.c_double}
-
 
 def _ver(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", str(text))[:2]) or (0,)
@@ -40,20 +35,16 @@ def _cc(arch: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-_DRIVER: list[Any] = []
-
-
 def _driver() -> Any:
-    """The process's :class:`~kernelpilot.bundle.driver.CudaDriver` (made on first use).
+    """The process's :class:`~kernelpilot.bundle.driver.CudaDriver` (made on first use, shared with workload
+    bundles: :func:`kernelpilot.bundle.driver.shared_driver`).
 
     Raises:
         ToolMissingError: no CUDA driver library here.
     """
-    if not _DRIVER:
-        from kernelpilot.bundle.driver import CudaDriver
+    from kernelpilot.bundle.driver import shared_driver
 
-        _DRIVER.append(CudaDriver())
-    return _DRIVER[0]
+    return shared_driver()
 
 
 class _Plain:
@@ -273,7 +264,9 @@ class BundleKernel:
 def _launch(function: int, e: LaunchEntry, params: list[tuple[str, int | float]], stream: int) -> None:  # GPU only
     """Launch ``function`` as Triton's launcher does: grid x num_ctas blocks of 32 * num_warps threads, dynamic
     shared memory, the parameters then two null scratch pointers (global and profile scratch, Triton >= 3.5)."""
-    values = [ctypes.c_void_p(v) if t.startswith("*") else _CTYPES[t](v) for t, v in params]
+    from kernelpilot.bundle.driver import CTYPES
+
+    values = [ctypes.c_void_p(v) if t.startswith("*") else CTYPES[t](v) for t, v in params]
     values += [ctypes.c_void_p(0), ctypes.c_void_p(0)]
     ptrs = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     if e.grid[0] * e.grid[1] * e.grid[2] == 0:
@@ -282,12 +275,80 @@ def _launch(function: int, e: LaunchEntry, params: list[tuple[str, int | float]]
                      e.num_ctas)
 
 
+def _device(root: Path, data: dict[str, Any], device_arch: Optional[str], driver_cuda: Optional[str],
+            isa: str) -> None:
+    """Refuse a bundle for another arch than the device's, or needing a newer driver (both sides named)."""
+    try:
+        arch, cc, min_cuda = str(data["arch"]), tuple(data["compute_capability"]), str(data["min_driver_cuda"])
+    except (KeyError, TypeError) as exc:
+        raise BundleError(f"{root / MANIFEST}: breaks the manifest schema ({type(exc).__name__}: {exc})",
+                          "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
+    if device_arch is None or driver_cuda is None:
+        dev_arch, drv = _driver().device_facts()
+        device_arch, driver_cuda = device_arch or dev_arch, driver_cuda or drv
+    if _cc(device_arch) != cc or _cc(arch) != _cc(device_arch):
+        raise BundleError(f"{root}: the bundle is for {arch}, this device is {device_arch}",
+                          f"export a bundle for {device_arch} (kernelpilot export ... --arch {device_arch})")
+    if _ver(driver_cuda) < _ver(min_cuda):
+        raise BundleError(f"{root}: the bundle's {isa} needs a CUDA {min_cuda} driver; this driver supports CUDA "
+                          f"{driver_cuda}", "update the driver, or export with an older toolchain")
+
+
+def _load_v2(root: Path, data: dict[str, Any], config: Optional[dict[str, Any]], device_arch: Optional[str],
+             driver_cuda: Optional[str]) -> Any:
+    """A workload bundle (``kernelpilot-bundle/2``): :class:`~kernelpilot.bundle.ranges.RangeBundleKernel` for
+    kind ``triton``, :class:`~kernelpilot.bundle.cudaso.CudaBundleKernel` for ``cuda-so``; files hashed, the
+    coverage of every bucket checked at its samples and corners, the arch and driver checked. Raises as
+    :func:`load`."""
+    if config:
+        raise BundleError(f"{root}: a workload bundle picks its config by the call's shape; config= is for "
+                          f"single-config bundles", "call load() without config")
+    try:
+        files = [(str(f["path"]), str(f["sha256"])) for f in data["files"]]
+    except (KeyError, TypeError) as exc:
+        raise BundleError(f"{root / MANIFEST}: breaks the manifest schema ({type(exc).__name__}: {exc})",
+                          "run `kernelpilot bundle verify` on it, or export the bundle again") from exc
+    kind = data.get("kind")
+    if kind == "cuda-so":
+        from kernelpilot.bundle.cudaso import CudaBundleKernel
+
+        c = CudaBundleKernel(root, data, {})
+        c._files = read_files(root, files, [(lib["file"], "solve") for lib in c.libraries])
+        _device(root, data, device_arch, driver_cuda, f"nvcc ({data.get('nvcc_version')})")
+        return c
+    if kind != "triton":
+        raise BundleError(f"{root / MANIFEST}: kind {kind!r}, this kernelpilot reads 'triton' and 'cuda-so'",
+                          "export the bundle with this kernelpilot")
+    from kernelpilot.bundle.ranges import RangeBundleKernel, bucket_coverage, bucket_env_corners
+
+    k = RangeBundleKernel(root, data)
+    for b in k.buckets:
+        for env in bucket_env_corners(b, k.keys):
+            bucket_coverage(f"{root / MANIFEST} bucket {b['name']!r}", b, env,
+                            max(int(k.entries[int(j)].get("num_ctas", 1)) for j in b["entries"]))
+    cubins = read_files(root, files, [(e["cubin"], e["kernel_name"]) for e in k.entries])
+    for e in k.entries:
+        if str(e["kernel_name"]).encode() not in cubins[e["cubin"]]:
+            raise BundleError(f"{root / e['cubin']}: has no kernel {e['kernel_name']} (the manifest's entry names it)",
+                              "export the bundle again")
+    isa = max((str(e["ptx_version"]) for e in k.entries), key=_ver)
+    _device(root, data, device_arch, driver_cuda, f"PTX ISA {isa}")
+    k._cubins = cubins
+    return k
+
+
 def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_arch: Optional[str] = None,
-         driver_cuda: Optional[str] = None, expect_id: Optional[str] = None) -> BundleKernel:
+         driver_cuda: Optional[str] = None, expect_id: Optional[str] = None) -> Any:
     """Load a bundle for this GPU: check the manifest's identity, every file's sha256, the fields the launch needs,
     every entry's grid against the outputs it must cover, the arch and the driver's PTX ISA, and return a
     :class:`BundleKernel` (cubins are loaded into the driver on first call). Imports no Triton and no pydantic,
     and compiles nothing.
+
+    A workload bundle (``kernelpilot-bundle/2``, from a dispatch table) returns a
+    :class:`~kernelpilot.bundle.ranges.RangeBundleKernel` (kind ``triton``: the call's shape picks the bucket, the
+    grid and scalars follow from it, the arguments pick the specialization) or a
+    :class:`~kernelpilot.bundle.cudaso.CudaBundleKernel` (kind ``cuda-so``: ``solve`` of the bucket's library); a
+    shape outside every range raises :class:`~kernelpilot.bundle.reader.BundleShapeOutOfRange`.
 
     Args:
         bundle: the bundle folder. config: keep only the entries with this config (subset match).
@@ -306,6 +367,8 @@ def load(bundle: str | Path, *, config: Optional[dict[str, Any]] = None, device_
     """
     root = Path(bundle)
     data = read_manifest_data(root, expect_id)
+    if data.get("format") == FORMAT_V2:
+        return _load_v2(root, data, config, device_arch, driver_cuda)
     k = BundleKernel(root, data, config)  # every entry parsed (schema errors first), before any file is read
     for i, e in enumerate(k.all_entries):
         check_coverage(f"{root / MANIFEST} entry {i} ({e.cubin})", e.grid, e.num_ctas,

@@ -159,7 +159,8 @@ class BundleManifest(BaseModel):
 
 class BundleVerify(BaseModel):
     """``kernelpilot bundle verify``: the bundle passed (identity, schema, hashes, arch list, grid coverage); what it
-    holds. ``bundle_id``: its identity (record it to pin the bundle: ``load(..., expect_id=...)``)."""
+    holds. ``bundle_id``: its identity (record it to pin the bundle: ``load(..., expect_id=...)``). ``kind``:
+    ``exact-shape`` (``kernelpilot-bundle/1``), ``triton`` or ``cuda-so`` (workload bundles)."""
 
     bundle: str
     ok: bool
@@ -170,6 +171,7 @@ class BundleVerify(BaseModel):
     n_entries: int
     n_files: int
     entries: list[dict[str, Any]]
+    kind: str = "exact-shape"
 
 
 def read_manifest(bundle: str | Path, expect_id: str | None = None) -> BundleManifest:
@@ -212,7 +214,8 @@ def read_verified(bundle: str | Path, manifest: BundleManifest) -> dict[str, byt
 
 def verify_bundle(bundle: str | Path, expect_id: str | None = None) -> BundleVerify:
     """``kernelpilot bundle verify`` (no GPU): the manifest's identity, its schema, every file's sha256, one arch
-    for every entry, and every entry's grid covering its outputs.
+    for every entry, and every entry's grid covering its outputs (``kernelpilot-bundle/1``; both formats:
+    :func:`kernelpilot.bundle.verify.verify_bundle`).
 
     Args:
         bundle: the folder. expect_id: the ``bundle_id`` the caller recorded (None: only self-consistency).

@@ -14,11 +14,18 @@ from typing import Any, Iterable
 
 from kernelpilot.errors import KernelpilotError
 
-__all__ = ["BundleCoverageError", "BundleError", "BundleTampered", "FORMAT", "MANIFEST", "check_coverage",
-           "file_sha256", "manifest_id", "read_files", "read_manifest_data"]
+__all__ = ["BundleCoverageError", "BundleError", "BundleShapeOutOfRange", "BundleTampered", "FORMAT", "FORMATS",
+           "FORMAT_V2", "MANIFEST", "check_coverage", "file_sha256", "manifest_id", "read_files",
+           "read_manifest_data"]
 
-#: The manifest format this code writes and reads.
+#: The single-config manifest format (declared shapes, one entry per exact shape): still written by ``export`` of a
+#: kernel file or tune folder, and read.
 FORMAT = "kernelpilot-bundle/1"
+#: The workload manifest format (shape ranges from a dispatch table): ``kind`` ``triton`` (cubins) or ``cuda-so``
+#: (the shared libraries of a ``.cu`` kernel); docs/bundles.md, "Workload bundles".
+FORMAT_V2 = "kernelpilot-bundle/2"
+#: Every manifest format this code reads.
+FORMATS = (FORMAT, FORMAT_V2)
 MANIFEST = "manifest.json"
 
 
@@ -32,6 +39,11 @@ class BundleTampered(BundleError):
     """A bundle is not what it was when exported: its manifest no longer hashes to its ``bundle_id`` (an edited
     grid, scalar, config, file list...), the id differs from the one the caller pinned, or a file's sha256 differs
     from the manifest's. The message names the file and both hashes."""
+
+
+class BundleShapeOutOfRange(BundleError, LookupError):
+    """A call's shape lies outside every range of a workload bundle (or lacks a dispatch key): no bucket of the
+    dispatch table it was exported from serves it. The message names the shape and every bucket's ranges."""
 
 
 class BundleCoverageError(BundleError):
@@ -110,7 +122,7 @@ def file_sha256(path: Path) -> str:
 
 
 def read_manifest_data(bundle: str | Path, expect_id: str | None = None) -> dict[str, Any]:
-    """``BUNDLE/manifest.json`` as a dict whose ``format`` is :data:`FORMAT` and whose content hashes to its
+    """``BUNDLE/manifest.json`` as a dict whose ``format`` is one of :data:`FORMATS` and whose content hashes to its
     ``bundle_id`` (the schema is not checked here).
 
     The id is recomputed from the manifest (:func:`manifest_id`), never read as a claim: an edit of any field (a
@@ -137,8 +149,8 @@ def read_manifest_data(bundle: str | Path, expect_id: str | None = None) -> dict
         raise BundleError(f"{path}: not JSON ({exc})", "export the bundle again") from exc
     if not isinstance(data, dict):
         raise BundleError(f"{path}: not a JSON object", "export the bundle again")
-    if data.get("format") != FORMAT:
-        raise BundleError(f"{path}: format {data.get('format')!r}, this kernelpilot reads {FORMAT!r}",
+    if data.get("format") not in FORMATS:
+        raise BundleError(f"{path}: format {data.get('format')!r}, this kernelpilot reads {' and '.join(FORMATS)}",
                           "export the bundle with this kernelpilot")
     recorded = data.get("bundle_id")
     if not isinstance(recorded, str) or not recorded:

@@ -17,6 +17,28 @@ bundle_app = typer.Typer(no_args_is_help=True, help="Native code bundles: verify
 
 
 def _manifest(m: Any) -> None:
+    if getattr(m, "kind", "") == "cuda-so":
+        out.print(f"[bold]{m.kernel}[/] (.cu, solve) for {m.arch}: {len(m.libraries)} librar"
+                  f"{'y' if len(m.libraries) == 1 else 'ies'} for {len(m.buckets)} buckets over {m.dispatch.keys}; "
+                  f"{m.nvcc_version or 'nvcc ?'}; needs a CUDA {m.min_driver_cuda} driver")
+        t = table("bucket", "ranges", "config", "library")
+        for b in m.buckets:
+            t.add_row(b.name, _ranges(b.ranges), _kv(b.config), m.libraries[b.library].file)
+        out.print(t)
+        return
+    if getattr(m, "kind", "") == "triton":
+        from kernelpilot.bundle.rules import rule_text
+
+        out.print(f"[bold]{m.kernel}[/] ({m.kernel_function}) for {m.arch}: {len(m.entries)} cubins for "
+                  f"{len(m.buckets)} buckets over {m.dispatch.keys}; Triton {m.triton_version}; needs a CUDA "
+                  f"{m.min_driver_cuda} driver")
+        t = table("bucket", "ranges", "config", "grid", "cubins", "shape rules")
+        for b in m.buckets:
+            t.add_row(b.name, _ranges(b.ranges), _kv(b.config), ", ".join(rule_text(r) for r in b.grid),
+                      str(len(b.entries)), " ".join(f"{p}={rule_text(r)}" for p, r in b.params.items()
+                                                     if "const" not in r))
+        out.print(t)
+        return
     out.print(f"[bold]{m.kernel}[/] ({m.kernel_function}) for {m.arch}: {len(m.entries)} entr"
               f"{'y' if len(m.entries) == 1 else 'ies'}; Triton {m.triton_version}, {m.ptxas_version or 'ptxas ?'}; "
               f"needs a CUDA {m.min_driver_cuda} driver")
@@ -29,13 +51,20 @@ def _manifest(m: Any) -> None:
         out.print(f"[dim]{i}: {e.cubin}[/]")
 
 
+def _ranges(r: dict[str, Any]) -> str:
+    return " ".join(f"{k}=[{lo}, {hi}]" for k, (lo, hi) in r.items())
+
+
 def _kv(d: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in d.items())
 
 
 def _verify(v: Any) -> None:
-    out.print(f"[green]ok[/] {v.bundle}: {v.kernel} for {v.arch}, {v.n_entries} entries, {v.n_files} files, "
-              f"hashes match; needs a CUDA {v.min_driver_cuda} driver")
+    kind = getattr(v, "kind", "exact-shape")
+    out.print(f"[green]ok[/] {v.bundle}: {v.kernel} for {v.arch}, {v.n_entries} "
+              f"{'libraries' if kind == 'cuda-so' else 'entries'}, {v.n_files} files, hashes match"
+              f"{', coverage holds at every bucket sample and range corner' if kind == 'triton' else ''}; "
+              f"needs a CUDA {v.min_driver_cuda} driver")
     if getattr(v, "bundle_id", ""):
         out.print(f"bundle_id {v.bundle_id} (pin it: kernelpilot bundle verify --expect-id, load(..., expect_id=))")
 
@@ -49,23 +78,28 @@ def _bench(b: Any) -> None:
     out.print(t)
 
 
-def export_cmd(source: Path = typer.Argument(..., help="A kernel .py file, or a `tune --out` folder (its best config)."),
+def export_cmd(source: Path = typer.Argument(..., help="A kernel .py file, a `tune --out` folder (its best config), or "
+                                            "a workload run folder holding dispatch.json (a bundle of its ranges)."),
                out_dir: Path = typer.Option(..., "--out", help="The new bundle folder (absent or empty)."),
                config: Optional[list[str]] = ConfigOpt,
                arch: str = typer.Option("auto", "--arch", help="Target, e.g. sm_90 or sm_90a; auto: this GPU "
                                         "(no GPU: an error; there is no default target)."),
                shapes: Optional[list[str]] = typer.Option(None, "--shapes", help="A declared shape, e.g. "
                                                          "--shapes N=4096,dtype=float32 (repeatable; default SHAPE)."),
-               timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one entry may take."),
+               timeout_s: float = typer.Option(300.0, "--timeout-s", help="Seconds one entry (or sampled shape) may take."),
+               dispatch: Optional[Path] = typer.Option(None, "--dispatch", help="A dispatch.json (tune --workload) to "
+                                                       "bundle for the kernel file SOURCE: every bucket's shape range "
+                                                       "(Triton cubins or .cu shared libraries)."),
                as_json: bool = JsonOpt) -> None:
     """Write a bundle: one cubin per declared shape for the chosen config, plus manifest.json (no GPU needed with
-    --arch)."""
+    --arch); or, from a dispatch table, a workload bundle serving its shape ranges."""
     from kernelpilot import api
 
     cfg = kv(config, "--config", as_json)
     shp = [kv([p for p in s.split(",") if p], "--shapes", as_json) for s in shapes] if shapes else None
+    extra = {"dispatch": dispatch} if dispatch is not None else {}
     run_command(as_json, lambda: api.export(source, out=out_dir, config=cfg, arch=arch, shapes=shp,
-                                            timeout_s=timeout_s), _manifest)
+                                            timeout_s=timeout_s, **extra), _manifest)
 
 
 @bundle_app.command("verify")
