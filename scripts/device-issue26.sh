@@ -21,16 +21,16 @@ wl)
   for k in layer_norm matmul; do
     left=$(( ${CALL_S:-570} - SECONDS - 60 ))
     [ $left -lt 60 ] && { echo "-- skipped $k: ${left} s left"; continue; }
-    budget=$([ $k = matmul ] && echo 90 || echo 40)
+    budget=$([ $k = matmul ] && echo 54 || echo 36)   # configs over all buckets (9 buckets: 4 to 6 each)
     rm -rf /tmp/wl-$k
-    timeout $left python3 -m kernelpilot.cli tune $EX/$k.py --workload-range M=32:8192 --top-k 1 --budget-s $budget \
+    timeout $left python3 -m kernelpilot.cli tune $EX/$k.py --workload-range M=32:8192 --top-k 1 --budget-evals $budget \
       --out /tmp/wl-$k --json > /tmp/wl-$k.json 2> "$OUT/wl-$k.log"
     echo "-- $k: rc=$? after $SECONDS s"
     cp /tmp/wl-$k/workload.md "$OUT/wl-$k.md" 2>/dev/null && cat "$OUT/wl-$k.md"
     cp /tmp/wl-$k/dispatch.json "$OUT/wl-$k-dispatch.json" 2>/dev/null
   done
   kp configs export "$OUT/configs.jsonl" --json | head -c 400; echo
-  [ -n "${BUNDLE:-}" ] && bash scripts/device-bundle26.sh /tmp/wl-layer_norm 2>&1 | tee "$OUT/bundle.log" ;;
+  bash scripts/device-bundle26.sh /tmp/wl-layer_norm 2>&1 | tee "$OUT/bundle.log" ;;
 lookup)
   export KERNELPILOT_HOME=/tmp/kp-home2
   kp configs import "$1" --json | head -c 400; echo
