@@ -98,7 +98,8 @@ def _boundaries(page: WorkloadPage, xs: list[float], key: Optional[str]) -> tupl
             if member:
                 labels.append((math.exp(math.fsum(math.log(x) for x in member) / len(member)), str(b.get("name"))))
         return sorted(edges), labels
-    edges_pos = [i - 0.5 for i in range(1, len(page.rows)) if page.rows[i].get("bucket") != page.rows[i - 1].get("bucket")]
+    edges_pos = [i - 0.5 for i in range(1, len(page.rows))
+                 if page.rows[i].get("bucket") != page.rows[i - 1].get("bucket")]
     labels = []
     for b in page.buckets:
         member = [x for x, r in zip(xs, page.rows) if r.get("bucket") == b.get("name")]
@@ -139,7 +140,8 @@ def shapes_chart(page: WorkloadPage) -> Any:
                 points += 1
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines+markers", name=esc(name), meta={"role": role},
                                  marker=dict(color=colour, symbol=symbol, size=size),
-                                 line=dict(color=colour, width=width, dash=dash), opacity=0.75 if role == "table" else 1,
+                                 line=dict(color=colour, width=width, dash=dash),
+                                 opacity=0.75 if role == "table" else 1,
                                  hovertext=hover, hoverinfo="text", connectgaps=False))
     log_y = bool(times) and min(times) > 0 and max(times) / min(times) > 20
     lo_y, hi_y = (min(times), max(times)) if times else (0.0, 1.0)
@@ -191,7 +193,8 @@ def heatmap_chart(page: WorkloadPage) -> Any:
                          if c.median_ns is not None else "blank: " + _wrap(c.reason, 70))
                       for s, c in enumerate(row)])
     ratios = [v for r in z for v in r if v is not None]
-    fig = go.Figure(go.Heatmap(z=z, x=xlab, y=ylab, customdata=median, text=hover, hovertemplate="%{text}<extra></extra>",
+    fig = go.Figure(go.Heatmap(z=z, x=xlab, y=ylab, customdata=median, text=hover,
+                               hovertemplate="%{text}<extra></extra>",
                                texttemplate="%{z:.2f}", colorscale="RdYlGn", reversescale=True, zmin=1.0,
                                zmax=max(max(ratios, default=1.0), 1.0 + 1e-6), xgap=2, ygap=2, meta={"role": "cells"},
                                colorbar=dict(title=dict(text="× fastest"))))
@@ -211,10 +214,11 @@ def heatmap_chart(page: WorkloadPage) -> Any:
     return Chart(key="heatmap", title="Every candidate at every shape",
                  explain="Each cell is a candidate config's median at a workload shape over the fastest median there "
                  "(1.0 = the fastest; from shapes/<i>/tune.json); a blank cell failed or was not evaluated there "
-                 "(its hover says why); a star marks the config the dispatch table picks for the shape's bucket; black lines "
-                 "separate the buckets.",
+                 "(its hover says why); a star marks the config the dispatch table picks for the shape's bucket; "
+                 "black lines separate the buckets.",
                  figure=fig, points=cells,
-                 info=f"{len(page.configs)} candidate configs x {len(page.rows)} shapes = {cells} cells, {blank} blank.")
+                 info=f"{len(page.configs)} candidate configs x {len(page.rows)} shapes = {cells} cells, "
+                      f"{blank} blank.")
 
 
 def _fmt_us(ns: Optional[float]) -> str:
@@ -234,8 +238,9 @@ def totals_html(page: WorkloadPage) -> str:
              r.get("default_ns"), loss(r.get("default_loss_pct")))]
     body = "".join(f'<tr id="total-{i}"><th>{_e(a)}</th><td><code>{_e(b)}</code></td><td>{_e(_fmt_us(c))}</td>'
                    f"<td>{_e(d)}</td></tr>" for i, (a, b, c, d) in enumerate(rows))
-    buckets = "".join(f"<tr><td>{_e(b.get('name'))}</td><td><code>{_e(config_text(b['config']) if b.get('config') else '—')}"
-                      f"</code></td><td>{_e(json.dumps(b.get('representative'), sort_keys=True, default=str))}</td>"
+    buckets = "".join(f"<tr><td>{_e(b.get('name'))}</td>"
+                      f"<td><code>{_e(config_text(b['config']) if b.get('config') else '—')}</code></td>"
+                      f"<td>{_e(json.dumps(b.get('representative'), sort_keys=True, default=str))}</td>"
                       f"<td>{_e(b.get('decision', ''))}</td></tr>" for b in page.buckets)
     return ('<section id="totals"><h2>Weighted totals</h2><p class="explain">Sum over the workload of weight x median '
             "(the result's, workload.json); the loss is how much slower than the table, percent.</p>"
@@ -259,7 +264,8 @@ def _files(page: WorkloadPage) -> str:
             items.append(f'<li><a href="{_href(rel)}">{_e(rel)}</a> — the search of bucket {_e(b.get("name"))}</li>')
     for rel in sorted(set(f for f in page.folders if f), key=lambda f: (len(f), f)):
         if (page.folder / rel / "report.html").is_file():
-            items.append(f'<li><a href="{_href(rel + "/report.html")}">{_e(rel)}/report.html</a> — a cross-check</li>')
+            items.append(f'<li><a href="{_href(rel + "/report.html")}">{_e(rel)}/report.html</a> — the cross-check '
+                         "at one shape</li>")
     return f'<section id="files"><h2>Files</h2><ul>{"".join(items)}</ul></section>'
 
 
@@ -302,7 +308,8 @@ def render_workload_html(folder: str | Path, result: Optional[Mapping[str, Any]]
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{h._e(csp)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>kernelpilot workload run: {h._e(title)}</title><style>{h._STYLE}#totals td,#totals th{{padding-right:16px}}</style>{lib}</head><body>",
+        f"<title>kernelpilot workload run: {h._e(title)}</title>",
+        f"<style>{h._STYLE}#totals td,#totals th{{padding-right:16px}}</style>{lib}</head><body>",
         f'<header><h1>{h._e(title)} — kernelpilot workload run</h1><table class="facts">{table}</table>'
         f"<nav>{nav}</nav></header>", banner, *(h._chart_section(c) for c in charts), totals_html(page),
         _files(page), draw, "</body></html>\n"])
