@@ -91,7 +91,7 @@ def write_outputs(result: Any, kf: Any, out: Path, at: Mapping[str, Mapping[str,
     result.files["markdown"] = "workload.md"
     if result.single_config is None:
         log("dispatch.json not written: no single config ran correctly at every shape to compare the table with")
-        return
+        return _report_page(result, out, log)
     dflt = (make_total(result.default_config, _rows(at, ids, result.default_config, all_shapes))
             if result.default_ns is not None else None)
     d = make_dispatch(kernel=KernelRef(file_name=Path(kf.path).name,
@@ -111,6 +111,15 @@ def write_outputs(result: Any, kf: Any, out: Path, at: Mapping[str, Mapping[str,
         log(f"config store: {result.store}")
     else:
         result.store = "not written (interpreted run: no measurement)" if not result.measured else "not written"
+    _report_page(result, out, log)
+
+
+def _report_page(result: Any, out: Path, log: Callable[[str], None]) -> None:
+    """``report.html`` (:mod:`kernelpilot.report.workload_html`): skipped with a logged line without plotly."""
+    from kernelpilot.report.workload_html import try_write_workload_html
+
+    if try_write_workload_html(out, result.model_dump(mode="json"), log):
+        result.files["report"] = "report.html"
 
 
 def _put(result: Any, kf: Any, d: Any, out: Path, path: Optional[Path], toolchain: dict[str, str], arch: str,
