@@ -74,3 +74,23 @@ def test_a_workload_needs_exactly_one_source(tmp_path: Path) -> None:
         api.tune_workload(VECTOR_ADD, out=tmp_path / "x")
     with pytest.raises(OptionError):
         api.tune_workload(VECTOR_ADD, out=tmp_path / "x", workload=tmp_path / "w.json", ranges=["N=1:4"])
+
+
+def test_report_holds_the_table_against_its_records(run: tuple[Path, object], tmp_path: Path) -> None:
+    """``kernelpilot report`` on a workload folder: valid as written; a cross-check's record edited afterwards (its
+    times halved) makes the table's rows disagree with it, and the report names each row."""
+    import shutil
+
+    from kernelpilot.errors import RecordError
+
+    out, _result = run
+    assert api.report(out).kind == "workload"
+    forged = tmp_path / "forged"
+    shutil.copytree(out, forged)
+    tune = json.loads((forged / "shapes" / "0" / "tune.json").read_text())
+    for e in tune["evaluations"]:
+        if e.get("duration_ns"):
+            e["duration_ns"] *= 0.5
+    (forged / "shapes" / "0" / "tune.json").write_text(json.dumps(tune))
+    with pytest.raises(RecordError, match="shapes/0/tune.json"):
+        api.report(forged)

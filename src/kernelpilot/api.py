@@ -31,6 +31,7 @@ from kernelpilot.api_experience import (experience_add, experience_export, exper
                                         experience_search, experience_stats)
 from kernelpilot.api_configs import (configs_conflicts, configs_export, configs_import, configs_list,
                                      configs_lookup, configs_merge)
+from kernelpilot.api_workload import workload_buckets, workload_capture, workload_ranges
 from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
                                      session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
@@ -49,7 +50,8 @@ from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 
 __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
-           "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "cache_list", "cache_show", "cache_clear",
+           "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "workload_ranges", "workload_capture", "workload_buckets",
+           "cache_list", "cache_show", "cache_clear",
            "specs_list", "specs_show", "specs_cite", "specs_measure",
            "BenchResult", "ProfileResult", "RooflineResult", "ReportResult", "OptimizeResult"]
 __all__ += ["experience_add", "experience_recommend", "experience_search", "experience_list", "experience_stats",

@@ -116,12 +116,12 @@ def workload_buckets(kernel: str | Path, workload: str | Path, *, keys: list[str
     Raises:
         WorkloadError: a bad workload file or rule.
     """
-    from kernelpilot.workload import bucket_workload, load_workload
+    from kernelpilot.workload import bucket_workload, load_workload, varying_keys
 
     _kf, base = _base(kernel)
     wl = load_workload(workload, base)
     shapes = wl.shapes()
-    keys = keys or [k for k in shapes[0] if len({str(s.get(k)) for s in shapes}) > 1] or list(shapes[0])[:1]
+    keys = keys or varying_keys(shapes)
     buckets = bucket_workload(wl, keys, rule)
     return {"keys": keys, "rule": rule,
             "buckets": [{"name": b.name, "ranges": {k: list(v) for k, v in b.ranges.items() if k in keys},

@@ -47,7 +47,7 @@ class ReportResult(BaseModel):
             copy kept elsewhere to tell a rewritten history (docs/records.md).
     """
 
-    kind: Literal["optimize", "tune", "session"] = "optimize"
+    kind: Literal["optimize", "tune", "session", "workload"] = "optimize"
     run: RunInfo | None = None
     tune: TuneRun | None = None
     versions: list[Evaluation] = []
@@ -101,6 +101,27 @@ def _report_tune(folder: Path) -> ReportResult:
                         report_html=str(write_report_html(folder)))
 
 
+def _report_workload(folder: Path) -> ReportResult:
+    """A ``tune --workload`` folder: ``dispatch.json`` read with its integrity checks and every row held against the
+    evaluation it cites (:func:`kernelpilot.dispatch.evidence_problems`), then report.html rebuilt from the records."""
+    from kernelpilot.app.workload_out import resolve_record
+    from kernelpilot.dispatch import evidence_problems, read_dispatch
+    from kernelpilot.errors import DispatchError
+    from kernelpilot.report.workload_html import write_workload_html
+
+    problems: list[Problem] = []
+    if (folder / "dispatch.json").is_file():
+        try:
+            d = read_dispatch(folder / "dispatch.json")
+            problems = [Problem(**p) for p in evidence_problems(d, lambda rid: resolve_record(folder, rid))]
+        except DispatchError as exc:
+            problems = [Problem(file="dispatch.json", problem=exc.message, fix=exc.hint)]
+    if problems:
+        _raise(folder, problems)
+    return ReportResult(kind="workload", report_html=str(write_workload_html(folder)),
+                        note="a workload folder: dispatch.json's rows held against their records, report.html rebuilt")
+
+
 def report(folder: str | Path) -> ReportResult:
     """Validate the records in ``folder`` and rebuild its report (see the module docstring).
 
@@ -114,6 +135,8 @@ def report(folder: str | Path) -> ReportResult:
     from kernelpilot.report.html import write_report_html
 
     root = Path(folder)
+    if (root / "workload.json").is_file():
+        return _report_workload(root)
     if (root / "session.json").is_file() and not (root / "run.json").is_file():
         found = validate_session(root)
         if found.problems:

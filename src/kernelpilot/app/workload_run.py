@@ -10,7 +10,8 @@ The run, in the order it happens (every step a real ``tune`` with its own folder
    best is the likeliest good config here), in ``buckets/<i>/``.
 3. **Cross-check**: the candidates — the ``top_k`` fastest configs of every bucket's search and the kernel file's
    own config (the library default) — are measured at **every** workload shape, one ``tune`` per shape over exactly
-   that config list (``shapes/<i>/``): each config is checked against the reference at that shape before it is
+   that config list (``shapes/<i>/``, no static pruning: the bucket searches compiled these configs already): each
+   config is checked against the reference at that shape before it is
    timed, so a config correct at one shape is never assumed correct at another.
 4. **Winners** (:func:`kernelpilot.dispatch.choose_winner`): per bucket, over the candidates measured correct at every
    shape of the bucket, by weighted median time, ties inside the noise broken by a stated order (the same winner in
@@ -152,7 +153,7 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
     from kernelpilot.dispatch import choose_winner
     from kernelpilot.errors import RunFolderError
     from kernelpilot.kernels.contract import load_kernel
-    from kernelpilot.workload import bucket_workload
+    from kernelpilot.workload import bucket_workload, varying_keys
     from kernelpilot.workload.model import WorkloadError
 
     say = log or (lambda _line: None)
@@ -164,8 +165,7 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
     shapes = workload.shapes()
     if not shapes:
         raise WorkloadError("the workload has no shape", "give at least one shape with a weight > 0")
-    keys = keys or [k for k in shapes[0] if len({str(s.get(k)) for s in shapes}) > 1] or [
-        next(k for k, v in shapes[0].items() if isinstance(v, int) and not isinstance(v, bool))]
+    keys = keys or varying_keys(shapes)
     buckets = bucket_workload(workload, keys, rule)
     kf = load_kernel(kernel, tune_options.get("ref"))
     default = dict(kf.default_config)
@@ -202,8 +202,10 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         sid = shape_id(s)
         folder = f"shapes/{n}"
         say(f"cross-check {n + 1}/{len(shapes)} at {s}: {len(candidates)} candidates")
-        options = {k: v for k, v in tune_options.items() if k != "constraints"}
-        res = run_tune(kernel, strategy="exhaustive", shape=s, out=out / folder, race=False, log=log,
+        # no static pruning here: the list is a handful of configs the bucket searches compiled already, and a pool
+        # of compile workers per shape would cost more than the list (seconds of boot each on a GPU host)
+        options = {k: v for k, v in tune_options.items() if k not in ("constraints", "prune")}
+        res = run_tune(kernel, strategy="exhaustive", shape=s, out=out / folder, race=False, log=log, prune=False,
                        constraints=[*tune_options.get("constraints", []), list_constraint(candidates)], **options)
         for pos, e in enumerate(res.evaluations):  # the record id's position, where tune did not number them
             e.seq = pos if e.seq is None else e.seq

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from kernelpilot.cli import bundle, configs, experience, run, search, session, specs, static
+from kernelpilot.cli import bundle, configs, experience, run, search, session, specs, static, workload
 
 __all__ = ["app", "main"]
 
@@ -27,6 +27,7 @@ session.register(app)
 experience.register(app)
 configs.register(app)
 bundle.register(app)
+workload.register(app)
 from kernelpilot.cli import inductor as _inductor; _inductor.register(app)  # noqa: E402,E702
 
 

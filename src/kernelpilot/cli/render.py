@@ -149,7 +149,7 @@ def report(r: Any) -> None:
     folder: its evaluation count and tune.md); for an unfinished run, how to resume it."""
     if r.kind == "tune":
         out.print(f"records valid: {len(r.versions)} evaluations", markup=False)
-    elif r.kind != "session":
+    elif r.kind not in ("session", "workload"):
         versions(r.run, r.versions, Path(r.final_report).parent)
         out.print(f"records valid: {len(r.versions)} versions", markup=False)
     if r.note:

@@ -8,7 +8,7 @@ profiler), :mod:`.infer` (the capture mapping observed by running a kernel file'
 inside the functions that run a program.
 """
 
-from kernelpilot.workload.buckets import (BUCKET_RULES, Bucket, bucket_for, bucket_neighbours, bucket_workload,
+from kernelpilot.workload.buckets import (BUCKET_RULES, Bucket, bucket_for, bucket_neighbours, bucket_workload, varying_keys,
                                          class_range)
 from kernelpilot.workload.capture import (Capture, ProfiledCall, capture_workload, map_call, op_name, parse_mapping,
                                          parse_mapping_text)
@@ -16,7 +16,7 @@ from kernelpilot.workload.model import Workload, WorkloadEntry, WorkloadError, b
 from kernelpilot.workload.ranges import POINT_RULES, format_ranges, parse_ranges, range_points, workload_from_ranges
 from kernelpilot.workload.strides import CONTIGUOUS, stride_pattern, tensor_pattern
 
-__all__ = ["Workload", "WorkloadEntry", "WorkloadError", "build_workload", "load_workload", "shape_id",
+__all__ = ["varying_keys", "Workload", "WorkloadEntry", "WorkloadError", "build_workload", "load_workload", "shape_id",
            "POINT_RULES", "range_points", "parse_ranges", "format_ranges", "workload_from_ranges",
            "BUCKET_RULES", "Bucket", "bucket_workload", "bucket_for", "bucket_neighbours", "class_range",
            "Capture", "ProfiledCall", "capture_workload", "map_call", "op_name", "parse_mapping",

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kernelpilot.workload.model import ShapeValue, Workload, WorkloadEntry, WorkloadError, shape_id, value_kind
 
-__all__ = ["BUCKET_RULES", "Bucket", "bucket_workload", "bucket_neighbours", "bucket_for", "class_range"]
+__all__ = ["BUCKET_RULES", "Bucket", "bucket_workload", "varying_keys", "bucket_neighbours", "bucket_for", "class_range"]
 
 #: The bucketing rules :func:`bucket_workload` knows.
 BUCKET_RULES = ("pow2", "exact")
@@ -120,6 +120,15 @@ def _label(key: str, lo: Any, hi: Any) -> str:
 def _sort_value(v: Any) -> tuple[int, Any]:
     """Order of mixed values: numbers by value, then words (so the order never depends on insertion)."""
     return (0, float(v)) if value_kind(v) in ("int", "float", "bool") else (1, str(v))
+
+
+def varying_keys(shapes: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The keys to dispatch on by default: every key whose value differs between the shapes, in the first shape's
+    key order; when none varies (one shape), its first whole-number key. Raises WorkloadError on no shape."""
+    if not shapes:
+        raise WorkloadError("the workload has no shape", "give at least one shape with a weight > 0")
+    keys = [k for k in shapes[0] if len({str(s.get(k)) for s in shapes}) > 1]
+    return keys or [next((k for k, v in shapes[0].items() if value_kind(v) == "int"), next(iter(shapes[0])))]
 
 
 def bucket_workload(workload: Workload, keys: Sequence[str], rule: str = "pow2") -> list[Bucket]:
