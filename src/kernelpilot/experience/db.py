@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator, Optional
 from pydantic import ValidationError
 
 from kernelpilot.errors import ExperienceError, OptionError
+from kernelpilot.sqlitefile import SqliteFile
 from kernelpilot.experience.model import (BACKENDS, BOTTLENECK_CLASSES, OUTCOMES, ExperienceEntry, Recommendation,
                                           default_db_path, normalize_bottleneck, normalize_kernel_type, utc_now)
 from kernelpilot.experience.tags import normalize_tag
@@ -134,7 +135,7 @@ def _upgrade_v1(conn: sqlite3.Connection) -> None:
         raise
 
 
-class ExperienceDB:
+class ExperienceDB(SqliteFile):
     """An open experience log (a SQLite file). Open it with :meth:`open`; use it as a context manager or call
     :meth:`close`.
 
@@ -142,10 +143,9 @@ class ExperienceDB:
         path: the file.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        """Wrap an open connection (use :meth:`open`)."""
-        self._conn = conn
-        self.path = path
+    error, what, file_name = ExperienceError, "experience log", "experience.db"
+    setting = "--db / $KERNELPILOT_EXPERIENCE"
+    fix = _FIX
 
     # -- opening and closing -------------------------------------------------------------------------------------
 
@@ -159,38 +159,7 @@ class ExperienceDB:
                 The hint says how to start over.
         """
         p = Path(path).expanduser() if path is not None else default_db_path()
-        if p.is_dir():
-            raise ExperienceError(f"{p} is a folder, not an experience log file",
-                                  f"give a file path, e.g. {p / 'experience.db'}")
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ExperienceError(f"cannot create the folder of the experience log {p}: {exc.strerror or exc}",
-                                  "give a writable --db path or set $KERNELPILOT_EXPERIENCE") from exc
-        conn = None
-        try:
-            conn = _connect(p)
-            conn.execute("PRAGMA journal_mode = WAL")
-            _check_schema(conn, p, create=True)
-        except (sqlite3.DatabaseError, ExperienceError) as exc:
-            if conn is not None:
-                conn.close()
-            if isinstance(exc, ExperienceError):
-                raise
-            raise ExperienceError(f"{p} cannot be used as an experience log: {exc}", _FIX) from exc
-        return cls(conn, p)
-
-    def close(self) -> None:
-        """Close the file (idempotent)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None  # type: ignore[assignment]
-
-    def __enter__(self) -> "ExperienceDB":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return cls.open_file(p, _connect, lambda conn, at: _check_schema(conn, at, create=True))
 
     def _query(self, sql: str, args: Iterable[Any] = ()) -> list[ExperienceEntry]:
         return [_entry(r, self.path) for r in self._conn.execute(sql, tuple(args))]

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.store.lookup import candidates, check_shape_dtype, origin_rank, select
+from kernelpilot.sqlitefile import SqliteFile
 from kernelpilot.store.model import (ConfigStoreError, Evidence, StoreKey, StoredConfig, canonical_json,
                                      default_store_path, utc_now)
 from kernelpilot.store.schema import COLUMNS, check_schema, connect, entry_of, row_of
@@ -55,7 +56,7 @@ class MergeReport(BaseModel):
     conflicts: int = 0
 
 
-class ConfigStore:
+class ConfigStore(SqliteFile):
     """An open config store (a SQLite file). Open it with :meth:`open`; use it as a context manager or call
     :meth:`close`.
 
@@ -63,10 +64,8 @@ class ConfigStore:
         path: the file.
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        """Wrap an open connection (use :meth:`open`)."""
-        self._conn = conn
-        self.path = path
+    error, what, file_name, setting = ConfigStoreError, "config store", "configs.db", "$KERNELPILOT_CONFIG_STORE"
+    fix = _FIX
 
     @classmethod
     def open(cls, path: str | Path | None = None) -> "ConfigStore":
@@ -78,38 +77,7 @@ class ConfigStore:
                 database, is another SQLite database, or has a newer schema. The hint says how to start over.
         """
         p = Path(path).expanduser() if path is not None else default_store_path()
-        if p.is_dir():
-            raise ConfigStoreError(f"{p} is a folder, not a config store file",
-                                   f"give a file path, e.g. {p / 'configs.db'}")
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ConfigStoreError(f"cannot create the folder of the config store {p}: {exc.strerror or exc}",
-                                   "give a writable path or set $KERNELPILOT_CONFIG_STORE") from exc
-        conn = None
-        try:
-            conn = connect(p)
-            conn.execute("PRAGMA journal_mode = WAL")
-            check_schema(conn, p, create=True, now=utc_now())
-        except (sqlite3.DatabaseError, ConfigStoreError) as exc:
-            if conn is not None:
-                conn.close()
-            if isinstance(exc, ConfigStoreError):
-                raise
-            raise ConfigStoreError(f"{p} cannot be used as a config store: {exc}", _FIX) from exc
-        return cls(conn, p)
-
-    def close(self) -> None:
-        """Close the file (idempotent)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None  # type: ignore[assignment]
-
-    def __enter__(self) -> "ConfigStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return cls.open_file(p, connect, lambda conn, at: check_schema(conn, at, create=True, now=utc_now()))
 
     # -- writing -------------------------------------------------------------------------------------------------
 
