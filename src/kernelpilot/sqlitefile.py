@@ -5,9 +5,12 @@ name and the setting that moves it)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 from kernelpilot.errors import KernelpilotError
 
@@ -68,6 +71,32 @@ class SqliteFile:
                 raise
             raise cls.error(f"{p} cannot be used as {_article(cls.what)} {cls.what}: {exc}", cls.fix) from exc
         return cls(conn, p)
+
+    @classmethod
+    def write_jsonl(cls, path: Path, records: Iterable[dict[str, Any]]) -> int:
+        """Write ``records`` to ``path`` as JSON Lines (keys sorted), atomically (a temporary file beside it, fsynced,
+        then renamed); returns how many.
+
+        Raises:
+            cls.error: ``path`` cannot be written (nothing is left half written).
+        """
+        tmp = None
+        n = 0
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                for record in records:
+                    f.write(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n")
+                    n += 1
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+            raise cls.error(f"cannot write {path}: {exc.strerror or exc}", "give a writable file path") from exc
+        return n
 
     def close(self) -> None:
         """Close the file (idempotent)."""

@@ -10,9 +10,7 @@ in WAL mode with a 30 s busy timeout, so several runs may add to it at once. See
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
@@ -349,20 +347,7 @@ class ExperienceDB(SqliteFile):
         """
         p = Path(path).expanduser()
         entries = sorted(self.entries(include_masked=True), key=lambda e: (e.recorded_utc, e.key()))
-        tmp = None
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for e in entries:
-                    f.write(json.dumps(e.as_record(), sort_keys=True, ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except OSError as exc:
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
-            raise ExperienceError(f"cannot write {p}: {exc.strerror or exc}", "give a writable file path") from exc
+        self.write_jsonl(p, (e.as_record() for e in entries))
         return len(entries)
 
     def import_jsonl(self, path: str | Path) -> int:

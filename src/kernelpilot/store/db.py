@@ -20,9 +20,7 @@ timeout, so several runs may write to it at once. Layout: :mod:`kernelpilot.stor
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
@@ -252,20 +250,7 @@ class ConfigStore(SqliteFile):
         """
         p = Path(path).expanduser()
         entries = self.entries()
-        tmp = None
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                for e in entries:
-                    f.write(json.dumps(e.as_record(), sort_keys=True, ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, p)
-        except OSError as exc:
-            if tmp is not None and os.path.exists(tmp):
-                os.unlink(tmp)
-            raise ConfigStoreError(f"cannot write {p}: {exc.strerror or exc}", "give a writable file path") from exc
+        self.write_jsonl(p, (e.as_record() for e in entries))
         return len(entries)
 
 
