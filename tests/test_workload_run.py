@@ -94,3 +94,31 @@ def test_report_holds_the_table_against_its_records(run: tuple[Path, object], tm
     (forged / "shapes" / "0" / "tune.json").write_text(json.dumps(tune))
     with pytest.raises(RecordError, match="shapes/0/tune.json"):
         api.report(forged)
+
+
+def test_a_second_process_looks_the_winners_up_in_the_store_at_shapes_never_measured(run, tmp_path: Path) -> None:
+    """What a workload run puts into the config store (its winners, under the kernel's key parts) is what a second
+    process — the CLI, another home, no kernel run — gets back for a shape inside a bucket's range that was never
+    measured; another arch gets nothing. (Interpreted runs put nothing; here the winners are put as for sm_90.)"""
+    import os
+
+    from kernelpilot.app.workload_out import store_winners
+    from kernelpilot.kernels.contract import load_kernel
+    from kernelpilot.store.lookup import runtime_toolchain
+
+    out, result = run
+    db = tmp_path / "configs.db"
+    store_winners(result, load_kernel(VECTOR_ADD, interpreted=True), read_dispatch(out / "dispatch.json"), out, db,
+                  runtime_toolchain(), "sm_90", "test GPU")
+    env = {**os.environ, "KERNELPILOT_HOME": str(tmp_path / "home2")}
+
+    def lookup(n: int, arch: str) -> dict:
+        p = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "configs", "lookup", str(VECTOR_ADD), "--shape",
+                            f"N={n}", "--arch", arch, "--store", str(db), "--json"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    assert lookup(5000, "sm_90")["config"] == result.buckets[1].config  # bucket N=4096..8191, never measured at 5000
+    assert lookup(1999, "sm_90")["config"] == result.buckets[0].config
+    assert lookup(5000, "sm_80")["found"] is False

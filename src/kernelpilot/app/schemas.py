@@ -82,10 +82,14 @@ def _schema_name(pattern: str) -> str:
 
 
 def _other_models() -> dict[str, type[BaseModel]]:
-    """Schema file name -> model of the files kernelpilot writes outside run folders (a bundle's manifest.json)."""
+    """Schema file name -> model of the files kernelpilot writes outside run folders: a bundle's manifest.json (one
+    config per declared shape; a workload bundle's, Triton or ``.cu``) and a workload run's ``dispatch.json``."""
     from kernelpilot.bundle.manifest import BundleManifest
+    from kernelpilot.bundle.manifest2 import CudaManifest, RangeManifest
+    from kernelpilot.dispatch.model import Dispatch
 
-    return {"bundle.manifest.schema.json": BundleManifest}
+    return {"bundle.manifest.schema.json": BundleManifest, "bundle.workload.manifest.schema.json": RangeManifest,
+            "bundle.cuda.manifest.schema.json": CudaManifest, "dispatch.schema.json": Dispatch}
 
 
 def _allow_event_ns(schema: dict) -> None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-__all__ = ["machine", "resolve_record", "write_outputs"]
+__all__ = ["machine", "resolve_record", "store_winners", "write_outputs"]
 
 
 def machine() -> tuple[str, str]:
@@ -107,7 +107,7 @@ def write_outputs(result: Any, kf: Any, out: Path, at: Mapping[str, Mapping[str,
         (out / "dispatch_autotune.py").write_text(autotune_configs_source(d))
         result.files["autotune"] = "dispatch_autotune.py"
     if store:
-        result.store = _put(result, kf, d, out, None if store is True else Path(store), toolchain, arch, gpu)
+        result.store = store_winners(result, kf, d, out, None if store is True else Path(store), toolchain, arch, gpu)
         log(f"config store: {result.store}")
     else:
         result.store = "not written (interpreted run: no measurement)" if not result.measured else "not written"
@@ -122,7 +122,7 @@ def _report_page(result: Any, out: Path, log: Callable[[str], None]) -> None:
         result.files["report"] = "report.html"
 
 
-def _put(result: Any, kf: Any, d: Any, out: Path, path: Optional[Path], toolchain: dict[str, str], arch: str,
+def store_winners(result: Any, kf: Any, d: Any, out: Path, path: Optional[Path], toolchain: dict[str, str], arch: str,
          gpu: str) -> str:
     """Put every bucket's config into the store under the kernel's key parts (:func:`kernelpilot.store.keys.key_parts`:
     the kernel's source hash, this arch and toolchain, the dtype, contiguous strides — the inputs ``setup`` makes);
