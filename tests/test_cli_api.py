@@ -147,6 +147,10 @@ def results(tmp_path_factory) -> dict[str, Any]:
         **_session_results(folder),
         **_bundle_results(),
         **_configs_results(),
+        "skill_show": {"name": "kernelpilot", "description": "d", "text": "---\nname: kernelpilot\n---\n",
+                       "sha256": "0" * 64, "bytes": 27, "targets": {"claude": ".claude/skills/kernelpilot/SKILL.md"}},
+        "skill_install": {"agent": "codex", "path": "p/SKILL.md", "action": "written", "sha256": "0" * 64,
+                          "bytes": 27, "previous_sha256": None},
     }
 
 
@@ -315,6 +319,9 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("bundle", "verify"): [("bundle_verify", ["{D}"], lambda k, d: ((d,), {}))],
     ("bundle", "bench"): [("bundle_bench", ["{D}", "{K}"], lambda k, d: ((d, k), {}))],
     ("experience", "guide"): [("experience_guide", ["--bottleneck", "memory"], lambda k, d: (("memory", "triton"), {}))],
+    ("skill", "show"): [("skill_show", [], lambda k, d: ((), {}))],
+    ("skill", "install"): [("skill_install", ["--for", "codex", "--dir", "{D}", "--force"],
+                            lambda k, d: (("codex",), {"dir": d, "force": True}))],
 }
 
 CASES = [(path, v) for path, variants in VARIANTS.items() for v in variants]

@@ -32,6 +32,7 @@ from kernelpilot.api_experience import (experience_add, experience_export, exper
 from kernelpilot.api_configs import (configs_conflicts, configs_export, configs_import, configs_list,
                                      configs_lookup, configs_merge)
 from kernelpilot.api_workload import workload_buckets, workload_capture, workload_ranges
+from kernelpilot.api_skill import skill_install, skill_show
 from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
                                      session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
@@ -59,6 +60,7 @@ __all__ += ["experience_add", "experience_recommend", "experience_search", "expe
 __all__ += ["export", "bundle_verify", "bundle_bench"]
 __all__ += ["configs_list", "configs_lookup", "configs_export", "configs_import", "configs_merge", "configs_conflicts"]
 __all__ += ["import_inductor", "InductorImport"]
+__all__ += ["skill_show", "skill_install"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
 

@@ -122,6 +122,11 @@ class OptionError(KernelpilotError):
     exit_code = 2
 
 
+class SkillInstallError(KernelpilotError):
+    """``kernelpilot skill install`` cannot write the agent skill: a different file already sits where it goes (it
+    is left as it was unless ``--force``), or the path is a folder or cannot be written. The message names the path."""
+
+
 class RecordError(RunFolderError):
     """Records of a run folder fail validation (against their schema, against each other, or against git).
 
