@@ -143,6 +143,7 @@ def results(tmp_path_factory) -> dict[str, Any]:
         "specs_measure": {"gpu": "H100-SXM", "file": "m.md", "measurements": [
             {"metric": "measured_copy_bandwidth_gbps", "value": 3000.0, "unit": "GB/s", "iqr": 1.0,
              "samples": [3000.0]}]},
+        "mcp_serve": {"server": "kernelpilot", "transport": "stdio", "tools": ["env", "check"], "calls": 2},
         **_experience_results(),
         **_session_results(folder),
         **_bundle_results(),
@@ -315,6 +316,7 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("bundle", "verify"): [("bundle_verify", ["{D}"], lambda k, d: ((d,), {}))],
     ("bundle", "bench"): [("bundle_bench", ["{D}", "{K}"], lambda k, d: ((d, k), {}))],
     ("experience", "guide"): [("experience_guide", ["--bottleneck", "memory"], lambda k, d: (("memory", "triton"), {}))],
+    ("mcp",): [("mcp_serve", [], lambda k, d: ((), {}))],
 }
 
 CASES = [(path, v) for path, variants in VARIANTS.items() for v in variants]

@@ -179,9 +179,14 @@ def build_server(api: ModuleType) -> Any:
                       timeout_s: float = 300.0) -> Any:
         """`kernelpilot profile`: the bottleneck card (ncu, a saved --report, or light: timing + roofline)."""
         def run(log: Callable[[str], None]) -> Any:
-            with Phase(log, "light card" if light else "ncu", "profiling the kernel"):
+            def profile_it() -> Any:
                 return api.profile(_p(kernel), report=_p(report), out=_p(out), shape=dict(shape or {}),
                                    config=dict(config or {}), ref=_p(ref), light=light, timeout_s=timeout_s)
+            if report is not None:  # reading a saved report takes a moment: no progress (as the CLI)
+                return profile_it()
+            with Phase(log, "light card" if light else "ncu", "timing, roofline and compile metadata" if light
+                       else "profiling the kernel (one ncu run)"):
+                return profile_it()
         return await call(ctx, run)
 
     @tool()
