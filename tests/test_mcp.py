@@ -67,6 +67,9 @@ async def _session(folder: Path) -> dict[str, Any]:
                 await call("bench", "bench", {"kernel": str(VECTOR_ADD)})
                 await call("missing", "check", {"kernel": str(folder / "no_such_kernel.py")})
                 await call("bad_gpu", "roofline", {"kernel": str(MATMUL), "gpu": "NO-SUCH-GPU"})
+                await call("no_kernel", "check", {"seeds": 2})
+                await call("bad_seeds", "check", {"kernel": str(VECTOR_ADD), "seeds": "many"})
+                await call("no_tool", "optimise", {"kernel": str(VECTOR_ADD)})
                 run = folder / "run"
                 await call("start", "session_start", {"kernel": str(VECTOR_ADD), "out": str(run), "profile": False,
                                                       "no_experience": True})
@@ -142,6 +145,11 @@ def test_a_failure_is_a_tool_error_holding_the_cli_error_object(mcp_session, tmp
         code, cli = _cli(*args)
         assert code == 1 and res["json"]["error"] == cli["error"] and res["json"]["hint"] == cli["hint"]
     assert mcp_session["missing"]["json"]["error"] == "ContractError"
+    # what the SDK refuses before kernelpilot runs is typed too: a bad option, as on the command line
+    for key, word in (("no_kernel", "kernel"), ("bad_seeds", "seeds"), ("no_tool", "optimise")):
+        res = mcp_session[key]
+        assert res["is_error"] and res["json"]["error"] == "OptionError" and word in res["json"]["message"], res
+        assert "tools/list" in res["json"]["hint"]
     assert "no_such_kernel.py" in mcp_session["missing"]["json"]["message"]
 
 

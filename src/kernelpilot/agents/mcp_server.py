@@ -7,7 +7,8 @@ N=64`` becomes ``shape={"N": 64}``), and returns as its one text content the JSO
 check that did not pass, a version recorded as invalid) is a result, not an error: the CLI prints it too, then exits
 1 or 3. A :class:`~kernelpilot.errors.KernelpilotError` becomes a tool error (``isError``) whose text is the
 ``{"error", "message", "hint"}`` object the CLI prints; any other exception becomes the same object with
-``"error": "InternalError"`` (never a bare traceback).
+``"error": "InternalError"`` (never a bare traceback); what the SDK refuses before a tool runs (an unknown tool,
+arguments that do not fit the tool's schema) is an ``OptionError`` object.
 
 Long tools (check, verify, bench, profile, session start/try/finish) send the API's ``log`` lines as MCP progress
 notifications (``progress`` counts the lines; ``message`` is the line) to a client that gave a progress token.
@@ -32,7 +33,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from kernelpilot.cli.common import dump
-from kernelpilot.errors import KernelpilotError, MissingDependencyError
+from kernelpilot.errors import KernelpilotError, MissingDependencyError, OptionError
 from kernelpilot.progress import Phase
 
 __all__ = ["TOOLS", "SERVER_NAME", "build_server", "error_object", "serve"]
@@ -121,7 +122,22 @@ def build_server(api: ModuleType) -> Any:
     MCPServer, Context, CallToolResult, TextContent = _sdk()
     import kernelpilot
 
-    server = MCPServer(SERVER_NAME, version=kernelpilot.__version__, log_level="WARNING",
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    class _Server(MCPServer):
+        """The SDK's server, with the failures the SDK itself finds before a tool runs (an unknown tool, arguments
+        that do not fit its schema) answered as kernelpilot's typed ``OptionError`` object, like a bad option on
+        the command line (exit 2 there)."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:  # our tools return their failures; what raises here is the SDK's refusal
+                typed = error_object(exc if type(exc) is not ToolError else OptionError(
+                    str(exc), f"the tools and their arguments: tools/list ({', '.join(TOOLS)})"))
+                return CallToolResult(content=[TextContent(type="text", text=json.dumps(typed))], is_error=True)
+
+    server = _Server(SERVER_NAME, version=kernelpilot.__version__, log_level="WARNING",
                        instructions="kernelpilot: check, time, profile and record GPU kernels against a PyTorch "
                                     "reference. Every tool returns the JSON of `kernelpilot <command> --json`.")
     call = _Caller(CallToolResult, TextContent)
