@@ -14,7 +14,8 @@ def mcp(as_json: bool = JsonOpt) -> None:
     """MCP server on stdio (the official `mcp` SDK): tools env, roofline, check, verify, bench, profile, inspect,
     session_start/try/status/mask/finish, experience_recommend, report, each returning the JSON of the command's
     --json; a failure is a tool error holding {"error", "message", "hint"}. Runs until the client closes stdin,
-    then prints how many calls it served. Needs `pip install 'kernelpilot[mcp]'`."""
+    then prints how many calls it served (on stderr: stdout is the client's pipe). Needs the package's `mcp` extra
+    (the SDK: pip install 'mcp>=2.3,<3'). docs/agents.md, "MCP server"."""
     from kernelpilot import api
 
     def human(r: dict[str, Any]) -> None:
