@@ -143,6 +143,7 @@ def results(tmp_path_factory) -> dict[str, Any]:
         "specs_measure": {"gpu": "H100-SXM", "file": "m.md", "measurements": [
             {"metric": "measured_copy_bandwidth_gbps", "value": 3000.0, "unit": "GB/s", "iqr": 1.0,
              "samples": [3000.0]}]},
+        "mcp_serve": {"server": "kernelpilot", "transport": "stdio", "tools": ["env", "check"], "calls": 2},
         **_experience_results(),
         **_session_results(folder),
         **_bundle_results(),
@@ -322,6 +323,7 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("skill", "show"): [("skill_show", [], lambda k, d: ((), {}))],
     ("skill", "install"): [("skill_install", ["--for", "codex", "--dir", "{D}", "--force"],
                             lambda k, d: (("codex",), {"dir": d, "force": True}))],
+    ("mcp",): [("mcp_serve", [], lambda k, d: ((), {}))],
 }
 
 CASES = [(path, v) for path, variants in VARIANTS.items() for v in variants]

@@ -63,6 +63,7 @@ __all__ += ["import_inductor", "InductorImport"]
 __all__ += ["skill_show", "skill_install"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
+__all__ += ["mcp_serve"]
 
 
 def bundled_example(name: str = "softmax") -> Path:
@@ -416,3 +417,20 @@ def report(run_folder: str | Path) -> ReportResult:
     from kernelpilot.app.report_cmd import report as _report
 
     return _report(run_folder)
+
+
+def mcp_serve() -> dict[str, Any]:
+    """Serve the agent tools over MCP on stdin/stdout until the client closes stdin (``kernelpilot mcp``;
+    :func:`kernelpilot.agents.mcp_server.serve`, handed this module so it needs no import of it).
+
+    Returns:
+        ``{"server", "transport": "stdio", "tools": [names], "calls": tool calls served}``.
+
+    Raises:
+        MissingDependencyError: the ``mcp`` SDK is not installed (``pip install 'kernelpilot[mcp]'``).
+    """
+    import sys
+
+    from kernelpilot.agents.mcp_server import serve
+
+    return serve(sys.modules[__name__])

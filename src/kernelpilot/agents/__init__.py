@@ -1,0 +1,1 @@
+"""What coding agents use to drive kernelpilot: the MCP server (:mod:`kernelpilot.agents.mcp_server`)."""
