@@ -185,11 +185,9 @@ def _count_launches(jit_fns: list[Any], counter: list[int]) -> None:
     """Make each launch of ``jit_fns`` (``kernel[grid](...)`` goes through the object's ``run``, interpreted or
     compiled, also from an autotuner) add one to ``counter[0]``."""
     for fn in jit_fns:
-        original = fn.run
-
-        def run(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+        def run(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
             counter[0] += 1
-            return _original(*args, **kwargs)
+            return type(_fn).run(_fn, *args, **kwargs)  # the class's run as it is now (a capture may replace it)
 
         fn.run = run
 
