@@ -170,8 +170,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     """Import and validate a kernel file with the backend that reads it (:func:`kernelpilot.backends.backend_for`).
 
     Args:
-        path: the kernel file (``.py``: Triton; ``.cu``: CUDA C++, docs/cuda.md), or a KernelBench solution
-            (``class ModelNew``; detected, :mod:`kernelpilot.kernels.kernelbench`) with its problem as ``ref_path``.
+        path: the kernel file (``.py``: Triton; ``.cu``: CUDA C++, docs/cuda.md).
         ref_path: optional file defining ``reference``; default: the kernel file itself.
         interpreted: run without a GPU (Triton: imported under ``TRITON_INTERPRET=1``).
 
@@ -189,12 +188,7 @@ def load_kernel(path: str | Path, ref_path: str | Path | None = None, *, interpr
     if not path.is_file():
         raise ContractError(f"kernel file not found: {path}", "pass the path of a .py or .cu kernel file")
     flags = screen_before_import([path] + ([Path(ref_path).resolve()] if ref_path else []))
-    from kernelpilot.kernels import kernelbench
-
-    if kernelbench.is_solution_file(path):  # the KernelBench form, detected (docs/kernelbench.md)
-        kf = kernelbench.load_pair(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
-    else:
-        kf = backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
+    kf = backend_for(path).load(path, Path(ref_path) if ref_path else None, interpreted=interpreted)
     kf.extras["screen_flags"] = flags + kf.extras.pop("screen_flags_cuda", [])  # a .cu file's sidecar and ref.py
     return kf
 
