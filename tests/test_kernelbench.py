@@ -131,3 +131,13 @@ def test_cli_check_takes_solution_and_problem() -> None:
     bad = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "check", str(DATA / "1_ReLU_small_library.py"),
                           "--ref", str(RELU), "--json"], capture_output=True, text=True, env=env, timeout=600)
     assert bad.returncode == 1 and "KernelNotLaunched" in json.loads(bad.stdout)["summary"]
+
+
+def test_verify_accepts_the_solution_and_refuses_the_library_one_at_device_activity() -> None:
+    from kernelpilot.api_verify import verify
+
+    good = verify(DATA / "1_ReLU_small_triton.py", ref=RELU)
+    assert good.accepted, good.message
+    bad = verify(DATA / "1_ReLU_small_library.py", ref=RELU)
+    assert not bad.accepted and (bad.stage, bad.status) == ("device_activity", "kernel_not_launched")
+    assert "relu_kernel" in bad.message
