@@ -101,7 +101,7 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
     launches = [0]
     _count_launches(own, launches)
     models: dict[tuple[str, str], Any] = {}
-    out_names: dict[str, list[str]] = {}
+    out_specs: dict[tuple, list[tuple[tuple[int, ...], Any]]] = {}
 
     def setup(seed: int = 0, device: str = "cuda") -> dict[str, Any]:
         import torch
@@ -109,12 +109,16 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
         set_seed(seed)
         raw = prob_mod.get_inputs()
         inputs = {f"in{i}": to_device(v, device, torch.float32) for i, v in enumerate(raw)}
-        ref = reference(**inputs)
-        results = list(ref) if isinstance(ref, (tuple, list)) else [ref]
-        names = ["out"] if len(results) == 1 else [f"out{i}" for i in range(len(results))]
-        out_names["names"] = names
-        for n, r in zip(names, results):
-            inputs[n] = torch.empty_like(r)
+        key = tuple((tuple(v.shape), str(v.dtype), str(v.device)) if isinstance(v, torch.Tensor) else repr(v)
+                    for v in inputs.values())
+        if key not in out_specs:  # the reference's results, once per input layout: their shapes size the buffers
+            ref = reference(**inputs)
+            results = list(ref) if isinstance(ref, (tuple, list)) else [ref]
+            out_specs[key] = [(tuple(r.shape), r.dtype) for r in results]
+        specs = out_specs[key]
+        names = ["out"] if len(specs) == 1 else [f"out{i}" for i in range(len(specs))]
+        for n, (shape, dtype) in zip(names, specs):
+            inputs[n] = torch.empty(shape, dtype=dtype, device=device)
         return {"inputs": inputs, "outputs": names}
 
     reference = problem_reference(prob_mod)
