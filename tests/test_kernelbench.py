@@ -141,3 +141,23 @@ def test_verify_accepts_the_solution_and_refuses_the_library_one_at_device_activ
     bad = verify(DATA / "1_ReLU_small_library.py", ref=RELU)
     assert not bad.accepted and (bad.stage, bad.status) == ("device_activity", "kernel_not_launched")
     assert "relu_kernel" in bad.message
+
+
+def test_a_session_runs_on_a_solution_and_refuses_the_library_version(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src")] + ([os.environ["PYTHONPATH"]]
+                                                                             if os.environ.get("PYTHONPATH") else []))}
+
+    def cli(*args: str, rc: int = 0) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "session", *args, "--json"],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == rc, proc.stderr
+        return json.loads(proc.stdout)
+
+    run = tmp_path / "sess"
+    start = cli("start", str(DATA / "1_ReLU_small_triton.py"), "--ref", str(RELU), "--out", str(run),
+                "--no-experience", "--no-git", "--no-profile")
+    assert start["incumbent"] == 0 and (run / "check" / "reference.py").read_bytes() == RELU.read_bytes()
+    tried = cli("try", str(run), str(DATA / "1_ReLU_small_library.py"), "--hypothesis", "torch.relu is faster",
+                rc=3)  # an invalid version
+    assert (tried["memory"]["status"], tried["memory"]["outcome"], tried["incumbent"]) == (
+        "kernel_not_launched", "invalid", 0)
