@@ -161,3 +161,15 @@ def test_a_session_runs_on_a_solution_and_refuses_the_library_version(tmp_path: 
                 rc=3)  # an invalid version
     assert (tried["memory"]["status"], tried["memory"]["outcome"], tried["incumbent"]) == (
         "kernel_not_launched", "invalid", 0)
+
+
+def test_an_autotuned_solution_has_its_configs_as_the_space() -> None:
+    kf = load_kernel(DATA / "1_ReLU_small_autotuned.py", RELU, interpreted=True)
+    assert kf.tunables["BLOCK_SIZE"] == [256, 1024] and kf.default_config["BLOCK_SIZE"] == 256
+    assert kf.backend.export_config(kf.default_config).startswith("triton.Config({'BLOCK_SIZE': 256}")
+    for block in (256, 1024):
+        cfg = dict(kf.default_config, BLOCK_SIZE=block, num_warps=2 if block == 256 else 4)
+        res = api.check(DATA / "1_ReLU_small_autotuned.py", ref=RELU, config=cfg)
+        assert res.passed and res.config["BLOCK_SIZE"] == block, res.summary
+    # a solution without @triton.autotune has no space: nothing for a search to try
+    assert load_kernel(DATA / "1_ReLU_small_triton.py", RELU, interpreted=True).tunables == {}

@@ -16,7 +16,9 @@ from types import ModuleType
 from typing import Any
 
 from kernelpilot.backends.base import Support
+from kernelpilot.backends.triton.autotune import autotune_space, find_autotuner
 from kernelpilot.backends.triton.backend import TritonBackend, use_interpreter
+from kernelpilot.backends.triton.config import autotune_config_dict, to_triton_config
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import KernelFile, import_module_file
 from kernelpilot.kernels.kernelbench import (KB_SEED, PROBLEM_NAMES, KernelNotLaunched, build_model, device_of,
@@ -150,10 +152,20 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
                 raise RuntimeError(f"ModelNew.forward result {n}: {got}, the reference's is {tuple(inputs[n].shape)}")
             inputs[n].copy_(r)
 
+    tunables: dict[str, list[Any]] = {}
+    default: dict[str, Any] = {}
+    constraints: list[str] = []
+    extras: dict[str, Any] = {}
+    found = find_autotuner(sol_mod)
+    if found is not None:  # an @triton.autotune kernel: its configs are the space, each launch pinned to one
+        name, tuner = found
+        tunables, combos = autotune_space(tuner, solution)
+        default, constraints = autotune_config_dict(tuner.configs[0]), [combos]
+        extras = {"autotuner": name, "autotune_configs": list(tuner.configs), "autotune_pins": {}}
     kf = KernelFile(path=solution, module=sol_mod, reference_path=problem, setup=setup, run_kernel=run_kernel,
-                    reference=reference, tunables={}, default_config={}, shape={}, cpu_shape=None,
+                    reference=reference, tunables=tunables, default_config=default, shape={}, cpu_shape=None,
                     compute_unit="fp32", source_sha256=_sha256(solution, problem), interpreted=interpreted,
-                    atol=None, rtol=None, backend=backend)
+                    atol=None, rtol=None, backend=backend, constraints=constraints, extras=extras)
     kf.extras["kernelbench"] = {"problem": str(problem), "model_seed": KB_SEED,
                                 "own_kernels": [f.fn.__name__ for f in own]}
     return kf
@@ -164,7 +176,9 @@ class KernelBenchBackend:
     """KernelBench solutions in ``.py`` files, with their problem as the reference (see the module docstring and
     :class:`kernelpilot.backends.base.Backend`)."""
 
-    name = "kernelbench"
+    #: the language of the kernels that run (records and the experience log name the kernel language; the form is
+    #: recorded in ``KernelFile.extras["kernelbench"]``)
+    name = "triton"
 
     def supports(self, path: Path) -> Support:
         """Yes for a ``.py`` file in the solution form (``class ModelNew``, no ``setup``/``run_kernel``)."""
@@ -178,17 +192,22 @@ class KernelBenchBackend:
         return load_pair(Path(path).resolve(), ref, interpreted=interpreted, backend=self)
 
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
-        """``ModelNew.forward`` on the inputs, its result copied into the output buffers (a solution has no
-        tunables: ``config`` is empty). Raises KernelNotLaunched, or what the solution raises."""
-        kf.run_kernel(**inputs, **config)
+        """``ModelNew.forward`` on the inputs, its result copied into the output buffers. A solution with an
+        ``@triton.autotune`` kernel has its configs as the space: the autotuner is pinned to ``config`` first
+        (:meth:`TritonBackend.launch`); else ``config`` is empty. Raises KernelNotLaunched, or what the solution
+        raises."""
+        if kf.extras.get("autotuner"):
+            TritonBackend().launch(kf, inputs, config)
+        else:
+            kf.run_kernel(**inputs)
 
     def limitations(self, kf: KernelFile) -> str | None:
         """The Triton interpreter's limits for the solution's kernels (:meth:`TritonBackend.limitations`)."""
         return TritonBackend().limitations(kf)
 
     def export_config(self, config: dict[str, Any]) -> str:
-        """A solution has no config of kernelpilot's: its sizes are written in its source; ``config`` as text."""
-        return repr(dict(config))
+        """The config as a ``triton.Config(...)`` line (the solution's ``@triton.autotune`` configs are the space)."""
+        return to_triton_config(config)
 
     def kernel_names(self, kf: KernelFile) -> list[str]:
         """The ``@triton.jit`` kernels the solution file defines (one must run at every launch)."""
