@@ -89,7 +89,7 @@ def test_solution_without_a_kernel_of_its_own_is_refused_at_load(tmp_path: Path)
     sol = tmp_path / "plain.py"
     sol.write_text("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
                    "    def forward(self, x):\n        return torch.relu(x)\n")
-    with pytest.raises(ContractError, match="no @triton.jit kernel of its own"):
+    with pytest.raises(ContractError, match="defines no kernel of its own .no @triton.jit function"):
         load_kernel(sol, RELU, interpreted=True)
 
 
@@ -173,3 +173,21 @@ def test_an_autotuned_solution_has_its_configs_as_the_space() -> None:
         assert res.passed and res.config["BLOCK_SIZE"] == block, res.summary
     # a solution without @triton.autotune has no space: nothing for a search to try
     assert load_kernel(DATA / "1_ReLU_small_triton.py", RELU, interpreted=True).tunables == {}
+
+
+def test_a_load_inline_cuda_solution_names_its_kernels_and_needs_a_gpu() -> None:
+    from kernelpilot.errors import ToolMissingError
+
+    sol = DATA / "1_ReLU_small_cuda.py"
+    assert kernelbench.is_solution_file(sol) and kernelbench.load_inline_kernels(sol) == ["relu_kernel"]
+    assert kernelbench.load_inline_kernels(DATA / "1_ReLU_small_triton.py") is None
+    with pytest.raises(ToolMissingError, match="load_inline runs only on a GPU"):  # before the import tries nvcc
+        load_kernel(sol, RELU, interpreted=True)
+
+
+@pytest.mark.gpu
+def test_a_load_inline_cuda_solution_passes_verify_on_a_gpu() -> None:
+    from kernelpilot.api_verify import verify
+
+    res = verify(DATA / "1_ReLU_small_cuda.py", ref=RELU)
+    assert res.accepted, res.message

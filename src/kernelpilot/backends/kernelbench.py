@@ -22,7 +22,8 @@ from kernelpilot.backends.triton.config import autotune_config_dict, to_triton_c
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import KernelFile, import_module_file
 from kernelpilot.kernels.kernelbench import (KB_SEED, PROBLEM_NAMES, KernelNotLaunched, build_model, device_of,
-                                             dtype_of, is_problem_file, is_solution_file, ordered_args,
+                                             dtype_of, is_problem_file, is_solution_file, load_inline_kernels,
+                                             ordered_args,
                                              problem_reference, set_seed, to_device, top_level_names)
 
 __all__ = ["KernelBenchBackend"]
@@ -85,6 +86,13 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
                             + (f" (no {', '.join(missing)})" if missing else " (no such .py file)"),
                             "--ref of a KernelBench solution is its problem file: Model, get_inputs(), "
                             "get_init_inputs()")
+    cuda_kernels = load_inline_kernels(solution)
+    if cuda_kernels is not None and interpreted:  # refused before the import would try to build it
+        from kernelpilot.backends.registry import NEEDS_GPU
+        from kernelpilot.errors import ToolMissingError
+
+        raise ToolMissingError(f"{solution.name}: a KernelBench solution that builds CUDA with load_inline runs only "
+                               "on a GPU and none is visible here", NEEDS_GPU[1])
     use_interpreter(interpreted)
     if interpreted:
         from kernelpilot.backends.triton.interpreter import install_workarounds
@@ -95,13 +103,14 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
     if not isinstance(getattr(sol_mod, "ModelNew", None), type):
         raise ContractError(f"{solution}: ModelNew is not a class", "define class ModelNew(nn.Module)")
     own = _own_jit_functions(sol_mod)
-    if not own:
-        raise ContractError(f"{solution}: ModelNew's file defines no @triton.jit kernel of its own: nothing of the "
-                            "solution's would run (a load_inline CUDA solution is not read yet)",
-                            "define the kernel in the solution file with @triton.jit and launch it from "
-                            "ModelNew.forward")
+    if not own and not cuda_kernels:
+        raise ContractError(f"{solution}: ModelNew's file defines no kernel of its own (no @triton.jit function, no "
+                            "__global__ function built with load_inline): nothing of the solution's would run",
+                            "define the kernel in the solution file (@triton.jit, or CUDA through load_inline) and "
+                            "launch it from ModelNew.forward")
     launches = [0]
     _count_launches(own, launches)
+    counted = bool(own)  # CUDA launches are not seen from Python: the GPU's activity records check those names
     models: dict[tuple[str, str], Any] = {}
     out_specs: dict[tuple, list[tuple[tuple[int, ...], Any]]] = {}
 
@@ -136,7 +145,7 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
         before = launches[0]
         with torch.no_grad():
             result = models[key](*args)
-        if launches[0] == before:
+        if counted and launches[0] == before:
             raise KernelNotLaunched(
                 f"{solution.name}: ModelNew.forward launched none of the solution's own kernels "
                 f"({', '.join(f.fn.__name__ for f in own)}): its result came from other code (the reference's "
@@ -167,7 +176,8 @@ def load_pair(solution: Path, problem: Path | None, *, interpreted: bool, backen
                     compute_unit="fp32", source_sha256=_sha256(solution, problem), interpreted=interpreted,
                     atol=None, rtol=None, backend=backend, constraints=constraints, extras=extras)
     kf.extras["kernelbench"] = {"problem": str(problem), "model_seed": KB_SEED,
-                                "own_kernels": [f.fn.__name__ for f in own]}
+                                "own_kernels": [f.fn.__name__ for f in own] + list(cuda_kernels or []),
+                                "launches_counted": counted}
     return kf
 
 

@@ -31,6 +31,7 @@ docs/kernelbench.md.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
@@ -38,7 +39,7 @@ from typing import Any, Callable
 from kernelpilot.errors import KernelRunError
 
 __all__ = ["KB_SEED", "PROBLEM_NAMES", "KernelNotLaunched", "build_model", "device_of", "dtype_of", "is_problem_file",
-           "is_solution_file", "ordered_args", "problem_reference", "reference_of", "set_seed", "to_device",
+           "is_solution_file", "load_inline_kernels", "ordered_args", "problem_reference", "reference_of", "set_seed", "to_device",
            "top_level_names"]
 
 #: The seed KernelBench sets before ``get_init_inputs()`` and before building each model (``set_seed(42)``).
@@ -171,3 +172,23 @@ def reference_of(module: ModuleType) -> Callable[..., Any]:
     if all(hasattr(module, n) for n in PROBLEM_NAMES):
         return problem_reference(module)
     raise AttributeError(f"{getattr(module, '__file__', module)} defines neither reference nor a KernelBench Model")
+
+
+_GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?[\w:<>,\s*&]*?\b(\w+)\s*\(")
+
+
+def load_inline_kernels(path: str | Path) -> list[str] | None:
+    """For a solution that compiles CUDA with ``torch.utils.cpp_extension.load_inline``: the names of the
+    ``__global__`` functions written in the file (its own kernels, as the device's activity records name them);
+    None when the file never calls ``load_inline`` (read with ``ast``, nothing imported). Raises nothing."""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, OSError):
+        return None
+    calls = any(isinstance(n, ast.Call) and ((isinstance(n.func, ast.Name) and n.func.id == "load_inline")
+                                             or (isinstance(n.func, ast.Attribute) and n.func.attr == "load_inline"))
+                for n in ast.walk(tree))
+    if not calls:
+        return None
+    return list(dict.fromkeys(_GLOBAL_FN.findall(text)))
