@@ -1,6 +1,6 @@
 """Pick the backend for a kernel file: by suffix first, then by asking the backend (lazy imports, one instance each).
 
-``.py`` -> Triton. ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
+``.py`` -> Triton, or KernelBench when the file is a KernelBench solution (``class ModelNew``). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
 refused. :func:`require_runnable` refuses, up front, to run a kernel whose backend has no CPU emulation when no GPU
 is present.
 """
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from kernelpilot.backends.base import Backend, Support
 from kernelpilot.errors import ContractError
+from kernelpilot.kernels.kernelbench import is_solution_file
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 #: suffix -> "module:class" of the backend that handles it (imported on first use).
 _BY_SUFFIX = {".py": "kernelpilot.backends.triton:TritonBackend", ".cu": "kernelpilot.backends.cuda:CudaBackend",
               ".cuh": "kernelpilot.backends.cuda:CudaBackend"}
+
+#: A ``.py`` file in KernelBench's solution form (``class ModelNew``; docs/kernelbench.md) goes to this backend.
+_KERNELBENCH = "kernelpilot.backends.kernelbench:KernelBenchBackend"
 
 #: suffix -> why no backend takes it (none today).
 _REFUSED: dict[str, Support] = {}
@@ -54,6 +58,8 @@ def backend_for(path: str | Path) -> Backend:
     support = _REFUSED.get(suffix)
     if support is None and suffix not in _BY_SUFFIX:
         support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
+    if support is None and suffix == ".py" and is_solution_file(path):  # the KernelBench form, detected
+        return _instance(_KERNELBENCH)
     if support is None:
         backend = _instance(_BY_SUFFIX[suffix])
         support = backend.supports(path)

@@ -238,7 +238,9 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
         from kernelpilot.measure.guard import namespace_changes, namespace_snapshot
 
         before = namespace_snapshot()
-        reference = import_module_file(Path(path), "reference_server").reference
+        from kernelpilot.kernels.kernelbench import reference_of
+
+        reference = reference_of(import_module_file(Path(path), "reference_server"))  # or a KernelBench Model
         rebound = namespace_changes(before)
         if rebound:  # the file changes what the reference computes with: no reference from this process
             raise ReferenceServerError(f"importing {path} rebinds {', '.join(rebound[:5])}: the reference would "

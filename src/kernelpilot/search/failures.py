@@ -50,6 +50,8 @@ def classify_exception(exc: BaseException) -> Status:
     if any(marker in text for marker in POISONING_MARKERS):
         return "illegal_memory_access"
     names = {cls.__name__ for cls in type(exc).__mro__}
+    if "KernelNotLaunched" in names:  # a KernelBench solution whose own kernels did not run (kernels.kernelbench)
+        return "kernel_not_launched"
     if names & set(_COMPILE_TYPES) or isinstance(exc, ValueError) or "out of resource" in text:
         return "compile_error"
     if "InterpreterError" in names and exc.__cause__ is not None:

@@ -151,6 +151,10 @@ def run_stages(name: str, ctx: StageContext) -> Failure | None:
         if failure is None and guarded:
             failure, where = _guard_failure(f"after the {stage.name} stage"), STAGES[STAGE_NAMES.index("timer_guard")]
         ctx.phases[stage.name] = time.monotonic() - t
+        if failure is not None and failure.status == "kernel_not_launched" and failure.status not in where.statuses:
+            # a launch that counted none of the file's own kernels (a KernelBench solution, kernels/kernelbench.py):
+            # the finding is the device_activity stage's, made here without a GPU
+            where = STAGES[STAGE_NAMES.index("device_activity")]
         if failure is not None:
             assert failure.status in where.statuses, f"stage {where.name} gave undeclared status {failure.status}"
             ctx.failed_stage = ctx.records["stage"] = where.name
