@@ -57,3 +57,12 @@ def test_a_program_without_the_op_is_an_error_naming_the_ops_it_called(tmp_path:
     assert res.exit_code != 0
     err = json.loads(res.stdout)
     assert err["error"] == "WorkloadError" and "aten::relu" in err["message"]
+
+
+def test_a_program_without_the_function_named_is_a_typed_error(tmp_path: Path) -> None:
+    prog = tmp_path / "prog.py"
+    prog.write_text("def run():\n    pass\n")
+    res = runner.invoke(app, ["workload", "capture", str(LAYER_NORM), str(prog), "--json"])
+    assert res.exit_code != 0
+    err = json.loads(res.stdout)
+    assert err["error"] == "WorkloadError" and "`main`" in err["message"] and "--function" in err["hint"]

@@ -4,8 +4,6 @@ file from ranges or from a real PyTorch program's calls to the reference, and sh
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +65,13 @@ def workload_capture(kernel: str | Path, program: str | Path, *, function: str =
         patterns seen per shape) and ``unmapped``.
 
     Raises:
-        WorkloadError: the program made no call of the op, or a call the mapping does not fit. RunFolderError: the
-        program file is missing. Whatever the program raises propagates unchanged.
+        WorkloadError: the program made no call of the op, or a call the mapping does not fit, or has no
+        ``function``. RunFolderError: the program file is missing. ContractError: the program failed at import.
+        Whatever ``function`` raises propagates unchanged.
     """
     from kernelpilot.errors import RunFolderError
-    from kernelpilot.workload import capture_workload, parse_mapping_text
+    from kernelpilot.kernels.contract import import_module_file
+    from kernelpilot.workload import WorkloadError, capture_workload, parse_mapping_text
     from kernelpilot.workload.infer import infer_mapping
 
     kf, base = _base(kernel)
@@ -85,20 +85,14 @@ def workload_capture(kernel: str | Path, program: str | Path, *, function: str =
             name, _ = infer_mapping(kf.setup, kf.reference, base)
     else:
         name, spec = infer_mapping(kf.setup, kf.reference, base, op=op)
-    module_name = f"_kp_program_{abs(hash(str(path.resolve())))}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    assert loader is not None and loader.loader is not None
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    try:
-        loader.loader.exec_module(module)
-        fn = getattr(module, function)
-    finally:
-        sys.modules.pop(module_name, None)
+    fn = getattr(import_module_file(path, "program"), function, None)
+    if not callable(fn):
+        raise WorkloadError(f"{path} defines no function `{function}`",
+                            "name the function that runs your model with --function")
     cap = capture_workload(fn, name, spec, base)
     data = _write(cap.workload, out)
     data.update(op=cap.op, mapping=spec if isinstance(spec, dict) else str(spec), calls=cap.calls,
-                patterns=cap.patterns, unmapped=getattr(cap, "unmapped", []))
+                patterns=cap.patterns, unmapped=cap.unmapped)
     return data
 
 

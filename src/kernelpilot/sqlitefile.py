@@ -5,12 +5,13 @@ name and the setting that moves it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Iterator, TypeVar
 
 from kernelpilot.errors import KernelpilotError
 
@@ -71,6 +72,31 @@ class SqliteFile:
                 raise
             raise cls.error(f"{p} cannot be used as {_article(cls.what)} {cls.what}: {exc}", cls.fix) from exc
         return cls(conn, p)
+
+    @classmethod
+    @contextlib.contextmanager
+    def reading(cls, other: str | Path, connect: Callable[..., sqlite3.Connection],
+                check: Callable[[sqlite3.Connection, Path], Any]) -> Iterator[sqlite3.Connection]:
+        """Another file of this kind (a ``merge`` source), opened read-only with ``connect(path, read_only=True)``
+        and ``check(conn, path)``; a SQLite error inside the block is this kind's error too; closed after.
+
+        Raises:
+            cls.error: ``other`` is missing, not a SQLite database, not this kind (``check``'s own error), newer.
+        """
+        o = Path(other).expanduser()
+        again = f"give the path of another {cls.file_name} file"
+        if not o.is_file():
+            raise cls.error(f"no {cls.what} at {o}", again)
+        conn = None
+        try:
+            conn = connect(o, read_only=True)
+            check(conn, o)
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise cls.error(f"{o} cannot be read as {_article(cls.what)} {cls.what}: {exc}", again) from exc
+        finally:
+            if conn is not None:
+                conn.close()
 
     @classmethod
     def write_jsonl(cls, path: Path, records: Iterable[dict[str, Any]]) -> int:

@@ -77,11 +77,13 @@ def write_outputs(result: Any, kf: Any, out: Path, at: Mapping[str, Mapping[str,
     from kernelpilot.store.lookup import runtime_toolchain
 
     arch, gpu = machine()
-    weights = {json.dumps(r.shape, sort_keys=True): r.weight for r in result.rows}
+    from kernelpilot.workload.model import shape_id
+
+    weights = {shape_id(r.shape): r.weight for r in result.rows}
     all_shapes = [(r.shape, r.weight) for r in result.rows]
     buckets = []
     for b in result.buckets:
-        members = [(s, weights[json.dumps(s, sort_keys=True)]) for s in b.shapes]
+        members = [(s, weights[shape_id(s)]) for s in b.shapes]
         buckets.append(make_bucket(b.name, {k: (lo, hi) for k, (lo, hi) in b.ranges.items()}, b.config,
                                    _rows(at, ids, b.config, members),
                                    evidence=[f"{b.tune_folder}/tune.json", *sorted(set(ids.values()))]))
@@ -155,7 +157,8 @@ def _markdown(r: Any) -> str:
         lines.append(f"| {b.name} | `{json.dumps(b.config, sort_keys=True)}` | {b.representative} | {b.decision} |")
     lines += ["", f"Single config for all: `{json.dumps(r.single_config, sort_keys=True)}`; library default (the "
               f"kernel file's own config): `{json.dumps(r.default_config, sort_keys=True)}`.", "",
-              "| shape | weight | bucket | table µs | single config µs | library default µs |", "|---|---|---|---|---|---|"]
+              "| shape | weight | bucket | table µs | single config µs | library default µs |",
+              "|---|---|---|---|---|---|"]
     for row in r.rows:
         lines.append(f"| {row.shape} | {row.weight:g} | {row.bucket} | {_us(row.table_ns)} | {_us(row.single_ns)} "
                      f"| {_us(row.default_ns)} |")

@@ -154,7 +154,7 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
     from kernelpilot.errors import RunFolderError
     from kernelpilot.kernels.contract import load_kernel
     from kernelpilot.workload import bucket_workload, varying_keys
-    from kernelpilot.workload.model import WorkloadError
+    from kernelpilot.workload.model import WorkloadError, shape_id
 
     say = log or (lambda _line: None)
     t0 = time.monotonic()
@@ -196,8 +196,6 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
     # step 3: every candidate at every shape, one tune per shape over exactly the candidates
     at: dict[str, dict[str, Any]] = {}  # shape id -> {config key -> evaluation}
     ids: dict[str, str] = {}
-    from kernelpilot.workload.model import shape_id
-
     for n, s in enumerate(shapes):
         sid = shape_id(s)
         folder = f"shapes/{n}"
@@ -228,7 +226,8 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         runs[i].config, runs[i].decision = dict(w.config), w.reason
     single = None
     try:
-        single = choose_winner([(c, samples(c, shapes)) for c in candidates], [(s, weights[shape_id(s)]) for s in shapes])
+        single = choose_winner([(c, samples(c, shapes)) for c in candidates],
+                               [(s, weights[shape_id(s)]) for s in shapes])
     except Exception:  # noqa: BLE001 - no single config correct everywhere: the table is the only answer
         pass
     result = _assemble(kernel, keys, rule, buckets, runs, shapes, weights, at, candidates, default,

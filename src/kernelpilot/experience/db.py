@@ -368,24 +368,13 @@ def read_log(other: str | Path) -> list[ExperienceEntry]:
         ExperienceError: ``other`` is missing, not a SQLite database, not an experience log, or newer.
     """
     o = Path(other).expanduser()
-    if not o.is_file():
-        raise ExperienceError(f"no experience log at {o}", "give the path of another experience.db file")
-    conn = None
-    try:
-        conn = _connect(o, read_only=True)
-        _check_schema(conn, o, create=False)
+    with ExperienceDB.reading(o, _connect, lambda conn, at: _check_schema(conn, at, create=False)) as conn:
         has_claim = "claim" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
         runs = " OR ".join("source LIKE ?" for _ in RUN_SOURCES)
         claim = "claim" if has_claim else f"CASE WHEN {runs} THEN NULL ELSE ? END"
         args = () if has_claim else (*(f"{p}%" for p in RUN_SOURCES), V1_CLAIM)
         rows = conn.execute(f"SELECT {', '.join(_COLUMNS[:-1])}, {claim} FROM entries ORDER BY recorded_utc, "
                             "rowid", args).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise ExperienceError(f"{o} cannot be read as an experience log: {exc}",
-                              "give the path of another experience.db file") from exc
-    finally:
-        if conn is not None:
-            conn.close()
     return [_entry(r, o) for r in rows]
 
 

@@ -181,19 +181,8 @@ class ConfigStore(SqliteFile):
             ConfigStoreError: ``other`` is missing, not a SQLite database, not a config store, or newer.
         """
         o = Path(other).expanduser()
-        if not o.is_file():
-            raise ConfigStoreError(f"no config store at {o}", "give the path of another configs.db file")
-        conn = None
-        try:
-            conn = connect(o, read_only=True)
-            check_schema(conn, o, create=False, now=utc_now())
+        with self.reading(o, connect, lambda conn, at: check_schema(conn, at, create=False, now=utc_now())) as conn:
             rows = conn.execute(f"SELECT {', '.join(COLUMNS)} FROM configs ORDER BY key_id, config_id").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise ConfigStoreError(f"{o} cannot be read as a config store: {exc}",
-                                   "give the path of another configs.db file") from exc
-        finally:
-            if conn is not None:
-                conn.close()
         return self.take([entry_of(r, o) for r in rows], origin=f"merge:{o.name}")
 
     # -- reading -------------------------------------------------------------------------------------------------
