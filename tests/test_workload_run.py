@@ -122,3 +122,22 @@ def test_a_second_process_looks_the_winners_up_in_the_store_at_shapes_never_meas
     assert lookup(5000, "sm_90")["config"] == result.buckets[1].config  # bucket N=4096..8191, never measured at 5000
     assert lookup(1999, "sm_90")["config"] == result.buckets[0].config
     assert lookup(5000, "sm_80")["found"] is False
+
+
+def test_report_validates_every_bucket_search_as_the_tune_folder_it_is(run: tuple[Path, object], tmp_path: Path) -> None:
+    """A bucket search's record edited (a line's median no longer that of its samples), with dispatch.json untouched:
+    the report names that search's file, not only dispatch.json's rows."""
+    import shutil
+
+    from kernelpilot.errors import RecordError
+
+    out, _result = run
+    forged = tmp_path / "forged"
+    shutil.copytree(out, forged)
+    path = forged / "buckets" / "0" / "evaluations.jsonl"
+    lines = path.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["evaluation"]["duration_ns"] = first["evaluation"]["duration_ns"] * 0.5
+    path.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    with pytest.raises(RecordError, match="buckets/0/"):
+        api.report(forged)

@@ -102,20 +102,26 @@ def _report_tune(folder: Path) -> ReportResult:
 
 
 def _report_workload(folder: Path) -> ReportResult:
-    """A ``tune --workload`` folder: ``dispatch.json`` read with its integrity checks and every row held against the
-    evaluation it cites (:func:`kernelpilot.dispatch.evidence_problems`), then report.html rebuilt from the records."""
+    """A ``tune --workload`` folder: every bucket search and cross-check validated as the tune folder it is
+    (:func:`kernelpilot.app.validate.validate_tune`), ``dispatch.json`` read with its integrity checks and every row
+    held against the evaluation it cites (:func:`kernelpilot.dispatch.evidence_problems`), then report.html rebuilt
+    from the records."""
     from kernelpilot.app.workload_out import resolve_record
     from kernelpilot.dispatch import evidence_problems, read_dispatch
     from kernelpilot.errors import DispatchError
     from kernelpilot.report.workload_html import write_workload_html
 
     problems: list[Problem] = []
+    for sub in sorted(d for kind in ("buckets", "shapes") if (folder / kind).is_dir()
+                      for d in (folder / kind).iterdir() if d.is_dir()):
+        rel = sub.relative_to(folder).as_posix()  # each search and cross-check is a tune folder: validated as one
+        problems += [Problem(file=f"{rel}/{p.file}", problem=p.problem, fix=p.fix) for p in validate_tune(sub)[0]]
     if (folder / "dispatch.json").is_file():
         try:
             d = read_dispatch(folder / "dispatch.json")
-            problems = [Problem(**p) for p in evidence_problems(d, lambda rid: resolve_record(folder, rid))]
+            problems += [Problem(**p) for p in evidence_problems(d, lambda rid: resolve_record(folder, rid))]
         except DispatchError as exc:
-            problems = [Problem(file="dispatch.json", problem=exc.message, fix=exc.hint)]
+            problems.append(Problem(file="dispatch.json", problem=exc.message, fix=exc.hint))
     if problems:
         _raise(folder, problems)
     return ReportResult(kind="workload", report_html=str(write_workload_html(folder)),
