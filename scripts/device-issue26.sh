@@ -12,7 +12,7 @@ OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 stage=${1:-wl}; shift || true
 echo "== $stage $*, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null)"
-nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+nvidia-smi --query-gpu=index,uuid,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 EX=src/kernelpilot/examples
 export KERNELPILOT_HOME=/tmp/kp-home
 kp() { python3 -m kernelpilot.cli "$@"; }
