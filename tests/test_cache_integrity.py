@@ -322,3 +322,51 @@ def test_replayed_decisions_equal_a_fresh_decision_on_the_same_samples(race):
     assert n_decided >= 3 and ev.incumbent is incumbent
     if race:
         assert any(e.raced_out for e in ev.order)
+
+
+def test_a_raced_out_line_is_measured_again_by_a_run_that_does_not_race_it_out(tmp_path):
+    """A line raced out by another run is a short timing: a run without racing (the workload cross-check) measures
+    the config in full; a racing run whose incumbent it is clearly slower than races it out again on the stored
+    samples; a racing run it is not clearly slower than measures it again. Found on an H100: the workload
+    cross-check served an 8-sample raced-out median (47.9 µs against 12.7 µs measured in full) as a config's time."""
+    cache = EvaluationCache(ctx(), tmp_path / "cache")
+    slow = [40_000.0 + 500 * i for i in range(8)]
+    cache.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
+                         worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
+    asked = []
+
+    class Runner:
+        parallel, timeout_s = 1, None
+
+        def evaluate(self, config, race_against_ns=None):
+            asked.append(config)
+            return timed(config["BLOCK"], 12_000.0)
+
+        def ab_samples(self, a, b, n):
+            return None
+
+    space = SearchSpace({"BLOCK": [64, 128], "num_warps": [4]})
+    plain = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache"), ab_samples=0, race=False)
+    got = plain(cfg(128))
+    assert asked == [cfg(128)] and not got.cached and got.duration_ns == pytest.approx(12_000.0)
+    assert len(got.samples_ns) == 5 and not got.raced_out
+
+    # the same stored line, read by racing runs: clearly slower than a 9 µs incumbent -> raced out again, unmeasured
+    cache2 = EvaluationCache(ctx(), tmp_path / "cache2")
+    cache2.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
+                          worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
+    cache2.put(timed(64, 9_000.0))
+    asked.clear()
+    racing = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache2"), ab_samples=0, race=True)
+    racing(cfg(64))
+    again = racing(cfg(128))
+    assert asked == [] and again.raced_out and again.cached
+    # not clearly slower than a 41 µs incumbent: measured again in full
+    cache3 = EvaluationCache(ctx(), tmp_path / "cache3")
+    cache3.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
+                          worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
+    cache3.put(timed(64, 41_000.0))
+    racing2 = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache3"), ab_samples=0, race=True)
+    racing2(cfg(64))
+    racing2(cfg(128))
+    assert asked == [cfg(128)]

@@ -42,6 +42,7 @@ from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMe
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.progress import ProgressLine, Step
 from kernelpilot.records.evaluation import Candidate, Evaluation, Move, config_key
+from kernelpilot.search.cache_trust import SHORT_TIMING, race_stored
 from kernelpilot.search.model import Budget
 
 if TYPE_CHECKING:
@@ -346,13 +347,17 @@ class Evaluator:
     def _cached(self, config: dict[str, Any]) -> Evaluation | None:
         """The cache's answer for ``config``, unless it is a ``timeout`` recorded under a smaller time limit than
         the runner's now (or under an unknown one, from a cache written before limits were recorded): a looser
-        limit deserves a new try."""
+        limit deserves a new try; and unless it is a short timing (a line another run raced out) that this run
+        cannot decide on (:func:`kernelpilot.search.cache_trust.race_stored`): a run that does not race, or whose
+        incumbent it is not clearly slower than, measures the config again in full."""
         if self.cache is None:
             return None
         ev = self.cache.get(config)
         if (ev is not None and ev.status == "timeout" and self.timeout_s is not None
                 and (ev.timeout_s is None or ev.timeout_s < self.timeout_s)):
             return None
+        if ev is not None and ev.message.startswith(SHORT_TIMING):
+            return race_stored(ev, self._race_ns())
         return ev
 
     def _with_static(self, ev: Evaluation, config: dict[str, Any]) -> Evaluation:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FOREIGN", "FORGED", "SECRET_ENV", "SHORT_TIMING", "SIGNED", "UNSIGNED", "CacheEntryRefused",
            "CacheLineRefused", "LineTrust", "RefusedLine", "cache_secret", "check_line", "consistency_problem",
-           "floor_problem", "line_mac", "measurement_only", "secret_dir", "signer_id", "trust_note"]
+           "floor_problem", "line_mac", "measurement_only", "race_stored", "secret_dir", "signer_id", "trust_note"]
 
 #: Environment variable naming the folder of the per-user secret (tests point it at a temporary folder).
 SECRET_ENV = "KERNELPILOT_SECRET_DIR"
@@ -279,6 +279,39 @@ def measurement_only(ev: Evaluation) -> Evaluation:
         update["message"] = (f"{SHORT_TIMING}: {len(ev.samples_ns)} samples (the measuring run stopped timing early "
                              "against its own incumbent; the reader decides on these samples)")
     return ev.model_copy(update=update, deep=True)
+
+
+def race_stored(ev: Evaluation, race_against_ns: float | None) -> Evaluation | None:
+    """A stored measurement as the reading run may use it: ``ev`` itself when its timing is whole; a short timing
+    (a line the measuring run raced out, :data:`SHORT_TIMING`, or any ``ok`` line whose first samples the reader
+    races) answered ``raced out`` when its first samples are clearly slower than the reader's incumbent
+    (:func:`kernelpilot.search.stats.clearly_slower` with the live race's sample count and margin,
+    :class:`kernelpilot.search.worker_child.WorkerOptions`); None when it is a short timing the reader cannot
+    decide on (no racing, or not clearly slower), so the config is measured again in full.
+
+    Args:
+        ev: a stored evaluation, verdicts already off (:func:`measurement_only`).
+        race_against_ns: the reader's incumbent median, ns, when it races; None when it does not (a cross-check
+            or a run with ``race=False``: a short timing is never its answer).
+
+    Raises nothing.
+    """
+    import statistics
+
+    from kernelpilot.search.stats import clearly_slower
+    from kernelpilot.search.worker_child import WorkerOptions
+
+    short = ev.message.startswith(SHORT_TIMING)
+    if not (ev.ok and ev.measured and ev.samples_ns):
+        return ev
+    if race_against_ns:
+        fields = WorkerOptions.model_fields
+        first = ev.samples_ns[: fields["race_samples"].default]
+        if clearly_slower(first, race_against_ns, margin=fields["race_margin"].default):
+            return ev.model_copy(update={"message": (
+                f"raced out after {len(first)} samples: median {statistics.median(first):.0f} ns vs incumbent "
+                f"{race_against_ns:.0f} ns (re-decided on the stored samples)")})
+    return None if short else ev
 
 
 def trust_note(states: list[str]) -> str:

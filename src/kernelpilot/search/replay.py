@@ -33,7 +33,7 @@ from kernelpilot.errors import SearchError
 from kernelpilot.search.cache_admin import audit_records, best_evaluation, resolve_cache_file
 from kernelpilot.search.cache_file import CacheFileIndex
 from kernelpilot.search.cache_store import CacheContext, EvaluationCache, NotInCache
-from kernelpilot.search.cache_trust import CacheEntryRefused, measurement_only, trust_note
+from kernelpilot.search.cache_trust import CacheEntryRefused, measurement_only, race_stored, trust_note
 from kernelpilot.search.model import Evaluation, config_key
 
 __all__ = ["ReplayRunner"]
@@ -123,16 +123,10 @@ class ReplayRunner:
         self.calls += 1
         self.history.append(dict(config))
         ev = ev.model_copy(deep=True)
-        if race_against_ns and ev.ok and ev.measured and ev.samples_ns:
-            from kernelpilot.search.stats import clearly_slower
-            from kernelpilot.search.worker_child import WorkerOptions
-
-            fields = WorkerOptions.model_fields
-            first = ev.samples_ns[: fields["race_samples"].default]
-            if clearly_slower(first, race_against_ns, margin=fields["race_margin"].default):
-                ev = ev.model_copy(update={"message": (
-                    f"raced out after {len(first)} samples: median {statistics.median(first):.0f} ns vs incumbent "
-                    f"{race_against_ns:.0f} ns (re-decided in the replay on the stored samples)")})
+        raced = race_stored(ev, race_against_ns)
+        if raced is None:  # a short timing this run cannot decide on: what the measuring run had, nothing more
+            return ev
+        ev = raced
         return ev
 
     def __call__(self, config: dict[str, Any]) -> Evaluation:
