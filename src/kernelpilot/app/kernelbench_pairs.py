@@ -151,6 +151,9 @@ def pair_folder(problems: Path, solutions: Path, level: int | None = None) -> Pa
                 result.unpaired_solutions[str(f)] = f"no problem {pid} of level {lvl} under {problems}"
                 continue
         else:
+            if level is not None and dir_level is not None and dir_level != level:
+                result.unpaired_solutions[str(f)] = f"in a level {dir_level} folder, not --level {level}"
+                continue
             cands = by_name.get(f.name, [])
             if dir_level is not None or level is not None:
                 want = dir_level if dir_level is not None else level
