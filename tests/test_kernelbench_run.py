@@ -191,3 +191,14 @@ def test_a_solution_that_rewrites_its_problem_is_refused_and_so_is_the_next_on_i
     assert "1_ReLU_small.py" in res.rows[0].message and "not evaluated" in res.rows[1].message
     assert res.n_correct == 0 and res.rows[0].files["problem"]["sha256"] == hashlib.sha256(
         (DATA / "1_ReLU_small.py").read_bytes()).hexdigest()  # the hash taken before anything ran
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_correct_solutions_are_timed_against_eager_and_compile(folder: Path, tmp_path: Path) -> None:
+    res = api.kernelbench_run(folder / "P", folder / "S", out=tmp_path / "out", timeout_s=300)
+    assert res.measured and [r.status for r in res.rows][:3] == ["correct", "incorrect", "kernel_not_launched"]
+    for r in (r for r in res.rows if r.correct):
+        assert r.measured and r.durations_ns["solution"] and r.durations_ns["eager"]
+        assert r.speedup_vs_eager == pytest.approx(r.durations_ns["eager"] / r.durations_ns["solution"])
+    assert res.fast_p["eager"]["0"] == pytest.approx(res.n_correct / res.n_problems)
+    assert "<script" in (tmp_path / "out" / "report.html").read_text()  # the speedup chart
