@@ -288,13 +288,19 @@ def run_kernelbench(problems: Path, solutions: Path, out: Path, *, level: int | 
             f"{row.status}" + (f" ({row.failure})" if row.status == "incorrect" else "")
             + (f", {row.speedup_vs_eager:.2f}x eager" if row.speedup_vs_eager is not None else ""))
     measured = any(r.measured for r in rows)
+    notes = [] if measured else ["no time was measured (no GPU): the speedups and fast_p are not measured (null); "
+                                 "correctness is (n_correct)"]
+    for base in ("eager", "compile"):
+        missing = [f"level {r.level} problem {r.problem_id} sample {r.sample_id}" for r in rows if r.correct
+                   and (r.speedup_vs_eager if base == "eager" else r.speedup_vs_compile) is None]
+        if measured and missing:
+            notes.append(f"fast_p vs {base} is null: no {base} speedup for the correct " + "; ".join(missing[:10])
+                         + (" ..." if len(missing) > 10 else "") + " (the row's notes say why)")
     result = KernelBenchResult(
         problems=str(problems), solutions=str(solutions), level=level,
         device=next((r.device for r in rows if r.device), None), measured=measured, n_problems=len(rows),
         n_correct=sum(r.correct for r in rows), fast_p=fast_p_table(rows), rows=rows,
-        unpaired_solutions=pairing.unpaired_solutions, unpaired_problems=pairing.unpaired_problems,
-        notes=[] if measured else ["no time was measured (no GPU): the speedups and fast_p are not measured (null); "
-                                   "correctness is (n_correct)"])
+        unpaired_solutions=pairing.unpaired_solutions, unpaired_problems=pairing.unpaired_problems, notes=notes)
     return write_outputs(result, Path(out), log)
 
 
