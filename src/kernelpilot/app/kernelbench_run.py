@@ -301,11 +301,10 @@ def run_kernelbench(problems: Path, solutions: Path, out: Path, *, level: int | 
         device=next((r.device for r in rows if r.device), None), measured=measured, n_problems=len(rows),
         n_correct=sum(r.correct for r in rows), fast_p=fast_p_table(rows), rows=rows,
         unpaired_solutions=pairing.unpaired_solutions, unpaired_problems=pairing.unpaired_problems, notes=notes)
-    return write_outputs(result, Path(out), log)
+    return write_outputs(result, Path(out))
 
 
-def write_outputs(result: KernelBenchResult, out: Path, log: Callable[[str], None] = lambda _m: None
-                  ) -> KernelBenchResult:
+def write_outputs(result: KernelBenchResult, out: Path) -> KernelBenchResult:
     """Write ``kernelbench.json``, ``kernelbench.csv`` (:data:`CSV_COLUMNS`) and ``report.html`` (when plotly is
     installed: :func:`kernelpilot.report.kernelbench_html.render_kernelbench_html`) into ``out``; returns the result
     with ``files`` filled. Raises OSError: ``out`` cannot be written."""
@@ -334,5 +333,4 @@ def write_outputs(result: KernelBenchResult, out: Path, log: Callable[[str], Non
         from kernelpilot.report.kernelbench_html import render_kernelbench_html
 
         write_text(Path(files["html"]), render_kernelbench_html(result.model_dump(mode="json")))
-    log(f"wrote {', '.join(files.values())}")
     return result
