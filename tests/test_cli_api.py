@@ -148,11 +148,24 @@ def results(tmp_path_factory) -> dict[str, Any]:
         **_session_results(folder),
         **_bundle_results(),
         **_configs_results(),
+        "kernelbench_run": _kernelbench_result(),
         "skill_show": {"name": "kernelpilot", "description": "d", "text": "---\nname: kernelpilot\n---\n",
                        "sha256": "0" * 64, "bytes": 27, "targets": {"claude": ".claude/skills/kernelpilot/SKILL.md"}},
         "skill_install": {"agent": "codex", "path": "p/SKILL.md", "action": "written", "sha256": "0" * 64,
                           "bytes": 27, "previous_sha256": None},
     }
+
+
+def _kernelbench_result() -> Any:
+    """A small valid ``kernelbench run`` result (one correct row, nothing timed)."""
+    from kernelpilot.app.kernelbench_run import KernelBenchRow, fast_p_table
+
+    files = {k: {"path": f"{k}.py", "sha256": "0" * 64} for k in ("problem", "solution")}
+    rows = [KernelBenchRow(level=1, problem_id=19, problem="19_ReLU", sample_id=0, files=files, status="correct",
+                           correct=True)]
+    return api.KernelBenchResult(problems="P", solutions="S", level=1, device="cpu", measured=False, n_problems=1,
+                                 n_correct=1, fast_p=fast_p_table(rows), rows=rows,
+                                 unpaired_solutions={"S/x.py": "no problem"}, files={"json": "o/kernelbench.json"})
 
 
 def _configs_results() -> dict[str, Any]:
@@ -324,6 +337,8 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
     ("skill", "install"): [("skill_install", ["--for", "codex", "--dir", "{D}", "--force"],
                             lambda k, d: (("codex",), {"dir": d, "force": True}))],
     ("mcp",): [("mcp_serve", [], lambda k, d: ((), {}))],
+    ("kernelbench", "run"): [("kernelbench_run", ["{D}/P", "{D}/S", "--out", "{D}/o", "--level", "2", "--timeout-s", "9"],
+                              lambda k, d: ((d / "P", d / "S"), {"out": d / "o", "level": 2, "timeout_s": 9.0}))],
 }
 
 CASES = [(path, v) for path, variants in VARIANTS.items() for v in variants]

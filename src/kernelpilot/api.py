@@ -33,6 +33,7 @@ from kernelpilot.api_configs import (configs_conflicts, configs_export, configs_
                                      configs_lookup, configs_merge)
 from kernelpilot.api_workload import workload_buckets, workload_capture, workload_ranges
 from kernelpilot.api_skill import skill_install, skill_show
+from kernelpilot.api_kernelbench import KernelBenchResult, kernelbench_frame, kernelbench_run
 from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
                                      session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
@@ -64,6 +65,7 @@ __all__ += ["skill_show", "skill_install"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
 __all__ += ["mcp_serve"]
+__all__ += ["kernelbench_run", "KernelBenchResult"]  # kernelbench_frame: a reader, not a command
 
 
 def bundled_example(name: str = "softmax") -> Path:

@@ -31,6 +31,7 @@ workload.register(app)
 from kernelpilot.cli import inductor as _inductor; _inductor.register(app)  # noqa: E402,E702
 from kernelpilot.cli import skill as _skill; _skill.register(app)  # noqa: E402,E702
 from kernelpilot.cli import mcp as _mcp; _mcp.register(app)  # noqa: E402,E702
+from kernelpilot.cli import kernelbench as _kernelbench; _kernelbench.register(app)  # noqa: E402,E702
 
 
 def main() -> None:  # pragma: no cover - console entry

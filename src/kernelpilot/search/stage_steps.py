@@ -130,6 +130,8 @@ def correctness_status(correctness: Any) -> Status:
     if failing:  # a comparison failed (also on the second run): NaN left behind, or values out of tolerance
         return "nan" if any(o.n_nonfinite > 0 for o in failing) else "wrong_result"
     if bad.error:
+        if "KernelNotLaunched" in bad.error:  # a KernelBench solution's own kernels did not run (kernels.kernelbench)
+            return "kernel_not_launched"
         low = bad.error.lower()
         return "illegal_memory_access" if any(m in low for m in POISONING_MARKERS) \
             else ("compile_error" if any(n in bad.error for n in _COMPILE_TYPES) else "runtime_error")
