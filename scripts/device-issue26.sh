@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 26 on a GPU machine (from the repository root; WHL=.whl25 to carry the wheels):
-#   bash scripts/device-issue26.sh wl        # layer_norm and the matmul example over workloads of 17 shapes (M from
+#   bash scripts/device-issue26.sh wl [K..]  # layer_norm and the matmul example over workloads of 17 shapes (M from
 #                                            # 32 to 8192): tune --workload, the table vs the library default vs the
 #                                            # best single config; then the bundles of the tables (fresh processes,
 #                                            # never-measured shapes inside the ranges) and the store exported
@@ -18,10 +18,10 @@ export KERNELPILOT_HOME=/tmp/kp-home
 kp() { python3 -m kernelpilot.cli "$@"; }
 case "$stage" in
 wl)
-  for k in layer_norm matmul; do
+  for k in ${@:-layer_norm matmul}; do
     left=$(( ${CALL_S:-570} - SECONDS - 60 ))
     [ $left -lt 60 ] && { echo "-- skipped $k: ${left} s left"; continue; }
-    budget=$([ $k = matmul ] && echo 54 || echo 36)   # configs over all buckets (9 buckets: 4 to 6 each)
+    budget=$([ $k = matmul ] && echo ${MATMUL_EVALS:-54} || echo 36)   # configs over all buckets (9 buckets: 4 to 6 each)
     rm -rf /tmp/wl-$k
     timeout $left python3 -m kernelpilot.cli tune $EX/$k.py --workload-range M=32:8192 --top-k 1 --budget-evals $budget \
       --out /tmp/wl-$k --json > /tmp/wl-$k.json 2> "$OUT/wl-$k.log"
@@ -30,7 +30,10 @@ wl)
     cp /tmp/wl-$k/dispatch.json "$OUT/wl-$k-dispatch.json" 2>/dev/null
   done
   kp configs export "$OUT/configs.jsonl" --json | head -c 400; echo
-  bash scripts/device-bundle26.sh /tmp/wl-layer_norm 2>&1 | tee "$OUT/bundle.log" ;;
+  [ -z "${NO_BUNDLE:-}" ] && bash scripts/device-bundle26.sh /tmp/wl-layer_norm 2>&1 | tee "$OUT/bundle.log"
+  # the run folders without binaries or profiles, one file (the device tool brings back at most 8)
+  tar -czf "$OUT/wl-runs.tgz" --exclude='*.ncu-rep' --exclude='*.cubin' --exclude='*.so' -C /tmp \
+    $(cd /tmp && ls -d wl-* 2>/dev/null) ;;
 lookup)
   export KERNELPILOT_HOME=/tmp/kp-home2
   kp configs import "$1" --json | head -c 400; echo
