@@ -4,7 +4,7 @@
 #                                            # 32 to 8192): tune --workload, the table vs the library default vs the
 #                                            # best single config; then the bundles of the tables (fresh processes,
 #                                            # never-measured shapes inside the ranges) and the store exported
-#   bash scripts/device-issue26.sh lookup F  # a second process (another machine of the same kind) imports the
+#   bash scripts/device-issue26.sh lookup F [K] # a second process (another machine of the same kind) imports the
 #                                            # exported store F and looks the workload up, measuring nothing
 # Everything lands in $OUT.
 set -uo pipefail
@@ -34,8 +34,8 @@ wl)
   # the run folders without binaries or profiles, one file (the device tool brings back at most 8)
   tar -czf "$OUT/wl-runs.tgz" --exclude='*.ncu-rep' --exclude='*.cubin' --exclude='*.so' -C /tmp \
     $(cd /tmp && ls -d wl-* 2>/dev/null) ;;
-lookup)
+lookup)  # lookup FILE [KERNEL]: a store another machine exported; shapes inside its buckets, some never measured
   export KERNELPILOT_HOME=/tmp/kp-home2
   kp configs import "$1" --json | head -c 400; echo
-  for m in 48 100 3000 8000; do kp configs lookup $EX/layer_norm.py --shape M=$m --json; echo; done ;;
+  for m in 48 100 1000 3000 8000; do kp configs lookup $EX/${2:-layer_norm}.py --shape M=$m --json; echo; done ;;
 esac

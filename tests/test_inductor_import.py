@@ -283,3 +283,18 @@ def test_optimizes_candidate_path_imports_searches_and_decides(tmp_path):
     faster = slower.model_copy(update={"duration_ns": cand.duration_ns / 10, "samples_ns": [cand.duration_ns / 10] * 20})
     kept = decide_final(faster, "kernel.py", cand)
     assert kept.source == "search" and kept.version == 3 and "not faster" in kept.decision
+
+
+def test_the_triton_gemm_mode_is_max_autotune_with_cublas_left_out():
+    """The candidate for a GEMM that the default compile sends to cuBLAS is captured with Inductor's Triton
+    templates only: max-autotune's own patches plus ``max_autotune_gemm_backends="TRITON"``; Inductor's modes are
+    passed through unchanged."""
+    from torch._inductor import list_mode_options
+
+    from kernelpilot.api_inductor import MODES
+    from kernelpilot.inductor.capture import TRITON_GEMM_MODE, mode_options
+
+    got = mode_options(TRITON_GEMM_MODE)
+    assert got["max_autotune_gemm_backends"] == "TRITON" and TRITON_GEMM_MODE in MODES
+    assert {k: v for k, v in got.items() if k != "max_autotune_gemm_backends"} == list_mode_options("max-autotune", False)
+    assert mode_options("default") == list_mode_options("default", False)

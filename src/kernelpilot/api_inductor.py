@@ -16,7 +16,9 @@ from kernelpilot.options import check_kernel_path, positive
 
 __all__ = ["InductorImport", "import_inductor"]
 
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: torch.compile's modes, and kernelpilot's ``max-autotune-triton`` (max-autotune with GEMMs from Inductor's Triton
+#: templates only: :data:`kernelpilot.inductor.capture.TRITON_GEMM_MODE`).
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs", "max-autotune-triton")
 
 
 class InductorImport(BaseModel):

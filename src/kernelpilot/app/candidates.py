@@ -11,8 +11,11 @@ best only when faster beyond noise on the samples both were timed with in this r
 the tune folder) and the choice in run.json's ``final`` (:class:`FinalChoice`): the final is the fastest correct
 candidate, with where it came from.
 
-Where Inductor generated no Triton kernel (a matmul goes to cuBLAS through ``extern_kernels.mm``) there is nothing
-to import: ``final.inductor.status`` says so and the search's best stays.
+Where the default compile generated no Triton kernel because a GEMM went to cuBLAS (``extern_kernels.mm``), the
+candidate is captured again with Inductor's GEMM choices limited to its Triton templates (mode
+``max-autotune-triton``: max-autotune with ``max_autotune_gemm_backends="TRITON"``), both captures kept in
+``RUN/inductor/``. Where there is still no Triton kernel, ``final.inductor.status`` says so and the search's best
+stays.
 """
 
 from __future__ import annotations
@@ -109,13 +112,28 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
         from kernelpilot.api_inductor import import_inductor
         from kernelpilot.inductor import NoTritonKernel
 
+        from kernelpilot.inductor.capture import TRITON_GEMM_MODE
+
         try:
             imported = import_inductor(kernel, out=out, ref=ref, shape=shape, timeout_s=max(timeout_s, 300.0),
                                        from_capture=capture, save_capture=folder / "capture.json" if capture is None
                                        else None)
         except NoTritonKernel as exc:
-            log(f"torch.compile's code has no Triton kernel to import ({exc.message.splitlines()[0][:160]})")
-            return CandidateOutcome(status="no_triton_kernel", torch_compile_ns=baseline_ns, message=exc.message[:500])
+            first = exc.message.splitlines()[0][:160]
+            if capture is not None or "(cuBLAS)" not in exc.message:
+                log(f"torch.compile's code has no Triton kernel to import ({first})")
+                return CandidateOutcome(status="no_triton_kernel", torch_compile_ns=baseline_ns,
+                                        message=exc.message[:500])
+            # the default compile called cuBLAS: Inductor's own Triton GEMM templates, autotuned, are the candidate
+            log(f"torch.compile's code calls cuBLAS ({first}); capturing Inductor's Triton GEMM templates "
+                f"(mode {TRITON_GEMM_MODE})")
+            try:
+                imported = import_inductor(kernel, out=out, ref=ref, shape=shape, mode=TRITON_GEMM_MODE,
+                                           timeout_s=max(timeout_s, 600.0),
+                                           save_capture=folder / "capture-triton-gemm.json")
+            except NoTritonKernel as again:
+                return CandidateOutcome(status="no_triton_kernel", torch_compile_ns=baseline_ns,
+                                        message=f"{exc.message[:300]}; with {TRITON_GEMM_MODE}: {again.message[:200]}")
         (folder / "import.json").write_text(imported.model_dump_json(indent=1))
         log(f"imported {len(imported.kernels)} Inductor kernel(s) as {out.name}: {imported.n_configs} configs; "
             f"searching them for up to {budget_s:.0f} s")

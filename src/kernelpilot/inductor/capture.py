@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["CapturedCode", "capture_in_worker", "capture_reference"]
+__all__ = ["TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
 
 
 class CapturedCode(BaseModel):
@@ -112,12 +112,29 @@ def _chosen_configs(code: str) -> tuple[dict[str, dict[str, Any] | None], dict[s
     return found, every
 
 
+#: kernelpilot's own mode: ``max-autotune`` with Inductor's GEMM choices limited to its Triton templates
+#: (``torch._inductor.config.max_autotune_gemm_backends = "TRITON"``; the default, ``"ATEN,TRITON"``, lets cuBLAS win
+#: and leaves no Triton kernel to import).
+TRITON_GEMM_MODE = "max-autotune-triton"
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """Inductor's config patches for ``mode``: :func:`torch._inductor.list_mode_options` of a torch.compile mode, or
+    for :data:`TRITON_GEMM_MODE` those of ``max-autotune`` with ``max_autotune_gemm_backends="TRITON"``. Raises
+    whatever ``list_mode_options`` raises for an unknown mode."""
+    from torch._inductor import list_mode_options
+
+    if mode == TRITON_GEMM_MODE:
+        return {**list_mode_options("max-autotune", False), "max_autotune_gemm_backends": "TRITON"}
+    return dict(list_mode_options(mode, False))
+
+
 def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tuple[list[str], list[str], Any]:
     """Compile ``reference(**inputs)`` with Inductor at ``mode`` (static shapes) and run it once.
 
     Args:
         reference: the kernel file's reference. inputs: name -> tensor (on the GPU) or constant.
-        mode: ``"default"`` or ``"max-autotune"`` (any mode torch.compile accepts).
+        mode: ``"default"`` or ``"max-autotune"`` (any mode torch.compile accepts), or :data:`TRITON_GEMM_MODE`.
 
     Returns:
         ``(codes, arg_names, result)``: Inductor's output code(s), the input names in ``call(args)`` order (observed
@@ -127,7 +144,6 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
         RuntimeError: an example input Dynamo passed is none of the named tensors.
     """
     import torch
-    from torch._inductor import list_mode_options
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
@@ -146,7 +162,7 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
                 raise RuntimeError(f"graph input {type(t).__name__} {tuple(getattr(t, 'shape', ()))} is none of "
                                    f"the named inputs {names}")
             order.append(hit)
-        return compile_fx(gm, example_inputs, config_patches=list_mode_options(mode, False))
+        return compile_fx(gm, example_inputs, config_patches=mode_options(mode))
 
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=False, fullgraph=False)
