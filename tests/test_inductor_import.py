@@ -298,3 +298,80 @@ def test_the_triton_gemm_mode_is_max_autotune_with_cublas_left_out():
     assert got["max_autotune_gemm_backends"] == "TRITON" and TRITON_GEMM_MODE in MODES
     assert {k: v for k, v in got.items() if k != "max_autotune_gemm_backends"} == list_mode_options("max-autotune", False)
     assert mode_options("default") == list_mode_options("default", False)
+
+
+#: A template kernel in the form Inductor's max-autotune writes (``@triton_heuristics.template`` with a FixedGrid, its
+#: tile sizes fixed in the body, the grid passed by the host code after the arguments); the body is ours.
+_TEMPLATE = """
+import triton
+import triton.language as tl
+
+from torch._inductor.runtime import triton_helpers, triton_heuristics
+
+@triton_heuristics.template(
+num_stages=3,
+num_warps=4,
+triton_meta={'signature': {'arg_A': '*bf16', 'arg_B': '*bf16', 'out_ptr0': '*bf16'}, 'constants': {}},
+inductor_meta={'kernel_name': 'triton_tem_fused_mm_0', 'grid_type': 'FixedGrid',
+               'fixed_grid': ['_grid_0', '_grid_1', '_grid_2'], 'extra_launcher_args': ['_grid_0', '_grid_1', '_grid_2'],
+               'config_args': {'BLOCK_M': 32, 'BLOCK_N': 32, 'BLOCK_K': 16}},
+)
+@triton.jit
+def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
+    BLOCK_M : tl.constexpr = 32
+    BLOCK_N : tl.constexpr = 32
+    BLOCK_K : tl.constexpr = 16
+    M = 64
+    N = 64
+    K = 64
+    pid = tl.program_id(0)
+    pid_m = pid // (N // BLOCK_N)
+    pid_n = pid % (N // BLOCK_N)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(arg_A + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(arg_B + (k + rk)[:, None] * N + rn[None, :])
+        acc += tl.dot(a, b)
+    tl.store(out_ptr0 + rm[:, None] * N + rn[None, :], acc.to(tl.bfloat16))
+"""
+
+
+def _template_capture() -> CapturedCode:
+    """The matmul example's default capture (a cuBLAS call) turned into a max-autotune-triton one at 64³: the host
+    launches the template above with the grid (4, 1, 1) instead of calling ``extern_kernels.mm``."""
+    cap = _capture("matmul-default")
+    code = cap.codes[0].replace("4096", "64")
+    kernel = (f"triton_tem_fused_mm_0 = async_compile.triton('triton_tem_fused_mm_0', '''{_TEMPLATE}''', "
+              "device_str='cuda')\n\n\nasync_compile.wait(globals())")
+    code = code.replace("async_compile.wait(globals())", kernel, 1)
+    code = code.replace("extern_kernels.mm(arg0_1, arg1_1, out=buf0)",
+                        "stream0 = get_raw_stream(0)\n            "
+                        "triton_tem_fused_mm_0.run(arg0_1, arg1_1, buf0, 4, 1, 1, stream=stream0)")
+    return cap.model_copy(update={"codes": [code], "mode": "max-autotune-triton", "chosen": {},
+                                  "shape": {"M": 64, "N": 64, "K": 64, "dtype": "bfloat16"},
+                                  "constants": {"M": 64, "N": 64, "K": 64}})
+
+
+def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_space(tmp_path):
+    """Inductor's GEMM template (what max-autotune-triton captures where the default compile calls cuBLAS): the
+    launch passes the host's grid after the arguments; the tiles stay as Inductor fixed them; the space is the
+    decorator's warps and stages and their neighbours; the whole check passes under the interpreter."""
+    from kernelpilot import api
+
+    parsed = parse_output(_template_capture().codes[0])
+    (k,) = parsed.kernels
+    assert (k.kind, k.grid_type, k.grid_args, k.params) == ("template", "FixedGrid", 3, ["arg_A", "arg_B", "out_ptr0"])
+    conv = _write(_template_capture(), tmp_path / "mm.py")
+    assert conv.tunables == {"num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
+    assert conv.default_config == {"num_warps_0": 4, "num_stages_0": 3}
+    assert conv.default_sources == {"triton_tem_fused_mm_0": "max-autotune's template choice"}
+    result = api.check(tmp_path / "mm.py")
+    assert result.passed, result.summary
+    # a launch that passes no grid, or a template with a Grid1D, is refused by name
+    with pytest.raises(InductorConvertError, match="grid values"):
+        parse_output(_template_capture().codes[0].replace("buf0, 4, 1, 1, stream", "buf0, stream"))
+    with pytest.raises(InductorConvertError, match="template kernel with grid type 'Grid1D'"):
+        parse_output(_template_capture().codes[0].replace("'grid_type': 'FixedGrid'", "'grid_type': 'Grid1D'"))

@@ -21,10 +21,14 @@ __all__ = ["BLOCK_PARAMS", "GRID_TYPES", "KINDS", "InductorKernel", "ParsedOutpu
 #: Launch parameters Inductor's configs set as constexpr kernel arguments (``triton.Config`` kwargs).
 BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
 #: Grid types whose grid the converted launcher derives (torch/_inductor/runtime/triton_heuristics.py, ``Grid1D``
-#: .. ``Grid3D``: ``ceildiv(xnumel, XBLOCK)`` per axis, the numel itself where the config has no block).
-GRID_TYPES = ("Grid1D", "Grid2D", "Grid3D")
-#: ``triton_heuristics`` decorators the converter reads (templates, split scans, cooperative and combo kernels not).
-KINDS = ("pointwise", "reduction", "persistent_reduction")
+#: .. ``Grid3D``: ``ceildiv(xnumel, XBLOCK)`` per axis, the numel itself where the config has no block), and
+#: ``FixedGrid``: a template's grid, computed by the host code and passed as the last arguments of ``.run``
+#: (``inductor_meta["extra_launcher_args"]``).
+GRID_TYPES = ("Grid1D", "Grid2D", "Grid3D", "FixedGrid")
+#: ``triton_heuristics`` decorators the converter reads (split scans, cooperative and combo kernels not). A
+#: ``template`` (Inductor's GEMM and convolution templates, chosen by max-autotune) fixes its tile sizes in its body
+#: and takes a fixed grid; its warps and stages are in the decorator.
+KINDS = ("pointwise", "reduction", "persistent_reduction", "template")
 
 _HOST_RENAMES = ((r"\bempty_strided_cuda\(", "_h.empty("), (r"\btorch\.cuda\._DeviceGuard\(", "_h.guard("),
                  (r"\btorch\.cuda\.set_device\(", "_h.set_device("), (r"\bget_raw_stream\(", "_h.stream("))
@@ -42,6 +46,8 @@ class InductorKernel:
         blocks: the block parameters of the signature (of :data:`BLOCK_PARAMS`), set from the config.
         fixed_blocks: block sizes the body fixes (``R0_BLOCK: tl.constexpr = 1024`` in a persistent reduction).
         size_hints: ``{"x": numel, "r0_": numel, ...}`` from the decorator. imports: the kernel module's imports.
+        grid_args: how many grid values ``.run`` passes after ``params`` (a ``FixedGrid`` template's; else 0).
+        launch: a template's own ``{"kwargs": {}, "num_warps", "num_stages"}`` from its decorator (else None).
     """
 
     name: str
@@ -53,6 +59,8 @@ class InductorKernel:
     fixed_blocks: dict[str, int]
     size_hints: dict[str, int]
     imports: list[str] = field(default_factory=list)
+    grid_args: int = 0
+    launch: dict | None = None
 
 
 @dataclass
@@ -95,12 +103,15 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     kind = ast.unparse(heur[0].func).split(".", 1)[1]
     if kind not in KINDS:
         raise InductorConvertError(f"{name}: Inductor kernel kind {kind!r} is not supported (supported: {', '.join(KINDS)})",
-                                   "a template, split-scan, cooperative or combo kernel needs its own launcher")
+                                   "a split-scan, cooperative or combo kernel needs its own launcher")
     grid = _dict_entry(_kwarg(heur[0], "inductor_meta"), "grid_type")
     grid_type = ast.literal_eval(grid) if grid is not None else None
     if grid_type not in GRID_TYPES:
         raise InductorConvertError(f"{name}: grid type {grid_type!r} is not supported (supported: {', '.join(GRID_TYPES)})",
                                    "its grid is not ceildiv(numel, block) per axis; convert it by hand")
+    if (grid_type == "FixedGrid") != (kind == "template"):
+        raise InductorConvertError(f"{name}: a {kind} kernel with grid type {grid_type!r}",
+                                   "the converter reads templates with a FixedGrid and other kernels with Grid1D-3D")
     hints = _kwarg(heur[0], "size_hints")
     size_hints = ast.literal_eval(hints) if hints is not None else {}
     args = [a.arg for a in fn.args.args]
@@ -109,6 +120,13 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     if unknown:
         raise InductorConvertError(f"{name}: constexpr arguments {unknown} are not launch parameters the converter sets",
                                    "their values come from Inductor's launcher; convert this kernel by hand")
+    grid_args, launch = 0, None
+    if kind == "template":
+        extra = _dict_entry(_kwarg(heur[0], "inductor_meta"), "extra_launcher_args")
+        grid_args = len(ast.literal_eval(extra)) if extra is not None else 3
+        warps, stages = _kwarg(heur[0], "num_warps"), _kwarg(heur[0], "num_stages")
+        launch = {"kwargs": {}, "num_warps": ast.literal_eval(warps) if warps is not None else 4,
+                  "num_stages": ast.literal_eval(stages) if stages is not None else 2}
     fixed: dict[str, int] = {}
     for node in fn.body:
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in BLOCK_PARAMS
@@ -119,7 +137,8 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     return InductorKernel(name=name, kind=kind, grid_type=grid_type, source="@triton.jit\n" + body,
                           params=[a for a in args if a not in BLOCK_PARAMS], blocks=[a for a in args if a in BLOCK_PARAMS],
-                          fixed_blocks=fixed, size_hints={str(k): int(v) for k, v in size_hints.items()}, imports=imports)
+                          fixed_blocks=fixed, size_hints={str(k): int(v) for k, v in size_hints.items()}, imports=imports,
+                          grid_args=grid_args, launch=launch)
 
 
 def _host_nodes(tree: ast.Module) -> list[ast.stmt]:
@@ -188,9 +207,10 @@ def parse_output(code: str) -> ParsedOutput:
         f = call.func
         if isinstance(f, ast.Attribute) and f.attr == "run" and isinstance(f.value, ast.Name) and f.value.id in by_name:
             k = by_name[f.value.id]
-            if len(call.args) != len(k.params) or any(a.arg != "stream" for a in call.keywords):
+            if len(call.args) != len(k.params) + k.grid_args or any(a.arg != "stream" for a in call.keywords):
                 raise InductorConvertError(f"{k.name}.run passes {len(call.args)} arguments and "
-                                           f"{[a.arg for a in call.keywords]}; the kernel takes {k.params} + stream",
+                                           f"{[a.arg for a in call.keywords]}; the kernel takes {k.params} + "
+                                           f"{k.grid_args} grid values + stream",
                                            "report the torch version; the launch cannot be reproduced")
     for name in by_name:
         host = re.sub(rf"(?<![\w.]){re.escape(name)}\.run\(", f"_h.{name}.run(", host)

@@ -16,7 +16,8 @@ class _Launcher:
     """One kernel launched as Inductor's launcher does, at a config of this file: ``.run(*args, stream=...)`` takes
     the kernel's arguments less its block sizes (``params``), in order; the grid is Inductor's for ``grid_type``
     (torch._inductor.runtime.triton_heuristics: ``Grid1D`` (ceildiv(xnumel, XBLOCK),), ``Grid2D`` adds
-    ceildiv(ynumel, YBLOCK), ``Grid3D`` ceildiv(znumel, ZBLOCK); an axis without its block in the config: its numel).
+    ceildiv(ynumel, YBLOCK), ``Grid3D`` ceildiv(znumel, ZBLOCK); an axis without its block in the config: its numel;
+    ``FixedGrid``, a template's: the values the host code passes after the kernel's arguments).
     The launch goes to the current stream, the one whose handle Inductor's code passes as ``stream``."""
 
     def __init__(self, fn, params, grid_type, blocks, num_warps, num_stages):
@@ -24,6 +25,10 @@ class _Launcher:
         self.num_warps, self.num_stages = num_warps, num_stages
 
     def run(self, *args, stream=None):
+        if self.grid_type == "FixedGrid":
+            n = len(self.params)
+            self.fn[tuple(args[n:])](*args[:n], **self.blocks, num_warps=self.num_warps, num_stages=self.num_stages)
+            return
         named = dict(zip(self.params, args))
         grid = [_cdiv(named["xnumel"], self.blocks.get("XBLOCK", 1))]
         if self.grid_type in ("Grid2D", "Grid3D"):

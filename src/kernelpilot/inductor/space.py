@@ -6,7 +6,9 @@ Inductor's autotuner launched (the default; warps 1 to 32), ``num_stages_i`` tak
 bounded by the numel along that axis (rounded up to a
 power of two) and by Inductor's own block limits (``torch._inductor.runtime.hints.TRITON_MAX_BLOCK``: X 4096,
 Y and Z 1024, R0 65536, R1 32768), plus every value of Inductor's own config list within that window. A persistent
-reduction's R0 block is fixed in its body and is no tunable. For a kernel of two or more block sizes (the fixed ones
+reduction's R0 block is fixed in its body and is no tunable; so are a template's tile sizes (its grid, computed by
+Inductor's host code, depends on them): a template tunes ``num_warps_i`` (the same window) and ``num_stages_i``
+(Inductor's and its neighbours), from the warps and stages max-autotune chose. For a kernel of two or more block sizes (the fixed ones
 included) a constraint keeps its tile (their product) at most four times the default's and at most 2**20 elements (Triton's
 largest tensor, ``TRITON_MAX_TENSOR_NUMEL``).
 """
@@ -66,7 +68,12 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
         chosen: the config Inductor's autotuner launched (``{"kwargs", "num_warps", "num_stages"}``) or None.
         listed: the configs Inductor gave its autotuner (may be empty). spread: powers of two each side (>= 0).
     """
-    cfg, source = (chosen, "autotuner") if chosen else (listed[0], "first config") if listed else (_fallback(k), "converter fallback")
+    if chosen:
+        cfg, source = chosen, "autotuner"
+    elif k.launch is not None:  # a template: max-autotune chose it; its warps and stages are in its decorator
+        cfg, source = k.launch, "max-autotune's template choice"
+    else:
+        cfg, source = (listed[0], "first config") if listed else (_fallback(k), "converter fallback")
     tunables: dict[str, list[int]] = {}
     default: dict[str, int] = {}
     blocks: dict[str, str] = {}
@@ -82,7 +89,9 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
     tunables[f"num_warps_{i}"] = _window(warps, spread, 1, 32)
     default[f"num_warps_{i}"] = warps
     stages = int(cfg.get("num_stages", 1))
-    tunables[f"num_stages_{i}"] = sorted({1, 2, stages})
+    # a template (a GEMM's software pipeline) keeps its neighbours; other kernels 1, 2 and Inductor's
+    tunables[f"num_stages_{i}"] = (sorted({max(1, stages - 1), stages, stages + 1}) if k.kind == "template"
+                                   else sorted({1, 2, stages}))
     default[f"num_stages_{i}"] = stages
     constraints: list[str] = []
     if len(blocks) + len(k.fixed_blocks) >= 2 and blocks:  # one block alone: the window bounds it
