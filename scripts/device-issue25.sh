@@ -62,7 +62,7 @@ callA)  # the Inductor candidate (Liger GeGLU), the matmul example (GEMM vs cuBL
   python3 benchmarks/search/table.py $EX/layer_norm.py --skip-exhaustive --timeout-s 130 --out /tmp/kp-table \
     --json-out "$OUT/rows.jsonl"
   keep ;;
-g1|g2|g3|g4|g5)  # one kernel at a time, each given what the call has left (T: its command limit; x: skip exhaustive)
+g1|g2|g3|g4|g5|g6)  # one kernel at a time, each given what the call has left (T: its command limit; x: skip exhaustive)
   row() {  # row KERNEL MAX_S [x]
     local left=$(( ${CALL_S:-570} - SECONDS - 15 ))
     [ $left -lt 60 ] && { echo "-- skipped $1: ${left} s left"; return; }
@@ -81,6 +81,8 @@ g1|g2|g3|g4|g5)  # one kernel at a time, each given what the call has left (T: i
   g5) row benchmarks/library/torchao_int8_mm.py 300 x
       timeout $(( ${CALL_S:-570} - SECONDS )) python3 benchmarks/search_peers.py --only sgemm --tools "eager,kernel tuner" \
         --out /tmp/kp-peers --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
+  g6) row benchmarks/library/triton_tutorial_matmul.py 480 x  # the Inductor candidate: max-autotune-triton
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_inductor_import.py 2>&1 | tail -n 4 ;;
   esac
   keep; for f in /tmp/kp-table/opt-*.log; do echo "== $f"; tail -n 4 "$f"; done ;;
 peers)
