@@ -39,6 +39,15 @@ SOLUTION_NAME = re.compile(r"^level_(\d+)_problem_(\d+)_sample_(\d+)_kernel\.py$
 #: The status each negative example must get; every other solution must pass.
 EXPECTED = {"level_1_problem_21_sample_1_kernel.py": "incorrect",
             "level_1_problem_19_sample_2_kernel.py": "kernel_not_launched"}
+#: Sizes set by hand where the scaled-down ones would hide a path of the solution: a row longer than the kernel's
+#: block, so that the loop over a row's blocks runs more than once and ends on a partial block.
+OVERRIDES = {
+    "level1/23_Softmax.py": {"batch_size": 3, "dim": 9001},  # block 4096: 3 blocks, the last partial
+    "level1/24_LogSoftmax.py": {"batch_size": 3, "dim": 9001},
+    "level2/14_Gemm_Divide_Sum_Scaling.py": {"batch_size": 5, "input_size": 2100, "hidden_size": 70},
+    "level2/45_Gemm_Sigmoid_LogSumExp.py": {"batch_size": 5, "input_size": 9, "hidden_size": 11,
+                                           "output_size": 2051},
+}
 #: Integer constants at or below this are kept as they are (a dimension index, a kernel size, a group count).
 KEEP_AT_MOST = 8
 
@@ -69,18 +78,21 @@ def _int_constants(tree: ast.Module) -> list[tuple[ast.Assign, str, int]]:
     return found
 
 
-def scale_source(source: str, budget: int) -> tuple[str, dict[str, tuple[int, int]]]:
+def scale_source(source: str, budget: int, overrides: dict[str, int] | None = None
+                 ) -> tuple[str, dict[str, tuple[int, int]]]:
     """The problem's source with its large module-level integer constants scaled down.
 
     Every integer constant above ``KEEP_AT_MOST`` is capped at ``cap = max(KEEP_AT_MOST + 1, budget ** (1 / k))``
     (``k`` = the number of such constants, so that their product stays near ``budget`` elements); an odd constant
     stays odd (e.g. 4095), so that masks of non-power-of-two sizes are still exercised. The assignment line is
-    replaced by ``NAME = NEW``; other lines are unchanged.
+    replaced by ``NAME = NEW``; other lines are unchanged. ``overrides`` (name -> value) wins over the rule.
 
     Returns (the new source, {name: (old, new)}).
     """
+    overrides = overrides or {}
     tree = ast.parse(source)
-    large = [(node, name, value) for node, name, value in _int_constants(tree) if value > KEEP_AT_MOST]
+    large = [(node, name, value) for node, name, value in _int_constants(tree)
+             if value > KEEP_AT_MOST or name in overrides]
     if not large:
         return source, {}
     cap = max(KEEP_AT_MOST + 1, int(budget ** (1.0 / len(large))))
@@ -90,6 +102,7 @@ def scale_source(source: str, budget: int) -> tuple[str, dict[str, tuple[int, in
         new = min(value, cap)
         if value % 2 == 1 and new % 2 == 0:
             new -= 1
+        new = overrides.get(name, new)
         if new == value:
             continue
         changes[name] = (value, new)
@@ -148,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             level, pid, _sample = (int(g) for g in m.groups())
             problem = find_problem(args.problems, level, pid)
-            small_source, changes = scale_source(problem.read_text(encoding="utf-8"), args.budget)
+            small_source, changes = scale_source(problem.read_text(encoding="utf-8"), args.budget,
+                                                 OVERRIDES.get(f"level{level}/{problem.name}"))
             small = Path(tmp) / f"level{level}" / problem.name
             small.parent.mkdir(parents=True, exist_ok=True)
             small.write_text(small_source, encoding="utf-8")
