@@ -60,9 +60,9 @@ def find_problem(problems: Path, level: int, problem_id: int) -> Path:
     return matches[0]
 
 
-def _int_constants(tree: ast.Module) -> list[tuple[ast.Assign, str, int]]:
-    """Module-level ``NAME = <int expression>`` assignments with their value, evaluated in order (an expression
-    may use earlier constants, e.g. ``M = 16384 * 4``)."""
+def _int_constants(tree: ast.Module) -> list[tuple[ast.Assign, str, int | tuple]]:
+    """Module-level ``NAME = <expression>`` assignments whose value is an int or a tuple of ints, with that value,
+    evaluated in order (an expression may use earlier constants, e.g. ``M = 16384 * 4``, ``shape = (dim, dim)``)."""
     env: dict[str, object] = {}
     found = []
     for node in tree.body:
@@ -73,41 +73,60 @@ def _int_constants(tree: ast.Module) -> list[tuple[ast.Assign, str, int]]:
         except Exception:  # noqa: BLE001 - not a constant expression (a call, a name not defined yet)
             continue
         env[node.targets[0].id] = value
-        if isinstance(value, int) and not isinstance(value, bool):
+        if _is_int(value) or (isinstance(value, tuple) and value and all(_is_int(v) for v in value)):
             found.append((node, node.targets[0].id, value))
     return found
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def scale_source(source: str, budget: int, overrides: dict[str, int] | None = None
-                 ) -> tuple[str, dict[str, tuple[int, int]]]:
+                 ) -> tuple[str, dict[str, tuple]]:
     """The problem's source with its large module-level integer constants scaled down.
 
-    Every integer constant above ``KEEP_AT_MOST`` is capped at ``cap = max(KEEP_AT_MOST + 1, budget ** (1 / k))``
-    (``k`` = the number of such constants, so that their product stays near ``budget`` elements); an odd constant
-    stays odd (e.g. 4095), so that masks of non-power-of-two sizes are still exercised. The assignment line is
-    replaced by ``NAME = NEW``; other lines are unchanged. ``overrides`` (name -> value) wins over the rule.
+    Every integer constant above ``KEEP_AT_MOST`` (also one inside a tuple constant such as ``input_shape =
+    (32768,)``) is capped at ``cap = max(KEEP_AT_MOST + 1, budget ** (1 / k))`` (``k`` = the number of such
+    integers, so that their product stays near ``budget`` elements); an odd integer stays odd (e.g. 4095), so that
+    masks of non-power-of-two sizes are still exercised. The assignment is replaced by ``NAME = NEW`` on one line;
+    other lines are unchanged. ``overrides`` (name -> value) wins over the rule. A tuple that is written from
+    other names (``bias_shape = (out_features,)``) is rewritten with the scaled values, which are the same.
 
     Returns (the new source, {name: (old, new)}).
     """
     overrides = overrides or {}
     tree = ast.parse(source)
-    large = [(node, name, value) for node, name, value in _int_constants(tree)
-             if value > KEEP_AT_MOST or name in overrides]
-    if not large:
+    consts = _int_constants(tree)
+    n_large = sum(1 for node, name, v in consts
+                  if not any(isinstance(e, ast.Name) for e in ast.walk(node.value))  # counted where written
+                  and (name in overrides or any(x > KEEP_AT_MOST for x in (v if isinstance(v, tuple) else (v,)))))
+    if not n_large:
         return source, {}
-    cap = max(KEEP_AT_MOST + 1, int(budget ** (1.0 / len(large))))
+    cap = max(KEEP_AT_MOST + 1, int(budget ** (1.0 / n_large)))
+
+    def small(x: int) -> int:
+        if x <= KEEP_AT_MOST:
+            return x
+        new = min(x, cap)
+        return new - 1 if x % 2 == 1 and new % 2 == 0 else new
+
     lines = source.splitlines(keepends=True)
-    changes: dict[str, tuple[int, int]] = {}
-    for node, name, value in sorted(large, key=lambda t: -t[0].lineno):
-        new = min(value, cap)
-        if value % 2 == 1 and new % 2 == 0:
-            new -= 1
-        new = overrides.get(name, new)
+    changes: dict[str, tuple] = {}
+    for node, name, value in sorted(consts, key=lambda t: -t[0].lineno):
+        if name in overrides:
+            new = overrides[name]
+        elif isinstance(value, tuple):
+            new = tuple(small(x) for x in value)
+            if new == value or any(isinstance(e, ast.Name) for e in ast.walk(node.value)):
+                continue  # unchanged, or written from names that are scaled themselves
+        else:
+            new = small(value)
         if new == value:
             continue
         changes[name] = (value, new)
         first, last = node.lineno - 1, node.end_lineno - 1
-        lines[first:last + 1] = [f"{name} = {new}  # scaled down from {value} for the interpreter\n"]
+        lines[first:last + 1] = [f"{name} = {new!r}  # scaled down from {value!r} for the interpreter\n"]
     return "".join(lines), changes
 
 
