@@ -47,7 +47,7 @@ class ModelNew(nn.Module):
         w = self.weight.contiguous()
         hidden, inp = w.shape
         wsum = torch.empty(inp, device=x.device, dtype=torch.float32)
-        BLOCK_R, BLOCK_C = 32, 128
+        BLOCK_R, BLOCK_C = 128, 32  # 256 programs of 128-byte row segments for 8192 columns
         column_sum_kernel[(triton.cdiv(inp, BLOCK_C),)](w, wsum, hidden, inp, BLOCK_R=BLOCK_R, BLOCK_C=BLOCK_C,
                                                         num_warps=4)
         out = torch.empty((x.shape[0], 1), device=x.device, dtype=x.dtype)
