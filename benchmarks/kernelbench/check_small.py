@@ -44,6 +44,8 @@ EXPECTED = {"level_1_problem_21_sample_1_kernel.py": "incorrect",
 OVERRIDES = {
     "level1/23_Softmax.py": {"batch_size": 3, "dim": 9001},  # block 4096: 3 blocks, the last partial
     "level1/24_LogSoftmax.py": {"batch_size": 3, "dim": 9001},
+    "level1/47_Sum_reduction_over_a_dimension.py": {"batch_size": 3, "dim1": 70, "dim2": 131},  # 32 x 128 tiles
+    "level1/48_Mean_reduction_over_a_dimension.py": {"batch_size": 3, "dim1": 70, "dim2": 131},
     "level2/14_Gemm_Divide_Sum_Scaling.py": {"batch_size": 5, "input_size": 2100, "hidden_size": 300},
     "level2/45_Gemm_Sigmoid_LogSumExp.py": {"batch_size": 5, "input_size": 9, "hidden_size": 11,
                                            "output_size": 2051},
