@@ -14,8 +14,8 @@ Usage (from the repository root)::
         [--budget ELEMENTS] [--only SUBSTRING] [--json OUT.json]
 
 Prints one row per solution: the solution, its problem, the scaled sizes, the status (``passed``, or the failure
-status kernelpilot gave: ``incorrect``, ``kernel_not_launched``, ...) and, with ``--expect``, whether the status
-is the expected one (``EXPECTED`` below: the wrong and the library-calling solutions must be refused by name).
+status kernelpilot gave: ``incorrect``, ``kernel_not_launched``, ``error (...)``) and whether the status is the
+expected one (``EXPECTED`` below: the wrong and the library-calling solutions must be refused by name).
 Exit status 1 when a status differs from the expected one.
 """
 
@@ -154,6 +154,8 @@ def check_one(solution: Path, small_problem: Path, timeout_s: int) -> dict:
     # `check --json` has no failure status field: a seed's error names the exception, a seed without one failed on
     # its values (kernelpilot's failure statuses: search/failures.py classify_exception).
     err = " ".join(str(s.get("error") or "") for s in report.get("seeds", []) if s.get("error"))
+    if "error" in report and "message" in report:  # the command failed before checking (a typed error)
+        return {"status": f"error ({report['error']})", "detail": str(report["message"])[:300], "report": report}
     if "KernelNotLaunched" in err:
         status = "kernel_not_launched"
     elif err or not report.get("seeds"):
@@ -173,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=900, help="seconds per check")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
     args = ap.parse_args(argv)
+    if not (args.problems / "level1").is_dir():
+        print(f"no KernelBench problems at {args.problems}: clone ScalingIntelligence/KernelBench into "
+              "third_party/KernelBench (ignored by git) or pass --problems DIR", file=sys.stderr)
+        return 2
     rows = []
     failed = False
     with tempfile.TemporaryDirectory(prefix="kb_small_") as tmp:
