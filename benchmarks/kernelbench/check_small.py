@@ -84,6 +84,19 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def split_unpacking(source: str) -> str:
+    """``a, b, c = 16, 32, 32`` at module level rewritten as three assignments (one a line), so that each size can
+    be scaled on its own; other lines unchanged."""
+    lines = source.splitlines(keepends=True)
+    for node in sorted(ast.parse(source).body, key=lambda n: -n.lineno):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)
+                and isinstance(node.value, ast.Tuple) and len(node.targets[0].elts) == len(node.value.elts)
+                and all(isinstance(t, ast.Name) for t in node.targets[0].elts)):
+            new = [f"{t.id} = {ast.unparse(v)}\n" for t, v in zip(node.targets[0].elts, node.value.elts)]
+            lines[node.lineno - 1:node.end_lineno] = new
+    return "".join(lines)
+
+
 def scale_source(source: str, budget: int, overrides: dict[str, int] | None = None
                  ) -> tuple[str, dict[str, tuple]]:
     """The problem's source with its large module-level integer constants scaled down.
@@ -91,13 +104,15 @@ def scale_source(source: str, budget: int, overrides: dict[str, int] | None = No
     Every integer constant above ``KEEP_AT_MOST`` (also one inside a tuple constant such as ``input_shape =
     (32768,)``) is capped at ``cap = max(KEEP_AT_MOST + 1, budget ** (1 / k))`` (``k`` = the number of such
     integers, so that their product stays near ``budget`` elements); an odd integer stays odd (e.g. 4095), so that
-    masks of non-power-of-two sizes are still exercised. The assignment is replaced by ``NAME = NEW`` on one line;
+    masks of non-power-of-two sizes are still exercised. ``a, b = 16, 32`` is split first
+    (:func:`split_unpacking`). The assignment is replaced by ``NAME = NEW`` on one line;
     other lines are unchanged. ``overrides`` (name -> value) wins over the rule. A tuple that is written from
     other names (``bias_shape = (out_features,)``) is rewritten with the scaled values, which are the same.
 
     Returns (the new source, {name: (old, new)}).
     """
     overrides = overrides or {}
+    source = split_unpacking(source)
     tree = ast.parse(source)
     consts = _int_constants(tree)
     n_large = sum(1 for node, name, v in consts
