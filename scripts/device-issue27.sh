@@ -14,7 +14,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 CALL_S=${CALL_S:-570}
-P=third_party/KernelBench/KernelBench; S=benchmarks/kernelbench/solutions
+P=${KB_PROBLEMS:-third_party/KernelBench/KernelBench}; S=benchmarks/kernelbench/solutions
 echo "== issue 27, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 nvidia-smi --query-gpu=index,uuid,name,driver_version,memory.used --format=csv,noheader
 kb() {  # kb LANE FILE...: one kernelbench run over these solutions on GPU LANE
