@@ -17,7 +17,7 @@ from kernelpilot.backends.triton.fp8_probe import fp8_cast_mismatch
 from kernelpilot.kernels.case import draw_values, make_case, poison_tensor, refreshed_names, scale_span
 from kernelpilot.kernels.contract import load_kernel
 from kernelpilot.measure.compare import compare, tolerance_for
-from kernelpilot.measure.correctness import check_correctness, recheck
+from kernelpilot.measure.correctness import RECOMPUTED_NOTE, STALE_NOTE, check_correctness, recheck
 
 FP8 = [d for d in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz") if hasattr(torch, d)]
 INTS = [d for d in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64") if hasattr(torch, d)]
@@ -509,6 +509,38 @@ def test_a_cache_keyed_on_scale_free_content_is_caught_by_the_recheck(tmp_path, 
     assert kf.module.HITS == [False, True, True, True, True]
     bad = recheck(kf, case, {}, "cpu")
     assert not bad.passed and bad.stage == "recheck" and "scaled by" in bad.error
+    assert STALE_NOTE in bad.error  # the skipped launch left the previous result: stale, by name
+
+
+DRIFTS = '''
+import torch
+SHAPE = {"N": 256}
+TUNABLES = {"BLOCK": [64], "num_warps": [4]}
+
+def setup(N, seed=0, device="cpu", **_):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return {"inputs": {"x": torch.randn(N, generator=g).to(device), "out": torch.empty(N, device=device), "N": N},
+            "outputs": ["out"]}
+
+def run_kernel(x, out, N, **_):
+    y = x * 3
+    y[x.abs().argmax()] += 1.0   # wrong at one element, computed anew every call
+    out.copy_(y)
+
+def reference(x, out, N, **_):
+    return x * 3
+'''
+
+
+def test_a_recheck_miss_that_was_computed_anew_is_not_called_stale(tmp_path):
+    """A kernel that writes every output anew but gets an element wrong fails the re-check as a wrong result at
+    values the seeds did not draw, not as a stale (cached) one: the failing elements are compared with the
+    previous result (found on an H200: a KernelBench solution's one-element precision miss read 'stale_result')."""
+    kf = _load(tmp_path, DRIFTS)
+    case = make_case(kf, {"N": 256}, 0, "cpu")
+    kf.run_kernel(**case.inputs)
+    bad = recheck(kf, case, {}, "cpu")
+    assert not bad.passed and RECOMPUTED_NOTE in bad.error and STALE_NOTE not in bad.error
 
 
 CACHED_SETUP = '''

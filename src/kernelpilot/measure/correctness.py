@@ -348,17 +348,49 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     """
     from kernelpilot.kernels.case import draw_values
 
+    import torch
+
     source = draw_values(case).text
     for name, saved in case.pristine.items():
         saved.copy_(case.inputs[name])
+    previous = {n: case.inputs[n].detach().clone() for n in case.outputs if isinstance(case.inputs.get(n), torch.Tensor)
+                and n not in case.pristine}
     check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
     del seed
     if not check.passed:
         why = check.error or next((o.reason for o in check.outputs if not o.passed), "")
+        failed = [o.name for o in check.outputs if not o.passed and o.name in previous]
+        what = STALE_NOTE if check.error or not failed else _stale_or_recomputed(kf, case, failed, previous)
         check = check.model_copy(update={"stage": "recheck" if check.stage == "check" else check.stage,
                                          "error": f"with the outputs still holding the previous result, on "
-                                                  f"{source}: {why}"})
+                                                  f"{source}: {why} ({what})"})
     return check
+
+
+def _stale_or_recomputed(kf: KernelFile, case: Case, failed: list[str], previous: dict[str, Any]) -> str:
+    """:data:`STALE_NOTE` when some element of a failing output still holds its previous value where that value is
+    wrong for the new inputs (a result cached, or left, from before: part of a row counts), else
+    :data:`RECOMPUTED_NOTE` (every wrong element was written anew). The reference is asked again (its process
+    caches by content); when it cannot answer, stale is assumed (the old wording). Raises nothing."""
+    import torch
+
+    try:
+        refs, _ = reference_outputs(kf, case.inputs, failed)
+        for n in failed:
+            out, ref = case.inputs[n], refs[n].to(case.inputs[n].device, torch.float64)
+            prev = previous[n].to(torch.float64)
+            if bool(((out == previous[n]) & ~torch.isclose(prev, ref, rtol=1e-3, atol=1e-6)).any()):
+                return STALE_NOTE
+    except Exception:  # noqa: BLE001 - no second reference: keep the stricter reading
+        return STALE_NOTE
+    return RECOMPUTED_NOTE
+
+
+#: The re-check's words for a failing output left as the previous result (or a launch that failed outright).
+STALE_NOTE = "the failing outputs still hold the previous result"
+#: ... and for one the launch wrote anew but wrong: the kernel's own miss at fresh values, not a cached result.
+RECOMPUTED_NOTE = ("the outputs were written anew, wrong at these values: not a stale result but a wrong one the "
+                   "check's seeds did not draw")
 
 
 def _tolerance_notes(kf: KernelFile, case: Case, strict: bool) -> tuple[dict[str, Tolerance], str | None, list[str]]:

@@ -246,7 +246,12 @@ def _recheck(ctx: StageContext) -> Failure | None:
     ctx.records["recheck"] = again.model_dump(mode="json")
     if again.passed:
         return None
+    from kernelpilot.measure.correctness import RECOMPUTED_NOTE
+
     why = again.error or next(o.reason for o in again.outputs if not o.passed)
+    if RECOMPUTED_NOTE in why:  # written anew and wrong: the kernel's miss at values the seeds did not draw
+        return Failure("wrong_result", f"after timing, on values no call had seen written into the same tensors: "
+                                       f"{why}")
     return Failure("stale_result", f"after timing, on values no call had seen written into the same tensors: {why} "
                                    "(a result cached by pointer or computed in setup, or a kernel that stops working)")
 
