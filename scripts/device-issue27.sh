@@ -10,6 +10,8 @@
 #         earlier call (.dev26/ln-configs.jsonl) and looks the layer_norm workload up; then the level-2 solutions
 # Then one table over all lanes (scripts/kernelbench_merge.py): correctness, speedups vs eager and torch.compile,
 # fast_p. Everything lands in $OUT (at most 8 files).
+#   bash scripts/device-issue27.sh again     # one GPU: the layer_norm store looked up on this machine, then the
+#                                            # solutions that failed for kernelpilot's own reasons on the H200 run
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
@@ -25,6 +27,19 @@ kb() {  # kb LANE FILE...: one kernelbench run over these solutions on GPU LANE
     --out /tmp/kb-out-$lane --timeout-s 240 --json > /tmp/kb-out-$lane.json 2> /tmp/kb-lane-$lane.log
   echo "-- lane $lane kernelbench run: rc=$? after $SECONDS s" >> /tmp/kb-lane-$lane.log
 }
+if [ "${1:-}" = again ]; then
+  export KERNELPILOT_HOME=/tmp/kp-home-lookup
+  { echo "== lookup on: $(nvidia-smi -i 0 --query-gpu=uuid,name --format=csv,noheader)"
+    python3 -m kernelpilot.cli configs import .dev26/ln-configs.jsonl --json
+    for m in 32 100 200 700 1500 3000 5000 12000; do
+      python3 -m kernelpilot.cli configs lookup src/kernelpilot/examples/layer_norm.py --shape M=$m --json; echo; done
+  } > "$OUT/lookup-h100.log" 2>&1
+  python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_reference_memory.py 2>&1 | tail -n 3
+  kb 0 2_problem_14_sample_0 1_problem_19_sample_0 1_problem_23_sample_0
+  python3 scripts/kernelbench_merge.py /tmp/kb-out-0 --out /tmp/kb-all > "$OUT/kb-again.md" 2>&1
+  cat "$OUT/kb-again.md"; cp /tmp/kb-all/kernelbench.json "$OUT/kb-again.json"; cp /tmp/kb-lane-0.log "$OUT/"
+  exit 0
+fi
 ( kb 0 1_problem_5_sample_0 1_problem_19_sample_0 1_problem_21_sample_0 1_problem_23_sample_0 ) &
 ( kb 1 1_problem_24_sample_0 1_problem_26_sample_0 1_problem_36_sample_0 1_problem_47_sample_0
   CUDA_VISIBLE_DEVICES=1 timeout $(( CALL_S - SECONDS - 30 )) python3 -m pytest -q -m gpu -p no:cacheprovider \
