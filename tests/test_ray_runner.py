@@ -170,6 +170,31 @@ def test_dead_and_stuck_actors_are_charged_to_one_config_and_replaced_on_their_n
         assert all(_node(e) == nodes[_slot(e)] for e in after)  # each replacement took its slot's node
 
 
+@pytest.mark.skipif(not BROKEN.is_file(), reason="tests/data/broken/modes.py (the broken-kernel fixture) is absent")
+def test_a_stop_signal_ends_a_wait_on_the_actors_at_once(cluster, home):
+    """Ctrl-C or SIGTERM while an actor runs a config that hangs: the run stops within a second or so, not when the
+    config's limit ends (one long ray.wait held the handler back: 85 s in a CLI run before the fix), and abort()
+    kills the actor at once."""
+    from kernelpilot.app.interrupt import GracefulStop, RunInterrupted
+    from kernelpilot.search.ray_pool import RayPool
+    from kernelpilot.search.worker import WorkerOptions
+
+    opts = WorkerOptions(kernel=str(BROKEN), shape={"N": 256}, interpreted=True)
+    pool = RayPool(opts, cluster.address, n_workers=1, timeout_s=120)
+    try:
+        timer = threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM))
+        with pytest.raises(RunInterrupted), GracefulStop():
+            timer.start()
+            t0 = time.monotonic()
+            list(pool.map([_broken("hang")]))
+        assert time.monotonic() - t0 < 15  # the hang's limit is 120 s
+    finally:
+        timer.cancel()
+        t0 = time.monotonic()
+        pool.abort()
+    assert time.monotonic() - t0 < 10 and pool.labels == []
+
+
 def test_toolchain_differences_name_each_mismatch():
     from kernelpilot.search.ray_toolchain import refused, toolchain, toolchain_differences
 

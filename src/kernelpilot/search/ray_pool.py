@@ -120,6 +120,54 @@ class _ActorBody:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+#: Longest single wait on Ray (s): a SIGINT/SIGTERM handler runs between two waits, never inside one.
+_WAIT_SLICE_S = 0.5
+
+
+def _unwrapped(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, re-raising a ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+    the run's ``RunInterrupted``) that a signal handler raised inside Ray's Cython code as itself: it comes out of
+    there as ``SystemError: ... returned a result with an exception set`` with the handler's exception as its
+    context (observed with Ray 2.60)."""
+    try:
+        return call(*args, **kwargs)
+    except SystemError as exc:
+        inner = exc.__cause__ or exc.__context__
+        if isinstance(inner, BaseException) and not isinstance(inner, Exception):
+            raise inner from None
+        raise
+
+
+def _wait(ray: Any, refs: list[Any], num_returns: int, timeout: float | None) -> tuple[list[Any], list[Any]]:
+    """``ray.wait(refs, num_returns=..., timeout=...)`` in slices of at most :data:`_WAIT_SLICE_S` s.
+
+    One long ``ray.wait`` holds Python's signal handlers until it returns (observed with Ray 2.60: Ctrl-C during
+    ``tune --ray`` took effect only when the config in flight ended, 85 s later); between slices the handler of
+    :class:`kernelpilot.app.interrupt.GracefulStop` runs and stops the search."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if end is None else max(0.0, end - time.monotonic())
+        step = _WAIT_SLICE_S if left is None else min(_WAIT_SLICE_S, left)
+        ready, rest = _unwrapped(ray.wait, refs, num_returns=num_returns, timeout=step)
+        if len(ready) >= num_returns or (left is not None and left <= step):
+            return ready, rest
+
+
+def _get(ray: Any, ref: Any, timeout: float | None) -> Any:
+    """``ray.get(ref, timeout=timeout)`` (``ref`` one object or a list) waiting through :func:`_wait`.
+
+    Raises:
+        ray.exceptions.GetTimeoutError: not every object was ready within ``timeout``; else what ``ray.get``
+            raises (the actor died, the task raised).
+    """
+    refs = ref if isinstance(ref, list) else [ref]
+    ready, _ = _wait(ray, refs, len(refs), timeout)
+    if len(ready) < len(refs):
+        raise ray.exceptions.GetTimeoutError(f"{len(refs) - len(ready)} of {len(refs)} Ray answers not ready "
+                                             f"within {timeout} s")
+    return _unwrapped(ray.get, ref)
+
+
 def _driver_gpu_index() -> str:
     """The physical GPU this driver's first CUDA device is (the first entry of ``CUDA_VISIBLE_DEVICES``, else 0)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
@@ -217,7 +265,7 @@ class RayPool:
         self.devices = [f"ray:{i}" for i in range(n)]
         refs = [s.actor.ready.remote() for s in self._slots]
         try:
-            answers = ray.get(refs, timeout=ready_timeout_s)
+            answers = _get(ray, refs, ready_timeout_s)
         except Exception as exc:  # noqa: BLE001 - placement timeout, actor failing to start
             self.close()
             raise SearchError(f"the {n} Ray actors did not start within {ready_timeout_s:.0f} s: {exc}",
@@ -267,7 +315,7 @@ class RayPool:
         slot.fresh, ref, slot.ready_ref = False, slot.ready_ref, None
         if ref is None:  # an actor checked when the pool started, or already
             return
-        answer = self._ray.get(ref, timeout=self.ready_timeout_s)  # it answered before the config
+        answer = _get(self._ray, ref, self.ready_timeout_s)  # it answered before the config
         slot.label, tools = ready_answer(answer, slot.label)
         lines = refused(slot.label, self.toolchain, tools)
         if lines:
@@ -284,7 +332,7 @@ class RayPool:
         status: Status
         waited_s = self._deadline_s(i)
         try:
-            answer = ray.get(ref, timeout=timeout)
+            answer = _get(ray, ref, timeout)
         except ray.exceptions.GetTimeoutError:
             status = "timeout"
             message = (f"Ray actor {self._slots[i].label} gave no answer within {waited_s:.0f} s: "
@@ -316,7 +364,7 @@ class RayPool:
         i = next(self._next)
         waited_s = self._deadline_s(i)
         try:
-            got, restarts = ray.get(getattr(self._slots[i].actor, method).remote(*args), timeout=waited_s)
+            got, restarts = _get(ray, getattr(self._slots[i].actor, method).remote(*args), waited_s)
         except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
             timed_out = isinstance(exc, ray.exceptions.GetTimeoutError)
             what = f"gave no answer within {waited_s:.0f} s" if timed_out else "died"
@@ -352,7 +400,7 @@ class RayPool:
         closing = [s.actor.close.remote() for s in self._slots] if polite else []
         if closing:
             try:
-                self._ray.wait(closing, num_returns=len(closing), timeout=15)
+                _wait(self._ray, closing, len(closing), 15.0)
             except Exception:  # noqa: BLE001 - actors already gone
                 pass
         for slot in self._slots:
@@ -405,7 +453,7 @@ class RayPool:
                 ref = self._slots[i].actor.evaluate.remote(configs[k], race_against_ns)
                 pending[ref] = (k, i, time.monotonic() + self._deadline_s(i))
             first_due = min(due for _, _, due in pending.values())
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(0.0, first_due - time.monotonic()))
+            ready, _ = _wait(ray, list(pending), 1, max(0.0, first_due - time.monotonic()))
             now = time.monotonic()
             expired = [r for r, (_, _, due) in pending.items() if r not in ready and now >= due]
             for ref in [*ready, *expired]:
