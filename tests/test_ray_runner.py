@@ -152,7 +152,7 @@ def test_dead_and_stuck_actors_are_charged_to_one_config_and_replaced_on_their_n
             '    out.copy_(x + y)')
     opts = WorkerOptions(kernel=str(write_kernel(body)), shape={"N": 300}, interpreted=True)
     ok = [{"BLOCK": b, "num_warps": w} for b in (64, 256) for w in (2, 4, 8)]
-    with RayPool(opts, cluster.address, timeout_s=120, deadline_s=12) as pool:
+    with RayPool(opts, cluster.address, timeout_s=120, deadline_s=8) as pool:
         nodes = {label.split("/", 1)[0]: label.rsplit("#", 1)[1] for label in pool.labels}
         killer = threading.Thread(target=lambda: os.kill(_actor_of_pid_in(pidfile), signal.SIGKILL), daemon=True)
         killer.start()
