@@ -273,8 +273,12 @@ VARIANTS: dict[tuple[str, ...], list[Variant]] = {
                  lambda k, d: ((k,), {"prune": "off", "race": False, "budget_evals": 3})),
                 ("tune", ["--resume", "{D}", "--budget-evals", "4"],
                  lambda k, d: ((None,), {"resume": d, "budget_evals": 4})),
+                ("tune", ["{K}", "--ray", "head:6379", "--budget-evals", "3"],
+                 lambda k, d: ((k,), {"ray_address": "head:6379", "budget_evals": 3})),
                 ("tune_workload", ["{K}", "--workload-range", "N=8:16", "--top-k", "1", "--out", "{D}"],
-                 lambda k, d: ((k,), {"ranges": ["N=8:16"], "top_k": 1, "out": d}))],
+                 lambda k, d: ((k,), {"ranges": ["N=8:16"], "top_k": 1, "out": d})),
+                ("tune_workload", ["{K}", "--workload-range", "N=8:16", "--ray", "head:6379", "--out", "{D}"],
+                 lambda k, d: ((k,), {"ranges": ["N=8:16"], "ray_address": "head:6379", "out": d}))],
 
     ("workload", "ranges"): [("workload_ranges", ["{K}", "N=8:16", "--out", "{D}"],
                               lambda k, d: ((k, ["N=8:16"]), {"out": d}))],

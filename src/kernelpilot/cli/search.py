@@ -41,7 +41,9 @@ def tune_cmd(
     no_race: bool = typer.Option(False, "--no-race", help="Time every candidate fully (no racing)."),
     replay: str | None = typer.Option(None, "--replay", help="Answer from this cache file (no GPU)."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Neither read nor append the cache."),
-    ray: str | None = typer.Option(None, "--ray", help="Evaluate on a Ray cluster at this address."),
+    ray: str | None = typer.Option(None, "--ray", help="Evaluate in Ray actors on the cluster at this address "
+                                   "(HOST:6379, auto, ray://HOST:10001; local: a fresh one here): one actor per GPU, "
+                                   "docs/ray.md."),
     output: Path | None = typer.Option(None, "--out", help="The search's folder: its evaluations as they are "
                                        "decided, tune.json and tune.md at the end; --resume continues from it."),
     resume: Path | None = typer.Option(None, "--resume", help="Continue the search kept in this --out folder "
@@ -73,7 +75,8 @@ def tune_cmd(
             kernel, out=output or Path(f"kp-workload-{Path(str(kernel)).stem}"), workload=workload,
             ranges=workload_range, rule=bucket_rule, strategy=strategy, budget_s=budget_s, budget_evals=budget_evals,
             top_k=top_k, store=not no_store, log=log, seed=seed, ref=ref, gpu=gpu, prune=prune,
-            constraints=constraint or [], timeout_s=timeout_s, replay=replay, use_cache=not no_cache),
+            constraints=constraint or [], timeout_s=timeout_s, replay=replay, use_cache=not no_cache,
+            ray_address=ray),
             render.workload, ok=lambda r: bool(r.buckets), progress=log)
         return
     run_command(as_json, lambda: api.tune(kernel, resume=resume, strategy=strategy, budget_evals=budget_evals,
