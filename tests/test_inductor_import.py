@@ -375,3 +375,15 @@ def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_
         parse_output(_template_capture().codes[0].replace("buf0, 4, 1, 1, stream", "buf0, stream"))
     with pytest.raises(InductorConvertError, match="template kernel with grid type 'Grid1D'"):
         parse_output(_template_capture().codes[0].replace("'grid_type': 'FixedGrid'", "'grid_type': 'Grid1D'"))
+
+
+def test_a_kernelbench_solution_gets_no_half_made_inductor_candidate(tmp_path):
+    """On an H200 the candidate for a KernelBench solution failed at import (the converted file takes ``setup`` from
+    the original, which a solution does not define): it is now said to be not supported, before any capture."""
+    from kernelpilot.app.candidates import inductor_candidate
+
+    data = ROOT / "tests" / "data" / "kernelbench"
+    got = inductor_candidate(data / "1_ReLU_small_triton.py", data / "1_ReLU_small.py", {}, tmp_path / "inductor",
+                             1000.0, timeout_s=60)
+    assert got.status == "not_supported" and "KernelBench" in got.message and got.torch_compile_ns == 1000.0
+    assert not (tmp_path / "inductor" / "kernel.py").exists()

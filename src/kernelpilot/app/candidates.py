@@ -41,7 +41,8 @@ class CandidateOutcome(BaseModel):
     Attributes:
         status: ``imported`` (searched; ``duration_ns`` its best), ``no_triton_kernel`` (torch.compile used library
             calls only, e.g. cuBLAS), ``failed`` (the import or its search failed: ``message``), ``not_needed``
-            (torch.compile was not faster than the search's best beyond :data:`MARGIN`).
+            (torch.compile was not faster than the search's best beyond :data:`MARGIN`), ``not_supported`` (a
+            KernelBench solution: the converted file would need the pair's setup).
         kernel: the imported kernel file (relative to the run folder). config / duration_ns: its best.
         samples_ns: the best's timing samples (ns). tune_folder: the search's folder (relative).
         torch_compile_ns: the baseline it was imported for. message: why, for the other statuses.
@@ -106,8 +107,18 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
     """
     from kernelpilot.errors import KernelpilotError
 
+    from kernelpilot.kernels.kernelbench import is_solution_file
+
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / "kernel.py"
+    if capture is None and is_solution_file(kernel):
+        # the converted file takes setup from the original kernel file; a KernelBench solution has none (its
+        # setup is built from the pair by kernelpilot's reader): said as what it is, not as a failed import
+        log("Inductor candidate: not imported for a KernelBench solution (the imported file would need the pair's "
+            "setup, which only kernelpilot's reader builds)")
+        return CandidateOutcome(status="not_supported", torch_compile_ns=baseline_ns,
+                                message="KernelBench solution: Inductor's kernel is not imported for a (solution, "
+                                        "problem) pair yet; torch.compile's time is reported as the baseline")
     try:
         from kernelpilot.api_inductor import import_inductor
         from kernelpilot.inductor import NoTritonKernel
