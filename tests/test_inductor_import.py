@@ -387,3 +387,17 @@ def test_a_kernelbench_solution_gets_no_half_made_inductor_candidate(tmp_path):
                              1000.0, timeout_s=60)
     assert got.status == "not_supported" and "KernelBench" in got.message and got.torch_compile_ns == 1000.0
     assert not (tmp_path / "inductor" / "kernel.py").exists()
+
+
+def test_the_template_max_autotune_triton_wrote_on_an_h100_is_read():
+    """The capture of Triton's matmul tutorial's reference on an H100 (torch 2.11, mode max-autotune-triton): one
+    GEMM template with a FixedGrid, launched from a CUDA-graph partition with its three grid values; the space is
+    max-autotune's choice (8 warps, 5 stages) and its neighbours."""
+    from kernelpilot.inductor.space import kernel_space
+
+    cap = CapturedCode.model_validate_json((DATA / "triton_tutorial_matmul-max-autotune-triton.json").read_text())
+    (k,) = parse_output(cap.codes[0]).kernels
+    assert (k.kind, k.grid_type, k.grid_args, k.launch) == (
+        "template", "FixedGrid", 3, {"kwargs": {}, "num_warps": 8, "num_stages": 5})
+    space = kernel_space(k, 0, cap.chosen.get(k.name), cap.configs.get(k.name, []))
+    assert space.tunables == {"num_warps_0": [4, 8, 16], "num_stages_0": [4, 5, 6]} and space.source == "autotuner"
