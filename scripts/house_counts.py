@@ -23,7 +23,8 @@ What is counted (each rule is the issue's own wording, made exact here):
   the node ``__init__``). Each edge has kinds: ``module`` (runs at import, class bodies included), ``function``
   (inside a function body), ``type_checking`` (under ``if TYPE_CHECKING:``), ``importlib``
   (``importlib.import_module("kernelpilot....")`` with a string literal or f-string prefix, and
-  ``"kernelpilot.x.y:function"`` strings that workers and the back-end registry import by name). The knot is the strongly connected
+  ``"kernelpilot.x.y:function"`` strings that workers and the back-end registry import by name). The knot is the
+  strongly connected
   components over all kinds; module pairs against :data:`TARGET_ORDER` are listed module by module.
 """
 
@@ -43,7 +44,8 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "kernelpilot"
 #: Derived from docs/DESIGN.md "Layers, bottom up" and issue 28, which names these directions as wrong:
 #: options → profile, hardware; kernels → backends, measure; profile → search; report → app, versions;
 #: app → versions. So options sits with the words, kernels below backends and measure, report below app, app
-#: below versions (as in DESIGN.md); measure below hardware (DESIGN.md; hardware/ceilings.py measures). Packages DESIGN.md does not place (inductor, workload, store, dispatch, experience, agents, skill,
+#: below versions (as in DESIGN.md); measure below hardware (DESIGN.md; hardware/ceilings.py measures).
+#: Packages DESIGN.md does not place (inductor, workload, store, dispatch, experience, agents, skill,
 #: examples) go where their own imports put them with the fewest pairs against the order.
 TARGET_ORDER: tuple[tuple[str, ...], ...] = (
     ("errors", "fmt", "procguard", "childproc", "sqlitefile", "__init__"),   # words without kernelpilot imports
@@ -357,7 +359,8 @@ def count(root: Path = ROOT) -> dict:
         for line, func, param, kind in any_parameters(tree):
             any_params.append({"where": f"{where}:{line}", "function": func, "parameter": param, "kind": kind})
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for line, call, attr, has_default, target in sorted(capability_probes(tree, _module_names(tree, names, package))):
+        found = capability_probes(tree, _module_names(tree, names, package))
+        for line, call, attr, has_default, target in sorted(found):
             capability = (has_default and not attr.startswith("__") and not attr.isupper() and attr in own_attributes
                           and target not in EXCEPTION_NAMES)
             probes.append({"where": f"{where}:{line}", "call": call, "target": target, "attribute": attr,
@@ -422,7 +425,8 @@ def render(result: dict) -> str:
              f"(all {a['bare'] + a['optional'] + a['container']})",
              f"capability probes (getattr with default / hasattr of a name a kernelpilot class defines, "
              f"on a non-module): {p['count']} (other literal getattr/hasattr: {p['other_getattr_hasattr']})"]
-    lines += [f"  {x['where']}: {x['call']}({x['target']}, {x['attribute']!r}{', …' if x['call'] == 'getattr' else ''})"
+    lines += [f"  {x['where']}: {x['call']}({x['target']}, {x['attribute']!r}"
+              f"{', …' if x['call'] == 'getattr' else ''})"
               for x in p["list"]]
     lines.append("import module pairs by kind: " + ", ".join(f"{k} {v}" for k, v in g["module_pairs_by_kind"].items()))
     lines.append(f"nodes: {len(g['nodes'])} ({len(g['packages'])} packages); unplaced: {g['unplaced_nodes']}")
@@ -435,7 +439,8 @@ def render(result: dict) -> str:
     lines += [f"  [{len(c)}] {', '.join(c)}" for c in g["knot_runtime_only"]]
     lines.append(f"module pairs against the order: {len(g['module_pairs_against_order'])} "
                  f"({len(g['node_pairs_against_order'])} node pairs)")
-    lines += [f"  {x['importer']} -> {x['imported']}  [{', '.join(x['kinds'])}]" for x in g["module_pairs_against_order"]]
+    lines += [f"  {x['importer']} -> {x['imported']}  [{', '.join(x['kinds'])}]"
+              for x in g["module_pairs_against_order"]]
     return "\n".join(lines)
 
 
