@@ -16,16 +16,18 @@ What is counted (each rule is the issue's own wording, made exact here):
   ``**kwargs``). ``bare``: the annotation is ``Any`` (or ``typing.Any``, or the string ``"Any"``). ``optional``:
   ``Optional[Any]``, ``Any | None``, ``Union[Any, None]``. ``container``: any other annotation with ``Any`` inside
   (``dict[str, Any]``, ``Callable[..., Any]``).
-- **Capability probes**: ``getattr(x, "literal", default)`` and ``hasattr(x, "literal")`` whose first argument is
-  not a module (a name bound by ``import m`` / ``import m as n``, or ``from kernelpilot.p import m`` where ``m`` is a
-  kernelpilot module). ``getattr(x, "literal")`` without a default is listed apart (it raises like ``x.literal``).
+- **Capability probes**: ``getattr(x, "literal", default)`` and ``hasattr(x, "literal")`` where ``literal`` is a
+  name some kernelpilot class defines (method, property, class attribute; not a dunder, not an UPPER contract name)
+  and ``x`` is neither a module (bound by ``import m``, ``from kernelpilot.p import m`` of a module, or named
+  ``module``/``mod``/``*_module``: a kernel file is a module) nor a caught exception (``exc``, ``e``, ``err``).
+  Every other literal ``getattr``/``hasattr`` on a non-module is listed apart (duck typing on tensors, Triton
+  internals, ``getattr`` without a default).
 - **Import graph**: nodes are the top-level packages and top-level modules of kernelpilot (``kernelpilot`` itself is
   the node ``__init__``). Each edge has kinds: ``module`` (runs at import, class bodies included), ``function``
   (inside a function body), ``type_checking`` (under ``if TYPE_CHECKING:``), ``importlib``
   (``importlib.import_module("kernelpilot....")`` with a string literal or f-string prefix, and
   ``"kernelpilot.x.y:function"`` strings that workers and the back-end registry import by name). The knot is the
-  strongly connected
-  components over all kinds; module pairs against :data:`TARGET_ORDER` are listed module by module.
+  strongly connected components over all kinds; module pairs against :data:`TARGET_ORDER` are listed module by module.
 """
 
 from __future__ import annotations
