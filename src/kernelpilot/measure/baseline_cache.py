@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from kernelpilot.facts import utc_now, utc_now_iso
 from kernelpilot.measure.timing import TimingResult
 
 __all__ = ["CANARY_REL", "MAX_AGE_S", "CachedBaseline", "baseline_key", "cache_dir", "code_fingerprint", "lookup",
@@ -178,7 +179,7 @@ def lookup(key: dict[str, Any], eager_now: TimingResult, *, max_age_s: float = M
         return None, "no cached torch.compile timing for this reference, inputs and GPU"
     if entry.key != key:
         return None, "cache entry for another key (hash collision or hand edit): measured afresh"
-    age_s = _age_s(entry, _dt.datetime.now(_dt.timezone.utc))
+    age_s = _age_s(entry, utc_now())
     if not 0 <= age_s <= max_age_s:
         return None, f"cached torch.compile timing is {age_s / 3600:.1f} h old (limit {max_age_s / 3600:.0f} h)"
     drift = eager_now.median_ns / entry.eager.median_ns - 1.0 if entry.eager.median_ns > 0 else float("inf")
@@ -190,7 +191,7 @@ def lookup(key: dict[str, Any], eager_now: TimingResult, *, max_age_s: float = M
 
 def store(key: dict[str, Any], eager: TimingResult, compiled: TimingResult) -> Path | None:
     """Write the entry for ``key`` atomically; returns its path, or None when the folder is not writable."""
-    entry = CachedBaseline(key=key, measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    entry = CachedBaseline(key=key, measured_at=utc_now_iso(),
                            eager=eager, compiled=compiled)
     path = _path(key)
     try:
