@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from kernelpilot.facts import utc_now, utc_now_iso
+from kernelpilot.facts import nvml_driver_version, utc_now, utc_now_iso
 from kernelpilot.measure.timing import TimingResult
 
 __all__ = ["CANARY_REL", "MAX_AGE_S", "CachedBaseline", "baseline_key", "cache_dir", "code_fingerprint", "lookup",
@@ -136,15 +136,7 @@ def _gpu_identity() -> dict[str, Any]:
         ident["triton"] = triton.__version__
     except ImportError:  # pragma: no cover - the Triton backend always has it
         ident["triton"] = None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        pynvml.nvmlShutdown()
-        ident["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
-    except Exception:  # noqa: BLE001 - no NVML: the other fields still separate GPUs and stacks
-        ident["driver"] = None
+    ident["driver"] = nvml_driver_version()  # None without NVML: the other fields still separate GPUs and stacks
     return ident
 
 
