@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import device_kind
 import kernelpilot
 from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
@@ -80,7 +81,7 @@ def env(*, probe_ncu: bool = True) -> EnvInfo:
 
 def _here(device: str) -> str:
     """The torch device of a worker bound to ``device`` (``"cuda:<i>"`` -> ``"cuda"``)."""
-    return "cuda" if device.startswith("cuda") else "cpu"
+    return device_kind(device)
 
 
 def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import device_kind
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 from kernelpilot.search.stages import LOAD_STAGES, SUBSETS, stage_of
@@ -96,7 +97,7 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import StageContext, evaluate
 
-    dev = "cuda" if device.startswith("cuda") else "cpu"
+    dev = device_kind(device)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
     roles = observed_roles_at(kf, shp, dev)  # RoleMismatch (a DeclarationError): a declared role contradicted
     roof, _, _ = roofline_at(kf, shp, dev, None, roles)  # DeclarationError: declared work below the tensors'

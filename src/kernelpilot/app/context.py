@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import KernelpilotError, SearchError, SpecError
+from kernelpilot.facts import nvml_gpu_name
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
 from kernelpilot.kernels.workload import Workload, counted_flops, workload
@@ -117,15 +118,7 @@ def detect_device() -> str:
 
 def gpu_name(index: int = 0) -> str | None:
     """The name NVML gives GPU ``index`` (no CUDA context is created), or None without NVML or a GPU."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-        pynvml.nvmlShutdown()
-        return name.decode() if isinstance(name, bytes) else str(name)
-    except Exception:  # noqa: BLE001 - no NVML: no name
-        return None
+    return nvml_gpu_name(index)
 
 
 def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, str]:

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from kernelpilot.app.kernelbench_pairs import Pair, pair_folder
 from kernelpilot.errors import ContractError, KernelFailed, KernelpilotError, ToolMissingError
+from kernelpilot.facts import device_kind
 
 __all__ = ["EXCESSIVE_SPEEDUP", "INCORRECT", "P_VALUES", "KernelBenchResult", "KernelBenchRow", "evaluate_in_worker",
            "fast_p", "fast_p_table", "run_kernelbench"]
@@ -175,7 +176,7 @@ def evaluate_in_worker(kf: Any, opts: Any, device: str, fresh_baselines: bool = 
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import run_command
 
-    here = "cuda" if device.startswith("cuda") else "cpu"
+    here = device_kind(device)
     shape, config = resolve_shape(kf, None), resolve_config(kf, None)
     wopts = opts.model_copy(update={"shape": shape})
     durations: dict[str, float | None] = {"solution": None, "eager": None, "compile": None}

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
+from kernelpilot.facts import device_kind
 from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import Interruption, RunInfo, now_utc
@@ -171,7 +172,7 @@ def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any],
     """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
     from kernelpilot.report.benchmark import run_benchmark
 
-    return run_benchmark(kf, shape, config, "cuda" if device.startswith("cuda") else "cpu").model_dump_json()
+    return run_benchmark(kf, shape, config, device_kind(device)).model_dump_json()
 
 
 def _evidence(s: Session, recorder: Any) -> Any:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import ctypes
-import datetime
 import hashlib
 import json
 import os
@@ -27,6 +26,7 @@ from typing import Any
 
 from kernelpilot.bundle.reader import FORMAT_V2, MANIFEST, BundleError, BundleShapeOutOfRange
 from kernelpilot.bundle.rules import lookup_functions
+from kernelpilot.facts import utc_now_iso
 
 __all__ = ["CudaBundleKernel", "export_cuda_workload"]
 
@@ -107,7 +107,7 @@ def export_cuda_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, out:
         "source_sha256": hashlib.sha256(kernel.read_bytes()).hexdigest(), "arch": target,
         "compute_capability": list(cc), "nvcc_arch": f"{target}a" if cc[0] >= 9 else target,
         "nvcc_version": version, "min_driver_cuda": f"{m.group(1)}.0" if m else "0.0",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now_iso(),
         "solve": [{"name": p.name, "kind": p.kind, "ctype": p.ctype, "dtype": p.dtype, "ctypes_name": p.ctypes_name}
                   for p in sig.params],
         "dispatch": {"sha256": dispatch_sha256, "keys": list(dispatch.keys),

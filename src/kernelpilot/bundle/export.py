@@ -6,7 +6,6 @@ inspection); this process writes the cubins and ``manifest.json`` (:class:`~kern
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import shutil
@@ -16,6 +15,7 @@ from typing import Any, Optional
 
 from kernelpilot.bundle.manifest import MANIFEST, BundleError, BundleFile, BundleManifest, file_sha256, manifest_id
 from kernelpilot.errors import ContractError, KernelpilotError, ToolMissingError
+from kernelpilot.facts import utc_now_iso
 
 __all__ = ["ptx_isa_cuda", "device_arch", "export_bundle", "export_workload", "find_dispatch", "min_driver_cuda",
            "resolve_source"]
@@ -328,7 +328,7 @@ def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], c
         arch=target, compute_capability=cc, triton_version=results[0]["triton_version"],
         ptxas_version=results[0]["ptxas_version"], nvcc_version=_tool_version("nvcc"), torch_version=results[0]["torch_version"],
         min_driver_cuda=min_driver_cuda([e["ptx_version"] for e in entries]),
-        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), entries=entries,
+        created=utc_now_iso(), entries=entries,
         files=files, bundle_id="0" * 64)
     # The identity is computed over the JSON exactly as it will be read back (numbers as json parses them).
     manifest = manifest.model_copy(update={"bundle_id": manifest_id(json.loads(manifest.model_dump_json()))})

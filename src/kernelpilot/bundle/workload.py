@@ -16,7 +16,6 @@ sets of constants and divisibility hints Triton compiled at the samples.
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import json
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from kernelpilot.bundle.reader import FORMAT_V2, BundleError, file_sha256
 from kernelpilot.bundle.rules import fit, rule_text
 from kernelpilot.errors import KernelpilotError
+from kernelpilot.facts import utc_now_iso
 
 __all__ = ["MAX_SPEC_SAMPLES", "MAX_WORKERS", "THRESHOLD_ROUNDS", "export_triton_workload", "rules_table", "sample_shapes"]
 
@@ -389,7 +389,7 @@ def export_triton_workload(kernel: Path, dispatch: Any, dispatch_sha256: str, ou
         "arch": target, "compute_capability": list(cc), "triton_version": first["triton_version"],
         "ptxas_version": first["ptxas_version"], "nvcc_version": meta.get("nvcc_version", ""),
         "torch_version": first["torch_version"], "grid_rule": "shape-ranges",
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "created": utc_now_iso(),
         "dispatch": {"sha256": dispatch_sha256, "keys": keys, "key_inputs": key_inputs, "arch": dispatch.arch,
                      "gpu_name": dispatch.gpu_name},
         "buckets": buckets, "entries": entries, "files": files}

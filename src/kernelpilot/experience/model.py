@@ -21,6 +21,7 @@ from typing import Any, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kernelpilot.experience.tags import derive_tags, normalize_tags
+from kernelpilot.facts import kernelpilot_home, utc_now_iso
 
 __all__ = ["BACKENDS", "BOTTLENECK_CLASSES", "OUTCOMES", "FAILED_OUTCOMES", "ExperienceEntry", "Recommendation",
            "default_db_path", "normalize_bottleneck", "normalize_kernel_type", "utc_now"]
@@ -44,15 +45,13 @@ Outcome = Literal["improved", "regressed", "neutral", "mixed", "invalid"]
 def default_db_path() -> Path:
     """Where the experience log lives: ``$KERNELPILOT_EXPERIENCE`` if set (``~`` expanded), else
     ``<kernelpilot home>/experience.db`` (``$KERNELPILOT_HOME`` or ``~/.kernelpilot``). Nothing is created here."""
-    from kernelpilot.hardware.specs import kernelpilot_home
-
     env = os.environ.get("KERNELPILOT_EXPERIENCE", "").strip()
     return Path(env).expanduser() if env else kernelpilot_home() / "experience.db"
 
 
 def utc_now() -> str:
     """The current UTC time as ISO 8601 to the second (``2026-11-24T10:31:05+00:00``)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return utc_now_iso()
 
 
 def normalize_kernel_type(value: str) -> str:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, Field
 
 from kernelpilot.errors import SpecError, ToolMissingError
+from kernelpilot.facts import utc_now_iso
 from kernelpilot.measure.gpu_state import driver_version as nvml_driver_version
 from kernelpilot.measure.timing import quartiles, time_events
 from kernelpilot.hardware.specs import (
@@ -166,7 +166,7 @@ def _check_free_memory(torch: Any, dev: Any, need_bytes: int, what: str) -> None
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return utc_now_iso()
 
 
 def measure_copy_bandwidth(

@@ -24,11 +24,11 @@ Units: GB and GB/s are decimal (10^9 bytes) as in NVIDIA's datasheets; MB and KB
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from pathlib import Path
 
 from kernelpilot.errors import SpecError
+from kernelpilot.facts import kernelpilot_home  # re-exported: the one computation of the user's folder
 from kernelpilot.hardware.spec_format import load_spec_file
 from kernelpilot.hardware.spec_model import (
     CONFLICT_TOLERANCE,
@@ -76,12 +76,6 @@ _HOW_TO_ADD = (
     "cited source (one value per line: '- <metric>: <value> <unit> [<source key>]'), and put the name "
     "the device reports (torch.cuda.get_device_name()) on its 'aliases:' line"
 )
-
-
-def kernelpilot_home() -> Path:
-    """The user's kernelpilot folder: ``$KERNELPILOT_HOME`` if set, else ``~/.kernelpilot`` (not created here)."""
-    env = os.environ.get("KERNELPILOT_HOME", "").strip()
-    return Path(env).expanduser() if env else Path.home() / ".kernelpilot"
 
 
 def user_specs_dir() -> Path:

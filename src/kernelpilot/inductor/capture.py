@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import device_kind
+
 __all__ = ["TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
 
 
@@ -182,7 +184,7 @@ def capture_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     from kernelpilot.kernels.case import make_case
     from kernelpilot.kernels.contract import resolve_shape
 
-    if not device.startswith("cuda") or not torch.cuda.is_available():
+    if device_kind(device) != "cuda" or not torch.cuda.is_available():
         return {"problem": "no_gpu", "message": f"the worker runs on {device}; Inductor emits Triton only for CUDA"}
     shp = resolve_shape(kf, shape)
     case = make_case(kf, shp, 0, "cuda")

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from kernelpilot.facts import nvml_driver_version, utc_now, utc_now_iso
 from kernelpilot.measure.timing import TimingResult
 
 __all__ = ["CANARY_REL", "MAX_AGE_S", "CachedBaseline", "baseline_key", "cache_dir", "code_fingerprint", "lookup",
@@ -135,15 +136,7 @@ def _gpu_identity() -> dict[str, Any]:
         ident["triton"] = triton.__version__
     except ImportError:  # pragma: no cover - the Triton backend always has it
         ident["triton"] = None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        pynvml.nvmlShutdown()
-        ident["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
-    except Exception:  # noqa: BLE001 - no NVML: the other fields still separate GPUs and stacks
-        ident["driver"] = None
+    ident["driver"] = nvml_driver_version()  # None without NVML: the other fields still separate GPUs and stacks
     return ident
 
 
@@ -178,7 +171,7 @@ def lookup(key: dict[str, Any], eager_now: TimingResult, *, max_age_s: float = M
         return None, "no cached torch.compile timing for this reference, inputs and GPU"
     if entry.key != key:
         return None, "cache entry for another key (hash collision or hand edit): measured afresh"
-    age_s = _age_s(entry, _dt.datetime.now(_dt.timezone.utc))
+    age_s = _age_s(entry, utc_now())
     if not 0 <= age_s <= max_age_s:
         return None, f"cached torch.compile timing is {age_s / 3600:.1f} h old (limit {max_age_s / 3600:.0f} h)"
     drift = eager_now.median_ns / entry.eager.median_ns - 1.0 if entry.eager.median_ns > 0 else float("inf")
@@ -190,7 +183,7 @@ def lookup(key: dict[str, Any], eager_now: TimingResult, *, max_age_s: float = M
 
 def store(key: dict[str, Any], eager: TimingResult, compiled: TimingResult) -> Path | None:
     """Write the entry for ``key`` atomically; returns its path, or None when the folder is not writable."""
-    entry = CachedBaseline(key=key, measured_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    entry = CachedBaseline(key=key, measured_at=utc_now_iso(),
                            eager=eager, compiled=compiled)
     path = _path(key)
     try:

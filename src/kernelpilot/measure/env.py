@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import platform
 import shutil
 import socket
@@ -12,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import utc_now_iso
 from kernelpilot.measure.gpu_state import driver_version, gpu_state
 
 
@@ -126,7 +126,7 @@ def collect_env(*, probe_ncu: bool = True) -> EnvInfo:
     else:
         readable, detail = probe_counters(ncu_path)
     return EnvInfo(
-        date_utc=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), hostname=socket.gethostname(),
+        date_utc=utc_now_iso(), hostname=socket.gethostname(),
         python=sys.version.split()[0], platform=platform.platform(), kernelpilot=__version__, torch=torch.__version__,
         torch_cuda=torch.version.cuda, triton=_version("triton"), driver=driver_version(),
         mode="cuda" if gpu is not None else "interpreter", gpu=gpu,

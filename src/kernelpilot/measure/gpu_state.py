@@ -8,17 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _nvml():
-    try:
-        import pynvml  # nvidia-ml-py
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    return pynvml
+from kernelpilot.facts import nvml, nvml_driver_version
 
 
 def gpu_state(index: int = 0) -> dict[str, Any]:
@@ -27,7 +17,7 @@ def gpu_state(index: int = 0) -> dict[str, Any]:
     Returns an empty dict when NVML is unavailable (no GPU, no driver, nvidia-ml-py missing): absence of
     evidence is recorded as absence, never as a guessed value.
     """
-    nv = _nvml()
+    nv = nvml()
     if nv is None:
         return {}
     out: dict[str, Any] = {}
@@ -58,13 +48,4 @@ def _decode_reasons(nv: Any, mask: int) -> list[str]:
     return sorted(set(names))
 
 
-def driver_version() -> str | None:
-    """The NVIDIA driver version string from NVML, or None."""
-    nv = _nvml()
-    if nv is None:
-        return None
-    try:
-        v = nv.nvmlSystemGetDriverVersion()
-        return v.decode() if isinstance(v, bytes) else str(v)
-    except Exception:
-        return None
+driver_version = nvml_driver_version  # the NVIDIA driver version string from NVML, or None

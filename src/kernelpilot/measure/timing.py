@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import device_kind
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.measure.gpu_state import gpu_state
 from kernelpilot.measure.guard import bound
@@ -249,7 +250,7 @@ def time_callable(fn: Callable[[], Any], device: str, *, before_each: Callable[[
                   **kwargs: Any) -> TimingResult:
     """Time ``fn`` with CUDA events on ``"cuda"``, or as interpreted wall-clock on ``"cpu"``; ``before_each`` runs
     before every launch, outside the timed region (see :func:`time_cuda`)."""
-    if device.startswith("cuda"):
+    if device_kind(device) == "cuda":
         return time_cuda(fn, before_each=before_each, **kwargs)
     return time_interpreted(fn, before_each=before_each, **kwargs)
 
@@ -276,7 +277,7 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     prepare = before_each if before_each is not None else (lambda: None)
     a: list[float] = []
     b: list[float] = []
-    if not device.startswith("cuda"):
+    if device_kind(device) != "cuda":
         for _ in range(n):
             for out, fn, tag in ((a, fn_a, "a"), (b, fn_b, "b")):
                 prepare()

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from kernelpilot.facts import utc_now_iso
 from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.samples import unpack_samples
@@ -17,7 +17,7 @@ from kernelpilot.records.samples import unpack_samples
 
 def now_utc() -> str:
     """The current UTC time, ISO 8601, seconds (the timestamps of run.json and tune-run.json)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return utc_now_iso()
 
 
 class RunInfo(BaseModel):

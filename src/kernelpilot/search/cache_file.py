@@ -7,7 +7,6 @@ See :mod:`kernelpilot.search.cache` for the format and the crash-safety rules; t
 
 from __future__ import annotations
 
-import datetime as _dt
 import fcntl
 import json
 import os
@@ -17,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernelpilot.hardware.specs import kernelpilot_home
+from kernelpilot.facts import kernelpilot_home, utc_now_iso
 from kernelpilot.search.cache_trust import LineTrust, cache_secret, check_line
 from kernelpilot.search.cache_trust import dumps_compact as dumps_compact  # noqa: PLC0414 - re-exported
 from kernelpilot.search.model import Evaluation
@@ -35,7 +34,7 @@ FILE_NAME_RE = re.compile(r"^(?P<kernel>.+)-(?P<key>[0-9a-f]{16})\.jsonl$")
 
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with milliseconds (``2025-01-01T00:00:00.000+00:00``). Raises nothing."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return utc_now_iso("milliseconds")
 
 
 def jsonable(value: Any) -> Any:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from kernelpilot.errors import SearchError
-from kernelpilot.hardware.specs import kernelpilot_home
+from kernelpilot.facts import kernelpilot_home
 
 if TYPE_CHECKING:
     from kernelpilot.hardware.roofline import Roofline

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.facts import nvml_gpu_name
+
 __all__ = ["TOOLCHAIN_HINT", "ready_answer", "refusal", "refused", "toolchain", "toolchain_differences"]
 
 
@@ -42,22 +44,7 @@ def _sources_sha256() -> str:
 def _gpu_name(index: str | int | None) -> str | None:
     """Name of the GPU at physical ``index`` (Ray's id, an NVML index or UUID) through NVML, without creating a CUDA
     context in this process; None when NVML cannot tell."""
-    if index is None:
-        return None
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            text = str(index)
-            handle = (pynvml.nvmlDeviceGetHandleByUUID(text) if text.startswith(("GPU-", "MIG-"))
-                      else pynvml.nvmlDeviceGetHandleByIndex(int(text)))
-            name = pynvml.nvmlDeviceGetName(handle)
-            return name.decode() if isinstance(name, bytes) else str(name)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML, no such device
-        return None
+    return None if index is None else nvml_gpu_name(index)
 
 
 def toolchain(gpu_index: str | int | None = None) -> dict[str, str | None]:

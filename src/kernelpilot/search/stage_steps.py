@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kernelpilot.facts import device_kind
 from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception
 from kernelpilot.search.model import Status
 
@@ -69,7 +70,7 @@ class StageContext:
     @property
     def dev(self) -> str:
         """The torch device: ``"cuda"`` or ``"cpu"``."""
-        return "cuda" if self.device.startswith("cuda") else "cpu"
+        return device_kind(self.device)
 
     def ensure_case(self) -> Any:
         """The case at the shape (seed 0) and ``fn``, built once (raises what ``setup`` raises)."""
@@ -173,7 +174,7 @@ def observe_roles_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, An
     """
     from kernelpilot.measure.correctness import observed_roles_at
 
-    report = observed_roles_at(kf, dict(shape), "cuda" if device.startswith("cuda") else "cpu")
+    report = observed_roles_at(kf, dict(shape), device_kind(device))
     return None if report is None else report.model_dump(mode="json")
 
 

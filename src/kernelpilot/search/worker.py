@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 
+from kernelpilot.facts import nvml_device_count
 from kernelpilot.procguard import quiet_resource_tracker
 from kernelpilot.search.failures import POISONING_MARKERS, classify_exception, exit_text, raise_described
 from kernelpilot.search.model import Evaluation, Status
@@ -424,13 +425,6 @@ def default_devices(interpreted: bool) -> list[str]:
     if visible is not None:
         ids = [v.strip() for v in visible.split(",") if v.strip() and v.strip() != "-1"]
         return [f"cuda:{i}" for i in ids] or ["cpu"]
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        n = pynvml.nvmlDeviceGetCount()
-        pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no NVML: no GPU
-        return ["cpu"]
-    return [f"cuda:{i}" for i in range(n)] or ["cpu"]
+    n = nvml_device_count()  # None: no NVML, no GPU
+    return [f"cuda:{i}" for i in range(n or 0)] or ["cpu"]
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from kernelpilot.facts import device_kind
 from kernelpilot.measure.timing import MAX_SAMPLES, MIN_SAMPLES, REP_MS
 from kernelpilot.search.failures import describe_exception
 from kernelpilot.search.model import Evaluation
@@ -90,7 +91,7 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timed_check import interleaved_checked
 
-    on_gpu = device.startswith("cuda")
+    on_gpu = device_kind(device) == "cuda"
     case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
     sa, sb = interleaved_checked(kf, case, lambda: run_kernel(kf, case.inputs, a),
                                  lambda: run_kernel(kf, case.inputs, b), n, "cuda" if on_gpu else "cpu",
@@ -143,7 +144,7 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
             # NVML's device count, not the CUDA runtime's: CUDA stays uninitialised until the reference process is
             # forked (kernelpilot.measure.refproc)
             os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-            gpu = device.startswith("cuda") and torch.cuda.is_available()
+            gpu = device_kind(device) == "cuda" and torch.cuda.is_available()
             device = device if gpu else "cpu"
             opts = opts.model_copy(update={"interpreted": not gpu})
         use_interpreter(bool(opts.interpreted))
@@ -155,7 +156,7 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         install_guard(TimerGuard.snapshot())  # before the kernel file: what it may not replace
         from kernelpilot.measure import refproc
 
-        torch_device = "cuda" if device.startswith("cuda") else "cpu"
+        torch_device = device_kind(device)
         early = opts.ref or (opts.kernel if str(opts.kernel).endswith(".py") else None)
         server = refproc.start_for(early, torch_device) if early else None  # boots while the kernel file loads
 

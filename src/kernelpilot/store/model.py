@@ -11,7 +11,6 @@ Standard library and pydantic only: no torch, no Triton (:mod:`kernelpilot.store
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import math
@@ -22,6 +21,7 @@ from typing import Any, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from kernelpilot import facts
 from kernelpilot.errors import KernelpilotError
 
 __all__ = ["FORMAT_VERSION", "ConfigStoreError", "Evidence", "StoreKey", "StoredConfig", "canonical_json",
@@ -43,7 +43,7 @@ class ConfigStoreError(KernelpilotError):
 
 def utc_now() -> str:
     """The current UTC time, ISO 8601 to the second with a ``Z`` (``2026-11-26T18:40:00Z``)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return facts.utc_now().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def canonical_json(value: Any) -> str:
@@ -58,8 +58,7 @@ def default_store_path() -> Path:
     env = os.environ.get("KERNELPILOT_CONFIG_STORE", "").strip()
     if env:
         return Path(env).expanduser()
-    home = os.environ.get("KERNELPILOT_HOME", "").strip()  # as kernelpilot.hardware.specs.kernelpilot_home
-    return (Path(home).expanduser() if home else Path.home() / ".kernelpilot") / "configs.db"
+    return facts.kernelpilot_home() / "configs.db"
 
 
 _ARCH = re.compile(r"^(?:sm_?)?(\d{2,3})([a-z]?)$")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import ContractError
+from kernelpilot.facts import device_kind
 
 __all__ = ["AB_SAMPLES_GPU", "AB_SAMPLES_CPU", "ab_files", "open_worker", "same_check_problem"]
 
@@ -70,7 +71,7 @@ def ab_files(worker: Any, other_kernel: Path, config: dict[str, Any], n: int) ->
 
 
 def _device(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else "cpu"
+    return device_kind(device)
 
 
 def _describe(value: Any) -> tuple:

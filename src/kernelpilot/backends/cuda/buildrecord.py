@@ -187,10 +187,10 @@ def check_cached(record_path: Path) -> tuple[Path | None, dict[str, Any], str]:
     why = (f"tampered: {binary} has sha256 {got}, its build record says {want}; it was not loaded (kept as "
            f"{kept}) and the build ran again")
     try:  # the finding outlives the process (a worker's warning may never reach a terminal)
-        import datetime
+        from kernelpilot.facts import utc_now_iso
 
         with open(quarantine / "findings.jsonl", "a") as log:
-            log.write(json.dumps({"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            log.write(json.dumps({"time": utc_now_iso(),
                                   "record": str(record_path), "binary": str(binary), "kept": str(kept),
                                   "recorded_sha256": want, "found_sha256": got}) + "\n")
     except OSError:
