@@ -16,7 +16,7 @@ import pytest
 
 from kernelpilot.engine.evaluator import Evaluator
 from kernelpilot.engine.guards import ImpossibleTime
-from kernelpilot.engine.runner import ReplayRunner
+from kernelpilot.engine.runner import ReplayRunner, RunnerBase
 from kernelpilot.errors import SearchError
 from kernelpilot.hardware.roofline import compute_roofline
 from kernelpilot.hardware.specs import find_spec
@@ -131,8 +131,8 @@ def test_a_forged_line_is_refused_by_name_and_measured_again_live(tmp_path, forg
     # the evaluator measures the refused config again: the runner is asked, the forged time never leads
     asked = []
 
-    class Runner:
-        parallel, timeout_s = 1, None
+    class Runner(RunnerBase):
+        parallel = 1
 
         def evaluate(self, config, race_against_ns=None):
             asked.append(config)
@@ -335,8 +335,8 @@ def test_a_raced_out_line_is_measured_again_by_a_run_that_does_not_race_it_out(t
                          worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
     asked = []
 
-    class Runner:
-        parallel, timeout_s = 1, None
+    class Runner(RunnerBase):
+        parallel = 1
 
         def evaluate(self, config, race_against_ns=None):
             asked.append(config)

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopSearch, TargetMet
+from kernelpilot.engine.evaluator import Evaluator, MaxVersions, RecorderBase, StopSearch, TargetMet
+from kernelpilot.engine.runner import RunnerBase
 from kernelpilot.records.evaluation import Candidate, Evaluation, Move
 from kernelpilot.search.space import SearchSpace
 
@@ -17,7 +18,7 @@ DATA = Path(__file__).parent / "data" / "search"
 EXAMPLES = Path(__file__).resolve().parents[1] / "src" / "kernelpilot" / "examples"
 
 
-class ScriptedRunner:
+class ScriptedRunner(RunnerBase):
     """A Runner whose configs have fixed true times (ns) and Gaussian noise of ``noise`` relative sigma."""
 
     parallel = 1
@@ -68,7 +69,7 @@ def test_accepts_only_faster_beyond_noise_and_best_is_the_fastest_accepted():
 def test_a_candidate_carries_its_move_and_the_recorder_sees_the_hypothesis_first():
     events: list[tuple] = []
 
-    class Rec:
+    class Rec(RecorderBase):
         def before(self, index, config, parent, move, incumbent):
             events.append(("before", index, config["B"], move.rule if move else None))
 

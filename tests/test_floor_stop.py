@@ -20,6 +20,7 @@ import pytest
 
 from kernelpilot.engine.evaluator import Evaluator
 from kernelpilot.engine.guards import ImpossibleTime
+from kernelpilot.engine.runner import RunnerBase
 from kernelpilot.errors import DeclarationError
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.hardware.roofline import compute_roofline
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SPACE = SearchSpace({"B": [1, 2, 3, 4]})
 
 
-class FloorRunner:
+class FloorRunner(RunnerBase):
     """A Runner with fixed medians (ns) per config; ``judged`` configs come back ``impossible`` as a worker that
     applied the floor says it (else ``ok``: a replayed or remote answer the evaluator must judge itself)."""
 

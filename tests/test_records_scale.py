@@ -12,7 +12,8 @@ import numpy as np
 from kernelpilot.app.recorder import RunFolderRecorder
 from kernelpilot.app.resume import evaluation_order
 from kernelpilot.app.validate import validate_run
-from kernelpilot.engine.evaluator import Evaluator
+from kernelpilot.engine.evaluator import Evaluator, PrunerBase
+from kernelpilot.engine.runner import RunnerBase
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.history import RunHistory, committed_blobs
 from kernelpilot.records.models import SKIPPED_FILE, RunInfo, read_skipped
@@ -25,7 +26,7 @@ SPACE = SearchSpace({"A": list(range(8)), "B": list(range(8)), "C": [1, 2, 3, 4]
 TOTAL = 8 * 8 * 4
 
 
-class Runner:
+class Runner(RunnerBase):
     """A runner with a fixed true time per config (``A + B + C`` µs, 5 % noise) that counts its runs."""
 
     parallel = 1
@@ -49,7 +50,7 @@ class Runner:
         pass
 
 
-class Pruner:
+class Pruner(PrunerBase):
     """Static pruning: every config with ``A + B`` odd or ``A > 5`` can never win."""
 
     def reason(self, config):

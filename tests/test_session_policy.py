@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernelpilot.engine.runner import RunnerBase
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.workspace import write_json
 from kernelpilot.versions import manage, session
@@ -24,7 +25,7 @@ from kernelpilot.versions.records import SessionState, load_state, save_state
 SERIES = Path(__file__).resolve().parents[1] / "src" / "kernelpilot" / "examples" / "series" / "softmax"
 
 
-class ScriptedVersions:
+class ScriptedVersions(RunnerBase):
     """A Runner over ``{"version": N}`` configs: version N has a true time ``times[N]`` (ns, Gaussian noise of
     ``noise`` relative sigma), or a failure status when ``times[N]`` is a string. Measured (a GPU's times) unless
     ``measured`` is False. Records every A/B pair it is asked for."""

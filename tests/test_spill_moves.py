@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelpilot.engine.evaluator import Evaluator
+from kernelpilot.engine.evaluator import Evaluator, PrunerBase
 from kernelpilot.search.guided import propose_moves
 from kernelpilot.search.model import Evaluation
 from kernelpilot.search.space import SearchSpace
@@ -25,7 +25,7 @@ def test_a_spilling_binary_moves_tile_stages_warps_down_first_without_a_card() -
     assert propose_moves(MID, TUNABLES, [], spills=0)[0].rule.startswith("exploration")
 
 
-class _Pruner:
+class _Pruner(PrunerBase):
     """A compile-ahead stand-in: no config pruned; the binary of BLOCK_M=128 spills."""
 
     def reason(self, config: dict[str, Any]) -> str | None:

@@ -264,7 +264,7 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     require_runnable(kf)  # a CUDA .cu file without a GPU (a replay is not interpreted and passes)
     if constraints:
         kf.constraints = [*kf.constraints, *constraints]
-    ctx = getattr(replay, "context", None)
+    ctx = replay.context if replay is not None else None
     if ctx is not None and ctx.kernel_sha256 != kf.source_sha256:
         raise SearchError(f"the cache {replay.path} was measured with another version of {kf.path.name} "
                           f"(sha256 {ctx.kernel_sha256[:12]} vs {kf.source_sha256[:12]} now)",

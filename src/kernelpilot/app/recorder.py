@@ -46,6 +46,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.engine.seams import RecorderBase
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.cards import PATTERN_TEXTS_FILE, pack_card, read_texts
@@ -72,7 +73,7 @@ def observed_change(metric: str, before: Any, after: Any) -> str:
     return f"ncu duration: {b:.0f} → {a:.0f} ns" if b and a else ""
 
 
-class RunFolderRecorder:
+class RunFolderRecorder(RecorderBase):
     """Writes each version's folder and commits accepted versions (see the module docstring).
 
     Args:

@@ -18,18 +18,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
+from kernelpilot.engine.stops import StopRuleBase
 from kernelpilot.facts import device_kind
 from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import Interruption, RunInfo, now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.search.model import Budget, BudgetExhausted
+
+if TYPE_CHECKING:
+    from kernelpilot.app.recorder import RunFolderRecorder
 
 __all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc"]
 
@@ -84,7 +88,7 @@ def failure_line(ev: Evaluation) -> str:
 
 
 @dataclass
-class FirstIncorrect:
+class FirstIncorrect(StopRuleBase):
     """Stop when the first version ran but was wrong (wrong result, NaN, runtime error): the kernel has a bug that
     no config will fix, and searching would only repeat it."""
 
@@ -129,7 +133,7 @@ class Session:
     metrics_of: dict[str, Any] = field(default_factory=dict)
     env: Any = None
     evaluator: Evaluator | None = None
-    recorder: Any = None
+    recorder: RunFolderRecorder | None = None
     phase: str = "set-up"
 
 
@@ -153,7 +157,7 @@ def search_first(strategy: Any) -> bool:
     no ncu profile of v0 (light cards during the search; ncu profiles the final best), the baselines timed after the
     search, and no roofline-target stop (only the budget and the space end it). Other strategies: v0 profiled, the
     baselines timed before the search, the target rule on."""
-    return bool(getattr(strategy, "search_first", False))
+    return bool(strategy.search_first)
 
 
 def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str) -> None:
@@ -266,7 +270,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
         raise
     finally:
         if runner is not None and s.replayer is None:
-            (getattr(runner, "abort", runner.close) if interrupted else runner.close)()
+            (runner.abort if interrupted else runner.close)()
         if ahead is not None:
             ahead.finish(stop=True)
     return evidence
@@ -417,7 +421,7 @@ def _interrupted(s: Session, signum: int) -> Exception:
         info.search_spent_s = ev.budget.elapsed_s()
     write_json(ws.root / "run.json", info)
     if s.history is not None:
-        pending = list(getattr(s.recorder, "pending", []) or [])
+        pending = list(s.recorder.pending) if s.recorder is not None else []
         s.history.commit([ws.root / "run.json", *pending], f"run: interrupted by {sig} {where}")
     kept = f"v0–v{n_done - 1} are recorded and committed" if n_done else "no version was decided yet"
     message = f"interrupted by {sig} {where}: {kept} in {ws.root}"

@@ -124,9 +124,9 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
 def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> None:
     """With several workers and a strategy whose order is known up front (``plan``), measure the planned configs in
     parallel (:meth:`Evaluator.measure_ahead`), so the strategy's sequential calls are answered without waiting."""
-    plan = getattr(strat, "plan", None)
-    if plan is not None and ev.parallel > 1:
-        ev.measure_ahead(plan(ev.space, seed=seed, start=start))
+    planned = strat.plan(ev.space, seed=seed, start=start) if ev.parallel > 1 else None
+    if planned is not None:
+        ev.measure_ahead(planned)
 
 
 def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None = None,
@@ -259,7 +259,7 @@ def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None
                     try:
                         restarts = runner.restarts
                     finally:
-                        (getattr(runner, "abort", runner.close) if _interrupting() else runner.close)()
+                        (runner.abort if _interrupting() else runner.close)()
                 if ahead is not None:  # "report" wants every config's verdict; a dropping search cancels the rest
                     report = ahead.finish(stop=prune is True)
                     log(f"static pruning: {report.n_pruned} of {report.n_compiled} compiled ({report.n_configs} in "

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from kernelpilot.engine.seams import RecorderBase
 from kernelpilot.errors import RunFolderError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.seal import sha256_bytes
@@ -89,7 +90,7 @@ def read_lines(path: Path, *, strict: bool = False) -> tuple[list[TuneLine], lis
     return lines, problems
 
 
-class TuneRecorder:
+class TuneRecorder(RecorderBase):
     """The evaluator's :class:`~kernelpilot.engine.evaluator.Recorder` for ``tune --out``: appends each decided
     evaluation to ``evaluations.jsonl`` (durable on return).
 

@@ -34,10 +34,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from kernelpilot.engine.seams import EvidenceSource, Pruner, PrunerBase, Recorder, RecorderBase
 from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.progress import ProgressLine, Step
@@ -50,39 +51,8 @@ if TYPE_CHECKING:
     from kernelpilot.hardware.roofline import Roofline
     from kernelpilot.search.space import SearchSpace
 
-__all__ = ["Candidate", "EvidenceSource", "Evaluator", "IncumbentChange", "Pruner", "Recorder", "StopRule",
-           "StopSearch", "TargetMet", "MaxVersions"]
-
-
-class Pruner(Protocol):
-    """Static pruning handed to the evaluator (``engine/prune.py:CompileAhead``)."""
-
-    def reason(self, config: dict[str, Any]) -> str | None:
-        """Why ``config`` can never win (it is answered ``pruned``), or None to measure it."""
-        ...
-
-
-class EvidenceSource(Protocol):
-    """Makes a bottleneck card for an evaluation that became the incumbent (ncu, else a light card)."""
-
-    def evidence(self, ev: Evaluation) -> Evaluation:
-        """``ev`` with ``card`` (and ``bound``, ``verdict_summary``, ``profile_error``) filled as far as possible.
-        Never raises for the kernel's faults."""
-        ...
-
-
-class Recorder(Protocol):
-    """Keeps the record of each evaluation (``optimize``'s run folder; ``tune`` keeps none per evaluation)."""
-
-    def before(self, index: int, config: dict[str, Any], parent: Evaluation | None, move: Move | None,
-               incumbent: Evaluation | None) -> None:
-        """Called before version ``index`` runs: write what is planned (``config.json``, ``hypothesis.md``). Not
-        called for a skipped config (an optional ``skipped(ev) -> Evaluation`` method records those)."""
-        ...
-
-    def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
-        """Called with the judged evaluation: write its records; returns it (with ``commit`` set when committed)."""
-        ...
+__all__ = ["Candidate", "EvidenceSource", "Evaluator", "IncumbentChange", "Pruner", "PrunerBase", "Recorder",
+           "RecorderBase", "StopRule", "StopSearch", "TargetMet", "MaxVersions"]
 
 
 class IncumbentChange(BaseModel):
@@ -143,7 +113,7 @@ class Evaluator:
         self.ready: dict[str, Evaluation] = {}
         #: the per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
         #: ``timeout`` measured under a smaller limit is run again (None: the runner has no limit, e.g. a replay)
-        self.timeout_s: float | None = getattr(runner, "timeout_s", None)
+        self.timeout_s: float | None = runner.timeout_s
 
     def preload(self, prior: Sequence[Evaluation]) -> None:
         """Start from the evaluations of an earlier session of the same search (``--resume``), in their order: each
@@ -215,9 +185,7 @@ class Evaluator:
         ev, halt = self._halting(ev)
         ev = self._judge(self._measures(ev, parent))
         if self.recorder is not None:
-            table = getattr(self.recorder, "skipped", None)
-            ev = self.recorder.after(ev, self.incumbent) if index is not None else (
-                table(ev) if callable(table) else ev)
+            ev = self.recorder.after(ev, self.incumbent) if index is not None else self.recorder.skipped(ev)
         self.seen[key] = ev
         self.order.append(ev)
         if index is not None:
@@ -254,7 +222,7 @@ class Evaluator:
         caps = [self.space.size]
         if self.budget.max_evals is not None:
             caps.append(done - self.budget.evals + self.budget.max_evals)
-        caps += [int(n) for n in (getattr(rule, "max_versions", None) for rule in self.stop) if n is not None]
+        caps += [int(n) for n in (rule.version_cap() for rule in self.stop) if n is not None]
         return max(done, min(caps))
 
     def step(self) -> Step:
@@ -271,10 +239,11 @@ class Evaluator:
         (ok) 81.40 µs``) or ``eval 3 {config}: ok 81.40 µs (cached)``, and why is the decision, or a failure's
         message."""
         step = self.step()
-        describe = getattr(self.recorder, "describe", None)
-        head = describe(ev) if callable(describe) else (
-            f"eval {len(self.order)} {ev.key}: {ev.status}"
-            + (f" {format_duration_ns(ev.duration_ns)}" if ev.duration_ns else "") + (" (cached)" if ev.cached else ""))
+        head = self.recorder.describe(ev) if self.recorder is not None else None
+        if head is None:
+            head = (f"eval {len(self.order)} {ev.key}: {ev.status}"
+                    + (f" {format_duration_ns(ev.duration_ns)}" if ev.duration_ns else "")
+                    + (" (cached)" if ev.cached else ""))
         why = ev.decision or (ev.message if not ev.ok else "")
         self.log(ProgressLine(f"{step.counts} {head}" + (f" ({step.status})" if step.status else "")
                               + (f" — {why[:200]}" if why else ""), step))
@@ -328,14 +297,12 @@ class Evaluator:
         why = self.space.why_invalid(config)
         if why is not None:
             return Evaluation(config=config, status="invalid_config", message=why)
-        knows = getattr(self.runner, "knows", None)  # a replay answers only the configs its cache holds
-        if callable(knows) and not knows(config):
+        if not self.runner.knows(config):  # a replay answers only the configs its cache holds
             return Evaluation(config=config, status="not_in_cache",
                               message="not in the replayed cache: skipped (the measuring run never ran it)")
         why = self._prune_reason(config)
         if why is not None:  # a compile whose run_kernel hung or exited: that failure, as a measurement would give
-            failed = getattr(self.pruner, "failure", None)
-            status = failed(config) if callable(failed) else None
+            status = self.pruner.failure(config) if self.pruner is not None else None
             return Evaluation(config=config, status=status or "pruned", message=why)
         return None
 
@@ -364,10 +331,9 @@ class Evaluator:
         """``ev`` with the binary's facts from static pruning (``registers_per_thread``, ``spills``, ...) in
         ``static`` when the pruner compiled the config and ``ev`` has none: a config whose binary spills is marked
         (``static["spills"] > 0``) and the guided strategy's next move from it reduces tile/stages/warps first."""
-        facts = getattr(self.pruner, "facts", None)
-        if ev.static or not callable(facts):
+        if ev.static or self.pruner is None:
             return ev
-        found = facts(config)
+        found = self.pruner.facts(config)
         return ev.model_copy(update={"static": dict(found)}) if found else ev
 
     def _prune_reason(self, config: dict[str, Any]) -> str | None:
@@ -424,13 +390,12 @@ class Evaluator:
     def _audit(self, ev: Evaluation) -> tuple[Evaluation, bool]:
         """Before a config leads: the runner's device-activity audit (work on unjoined streams, the file's kernels
         never launched; :mod:`kernelpilot.measure.activity`). Returns the evaluation (with the audit's seconds, or
-        turned into the failure it found) and whether it passed; a runner that cannot audit (a replay, whose answers
-        were judged when measured; Ray) passes it unchanged."""
-        audit = getattr(self.runner, "audit", None)
-        if audit is None or not ev.measured:
+        turned into the failure it found) and whether it passed; a runner that does not audit (``audits`` False: a
+        replay, whose answers were judged when measured) passes it unchanged."""
+        if not self.runner.audits or not ev.measured:
             return ev, True
         t = time.monotonic()
-        found = audit(ev.config)
+        found = self.runner.audit(ev.config)
         ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "audit": time.monotonic() - t}})
         if not found:
             return ev, True

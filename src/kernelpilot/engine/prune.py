@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.engine.seams import PrunerBase
 from kernelpilot.records.evaluation import config_key
 
 __all__ = ["DEFAULT_MAX_SPILLS", "CompileAhead", "PruneReport", "compile_order", "prune_reason"]
@@ -92,7 +93,7 @@ def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> 
     return None
 
 
-class CompileAhead:
+class CompileAhead(PrunerBase):
     """Static compile of a search's configs in a background thread, in parallel over CPU cores, while the workers
     measure: the compile-ahead half of static pruning.
 
@@ -363,8 +364,7 @@ class CompileAhead:
 def compile_order(strat: Any, space: Any, seed: int, start: dict[str, Any]) -> list[dict[str, Any]]:
     """Every config of ``space``, in the order the strategy is expected to ask for them: its ``plan`` when it has one,
     else nearest the start first (breadth-first over one-step neighbours), then the rest in space order."""
-    plan = getattr(strat, "plan", None)
-    ordered: list[dict[str, Any]] = list(plan(space, seed=seed, start=start)) if plan is not None else []
+    ordered: list[dict[str, Any]] = list(strat.plan(space, seed=seed, start=start) or [])
     if not ordered:
         try:
             first = start if space.is_valid(start) else space.nearest(start)

@@ -2,7 +2,9 @@
 
 Three runners implement :class:`Runner`: :class:`kernelpilot.search.worker.WorkerPool` (isolated worker processes,
 one per GPU), :class:`kernelpilot.search.ray_pool.RayPool` (Ray actors) and :class:`ReplayRunner` (answers from a
-filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` only speaks this protocol.
+filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` only speaks this protocol, and calls
+every part of it directly; :class:`~kernelpilot.search.runner_base.RunnerBase` gives the defaults of the parts most
+runners do not need (``timeout_s``, ``knows``, ``audits``/``audit``, ``abort``).
 """
 
 from __future__ import annotations
@@ -13,17 +15,36 @@ from typing import Any, Protocol, runtime_checkable
 
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.cache import ReplayRunner as CacheReplay
+from kernelpilot.search.runner_base import RunnerBase
 
-__all__ = ["Comparison", "ReplayRunner", "Runner", "compare_ab"]
+__all__ = ["Comparison", "ReplayRunner", "Runner", "RunnerBase", "compare_ab"]
 
 
 @runtime_checkable
 class Runner(Protocol):
-    """Evaluates configs; never raises for a config's own faults (they are failure statuses)."""
+    """Evaluates configs; never raises for a config's own faults (they are failure statuses). Subclass
+    :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``knows``, ``audits``,
+    ``audit`` and ``abort``."""
 
     @property
     def parallel(self) -> int:
         """Configs evaluated at once (GPUs, actors; 1 for a replay)."""
+        ...
+
+    @property
+    def timeout_s(self) -> float | None:
+        """The per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
+        ``timeout`` measured under a smaller limit is run again. None: no limit (a replay)."""
+        ...
+
+    @property
+    def audits(self) -> bool:
+        """Whether :meth:`audit` audits device activity (False: the evaluator skips the audit and its phase)."""
+        ...
+
+    def knows(self, config: dict[str, Any]) -> bool:
+        """Whether the runner can answer ``config`` (False: the evaluator answers ``not_in_cache`` without asking;
+        only a replay says False, for a config its cache does not hold)."""
         ...
 
     def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
@@ -39,12 +60,22 @@ class Runner(Protocol):
         """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (ns), or None when impossible."""
         ...
 
+    def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
+        """Before ``config`` leads: the device-activity audit (:mod:`kernelpilot.measure.activity`: work on unjoined
+        streams, the file's kernels never launched): ``{"status", "message"}`` of what it found, None when clean.
+        Called only when :attr:`audits` is True."""
+        ...
+
     def close(self) -> None:
         """Release the workers."""
         ...
 
+    def abort(self) -> None:
+        """Release the workers at once, dropping the config in flight (an interrupted run); else as :meth:`close`."""
+        ...
 
-class ReplayRunner(CacheReplay):
+
+class ReplayRunner(CacheReplay, RunnerBase):
     """A :class:`Runner` over a filled evaluation cache: every answer is the stored measurement (no GPU), checked
     and without the measuring run's verdicts (:mod:`kernelpilot.search.replay`).
 

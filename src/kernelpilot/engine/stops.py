@@ -12,7 +12,7 @@ from kernelpilot.search.model import BudgetExhausted
 if TYPE_CHECKING:
     from kernelpilot.engine.evaluator import Evaluator
 
-__all__ = ["MaxVersions", "StopRule", "StopSearch", "TargetMet"]
+__all__ = ["MaxVersions", "StopRule", "StopRuleBase", "StopSearch", "TargetMet"]
 
 
 class StopSearch(BudgetExhausted):
@@ -26,9 +26,21 @@ class StopRule(Protocol):
         """Why the search should stop now (checked before every new evaluation), or None."""
         ...
 
+    def version_cap(self) -> int | None:
+        """The most versions this rule lets the search measure (the progress line's total), or None: no cap."""
+        ...
+
+
+class StopRuleBase:
+    """Defaults of a :class:`StopRule`'s optional parts: no version cap."""
+
+    def version_cap(self) -> int | None:
+        """None: this rule caps no version count."""
+        return None
+
 
 @dataclass
-class TargetMet:
+class TargetMet(StopRuleBase):
     """Stop when the incumbent runs at or above ``target_pct`` of the roofline — unless a measured baseline (PyTorch
     eager or torch.compile, ``baselines_ns``) is still faster than the incumbent by more than ``margin`` (relative):
     then the target is not enough. The margin absorbs the run-to-run spread of two separate timings (the baselines
@@ -53,7 +65,7 @@ class TargetMet:
 
 
 @dataclass
-class MaxVersions:
+class MaxVersions(StopRuleBase):
     """Stop after ``max_versions`` measured versions (``optimize --iterations`` caps the versions after v0; configs
     answered without a run — invalid, pruned — are no versions and do not count)."""
 
@@ -64,3 +76,7 @@ class MaxVersions:
         if len(evaluator.versions) >= self.max_versions:
             return f"iterations done ({self.max_versions - 1} after v0)"
         return None
+
+    def version_cap(self) -> int | None:
+        """``max_versions``."""
+        return self.max_versions

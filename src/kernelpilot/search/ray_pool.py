@@ -53,6 +53,7 @@ from typing import Any, Iterable, Iterator
 from kernelpilot.errors import KernelpilotError, SearchError, ToolMissingError
 from kernelpilot.search.model import Evaluation, Status
 from kernelpilot.search.ray_toolchain import TOOLCHAIN_HINT, ready_answer, refusal, refused, toolchain
+from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.search.worker import Worker, WorkerOptions
 
 __all__ = ["CPU_ACTORS_ENV", "RayPool"]
@@ -183,7 +184,7 @@ class _Slot:
         self.actor, self.label, self.fresh, self.ready_ref, self.restarts = actor, label, True, None, 0
 
 
-class RayPool:
+class RayPool(RunnerBase):
     """The :class:`kernelpilot.search.worker.WorkerPool` interface over Ray actors (see the module docstring).
 
     Args:
@@ -204,6 +205,8 @@ class RayPool:
         ToolMissingError: Ray is not installed.
         SearchError: the cluster cannot be reached, lacks the GPUs/CPUs for the actors, or they do not start.
     """
+
+    audits = True  # the device-activity audit runs on the next actor (:meth:`audit`)
 
     def __init__(self, opts: WorkerOptions, address: str, *, n_workers: int | None = None, timeout_s: float = 120.0,
                  start_timeout_s: float = 120.0, deadline_s: float | None = None, ready_timeout_s: float = 120.0,

@@ -38,6 +38,7 @@ from kernelpilot.facts import nvml_device_count
 from kernelpilot.procguard import quiet_resource_tracker
 from kernelpilot.search.failures import POISONING_MARKERS, classify_exception, exit_text, raise_described
 from kernelpilot.search.model import Evaluation, Status
+from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.search.worker_child import LOADED_FIELDS, WorkerOptions
 from kernelpilot.search.worker_entry import guarded_child_main
 
@@ -337,7 +338,7 @@ def _kill_process(proc: Any) -> None:
         proc.join(timeout=10)
 
 
-class WorkerPool:
+class WorkerPool(RunnerBase):
     """One :class:`Worker` per device; evaluates many configs in parallel, one per device at a time.
 
     Args:
@@ -346,6 +347,8 @@ class WorkerPool:
         timeout_s: per-request limit (see :class:`Worker`).
         spare: a :class:`SpareWorker` for the first device's worker (see :class:`Worker`).
     """
+
+    audits = True  # the device-activity audit runs on the first device (:meth:`audit`)
 
     def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0,
                  spare: SpareWorker | None = None):

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from kernelpilot.records.evaluation import Evaluation, Status
+from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.versions.measure import ab_files, open_worker, same_check_problem
 
 __all__ = ["KERNEL_SUFFIXES", "VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
@@ -64,7 +65,7 @@ def version_space(indices: Sequence[int]) -> Any:
     return SearchSpace({VERSION: sorted({int(i) for i in indices})})
 
 
-class VersionRunner:
+class VersionRunner(RunnerBase):
     """A :class:`~kernelpilot.engine.runner.Runner` over version files, one worker per version (see the module
     docstring). Workers stay open until :meth:`close`, so an A/B after the evaluation reuses the version's worker.
 
@@ -176,7 +177,7 @@ class VersionRunner:
         self.workers.clear()
 
 
-class SampledOnce:
+class SampledOnce(RunnerBase):
     """A :class:`~kernelpilot.engine.runner.Runner` that asks ``runner`` for each pair's A/B samples once: the
     Evaluator's A/B against the incumbent and the session's comparison with the parent (the same version, by
     default) then rest on the same samples, in either order. Everything else is ``runner``'s.

@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from kernelpilot.engine.seams import RecorderBase
 from kernelpilot.records.evaluation import Evaluation, Move
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.seal import note_written
@@ -80,7 +81,7 @@ def _evidence(run: Any, index: int, ev: Evaluation, kernel_config: dict[str, Any
     return ev.model_copy(update={"config": version_cfg}), got.get("metrics")
 
 
-class SessionRecorder:
+class SessionRecorder(RecorderBase):
     """Writes one version's folder and memory record (see the module docstring).
 
     Args:

@@ -147,7 +147,10 @@ def standing_incumbent(state: SessionState, memories: Sequence[MemoryRecord]) ->
 
     led = {m.version for m in memories if m.incumbent_after == m.version}
     led |= {int(r["from"]) for r in state.restarts if "from" in r}
-    evaluator = Evaluator(version_space([m.version for m in memories] or [0]), None)  # type: ignore[arg-type]
+    from kernelpilot.search.runner_base import RunnerBase
+
+    # a preload only: no version runs, so the runner is one with nothing but the protocol's defaults
+    evaluator = Evaluator(version_space([m.version for m in memories] or [0]), RunnerBase())  # type: ignore[arg-type]
     evaluator.preload([remembered(m, m.version if m.version in led else None) for m in memories if not m.masked])
     return int(evaluator.incumbent.config["version"]) if evaluator.incumbent is not None else None
 

@@ -9,7 +9,9 @@ that proposes valid configs of ``space`` and calls ``evaluate(config)`` (an
 nothing left to try or ``evaluate`` raises :class:`~kernelpilot.search.model.BudgetExhausted`, which it lets
 propagate (the tuner catches it). A strategy never evaluates the same config twice, and never an invalid one; it
 keeps no result of its own (the tuner records every evaluation). Options go to the class's constructor
-(:func:`get_strategy`), the seed to ``search``, so one strategy object can run several seeded searches.
+(:func:`get_strategy`), the seed to ``search``, so one strategy object can run several seeded searches. Two optional
+parts, ``plan`` (the order, when known before any answer) and ``search_first``, have their defaults in
+:class:`StrategyBase`, which every strategy here subclasses.
 
 Strategies: ``auto`` (``optimize``'s default: the card's moves while they pay, then Optuna's TPE over the rest of
 the space until the space or the budget is spent), ``guided`` (the bottleneck card's one-variable moves), ``exhaustive`` (every config in space order), ``random`` (a seeded permutation), ``local`` (greedy
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kernelpilot.errors import SearchError
 from kernelpilot.search.strategies.auto import AutoStrategy
+from kernelpilot.search.strategies.base import StrategyBase
 from kernelpilot.search.strategies.bayes import BayesStrategy
 from kernelpilot.search.strategies.exhaustive import ExhaustiveStrategy
 from kernelpilot.search.strategies.guided import GuidedStrategy
@@ -41,6 +44,7 @@ __all__ = [
     "LocalStrategy",
     "RandomStrategy",
     "Strategy",
+    "StrategyBase",
     "get_strategy",
     "register",
 ]
@@ -48,9 +52,22 @@ __all__ = [
 
 @runtime_checkable
 class Strategy(Protocol):
-    """What every strategy provides (a structural type: strategies need not inherit from it)."""
+    """What every strategy provides (a structural type; :class:`StrategyBase` holds the defaults of ``search_first``
+    and ``plan``, which the callers use directly)."""
 
     name: str
+
+    @property
+    def search_first(self) -> bool:
+        """Whether the GPU serves the search alone until it ends (``auto``; see :class:`StrategyBase`)."""
+        ...
+
+    def plan(self, space: SearchSpace, *, seed: int,
+             start: dict[str, Any] | None = None) -> list[dict[str, Any]] | None:
+        """Every config the strategy will ask for, in order, when that order is known before any answer (the tuner
+        measures it ahead over several workers, compile-ahead compiles in that order); None when it depends on the
+        answers."""
+        ...
 
     def search(self, space: SearchSpace, evaluate: Evaluate, *, seed: int,
                start: dict[str, Any] | None = None) -> None:
@@ -66,18 +83,23 @@ def register(cls: type) -> type:
     """Add a strategy class to :data:`STRATEGIES` under its ``name`` (usable as a class decorator).
 
     Args:
-        cls: a class with a non-empty string ``name`` and a ``search`` method.
+        cls: a class with a non-empty string ``name`` and a ``search`` method, and the optional parts
+            ``search_first`` and ``plan`` (subclass :class:`StrategyBase` for their defaults).
 
     Returns:
         ``cls`` unchanged.
 
     Raises:
-        SearchError: ``cls`` has no name or no ``search`` method, or another class already has that name.
+        SearchError: ``cls`` has no name, no ``search`` or ``plan`` method or no ``search_first``, or another class
+            already has that name.
     """
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name or not callable(getattr(cls, "search", None)):
         raise SearchError(f"{cls!r} is not a strategy: it needs a string `name` and a `search` method",
                           "see kernelpilot.search.strategies.Strategy")
+    if not callable(getattr(cls, "plan", None)) or not isinstance(getattr(cls, "search_first", None), bool):
+        raise SearchError(f"{cls!r} is not a strategy: it needs a `plan` method and a boolean `search_first`",
+                          "subclass kernelpilot.search.strategies.StrategyBase for their defaults")
     if STRATEGIES.get(name, cls) is not cls:
         raise SearchError(f"two strategies are named {name!r}: {STRATEGIES[name]!r} and {cls!r}",
                           "give each strategy a distinct name")

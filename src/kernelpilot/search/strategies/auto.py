@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpilot.records.evaluation import Candidate
 from kernelpilot.search.guided import propose_moves
 from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
+from kernelpilot.search.strategies.base import StrategyBase
 from kernelpilot.search.strategies.bayes import BayesStrategy
 from kernelpilot.search.strategies.guided import CardFor, stored_card
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from kernelpilot.search.space import SearchSpace
 
 
-class AutoStrategy:
+class AutoStrategy(StrategyBase):
     """The card's moves while they pay, then TPE over the rest of the space (see the module docstring).
 
     Args:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.search.model import config_key, evaluate_many, parallelism
+from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate, Evaluation
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 PENALTY = 1e30
 
 
-class BayesStrategy:
+class BayesStrategy(StrategyBase):
     """Optuna TPE over categorical distributions of each tunable's values, evaluating only valid, untried configs.
 
     Each step asks TPE for a config. A valid, untried one is evaluated and told its objective (``PENALTY`` when

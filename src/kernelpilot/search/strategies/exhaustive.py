@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kernelpilot.search.strategies.base import StrategyBase
+
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
     from kernelpilot.search.space import SearchSpace
 
 
-class ExhaustiveStrategy:
+class ExhaustiveStrategy(StrategyBase):
     """Evaluate every valid config of the space once, in :meth:`SearchSpace.configs` order.
 
     The reference every other strategy is judged against (the benchmark's "exhaustive best"). Takes no options.

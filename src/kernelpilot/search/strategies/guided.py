@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from kernelpilot.records.evaluation import Candidate
 from kernelpilot.search.guided import propose_moves
 from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
+from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
     from kernelpilot.profile.card import BottleneckCard
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 CardFor = Callable[[Evaluation], "BottleneckCard | None"]
 
 
-class GuidedStrategy:
+class GuidedStrategy(StrategyBase):
     """Card-driven one-variable moves (see the module docstring).
 
     Args:

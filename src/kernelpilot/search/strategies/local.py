@@ -6,13 +6,14 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.search.model import config_key, evaluate_many
+from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
     from kernelpilot.search.space import SearchSpace
 
 
-class LocalStrategy:
+class LocalStrategy(StrategyBase):
     """Greedy hill climbing: evaluate all untried neighbours, move to the best if it is strictly better.
 
     From the current config, every valid neighbour (one tunable changed to the next value up or down in its list,

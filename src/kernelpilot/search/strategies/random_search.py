@@ -6,13 +6,14 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from kernelpilot.search.model import config_key
+from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
     from kernelpilot.search.space import SearchSpace
 
 
-class RandomStrategy:
+class RandomStrategy(StrategyBase):
     """Evaluate the valid configs in a random permutation (uniform sampling without replacement).
 
     A strong baseline on small budgets (Bergstra & Bengio, 2012) and the one the others must beat. Takes no options.
