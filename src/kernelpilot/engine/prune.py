@@ -190,7 +190,7 @@ class CompileAhead:
         import os
 
         from kernelpilot.errors import KernelpilotError
-        from kernelpilot.profile.static_models import StaticFailure, load_result
+        from kernelpilot.backends.binary.models import StaticFailure, load_result
         from kernelpilot.search.worker import Worker, WorkerOptions
 
         assert self.timeout_s is not None

@@ -3,11 +3,11 @@ knows (docs/measuring.md, "Native code and static facts" and "Occupancy") — th
 
 The work is split by job; every name below stays importable from here:
 
-- :mod:`kernelpilot.profile.static_models`: the records (:class:`StaticReport`, :class:`StaticFailure`,
+- :mod:`kernelpilot.backends.binary.models`: the records (:class:`StaticReport`, :class:`StaticFailure`,
   :class:`StaticSpace`);
-- :mod:`kernelpilot.profile.arch`: arch names, the default target, :func:`max_threads_per_block`;
-- :mod:`kernelpilot.profile.sass`: SASS parsing and the instruction mix;
-- :mod:`kernelpilot.profile.binary`: ``cuobjdump`` / ``ptxas`` and their output;
+- :mod:`kernelpilot.backends.binary.arch`: arch names, the default target, :func:`max_threads_per_block`;
+- :mod:`kernelpilot.backends.binary.sass`: SASS parsing and the instruction mix;
+- :mod:`kernelpilot.backends.binary.tools`: ``cuobjdump`` / ``ptxas`` and their output;
 - :mod:`kernelpilot.backends.triton.compile`: capturing a launch, compiling it with Triton for the target and
   reading the binary, one config at a time (a worker's job);
 - here: building the tasks of configs, running them (in this process, a process pool, or isolated workers that
@@ -31,16 +31,16 @@ from typing import Any, Callable, Iterator, Optional
 
 from kernelpilot.backends.triton.compile import _safe_task, _triton_tainted, _without_interpreter_env, _worker_init
 from kernelpilot.errors import ContractError, KernelpilotError
-from kernelpilot.profile import binary
-from kernelpilot.profile.arch import (  # re-exported: their old import path keeps working
+from kernelpilot.backends.binary import tools
+from kernelpilot.backends.binary.arch import (  # re-exported: their old import path keeps working
     DEFAULT_CPU_ARCH,
     arch_name,
     default_arch,
     max_threads_per_block,
     parse_arch,
 )
-from kernelpilot.profile.binary import parse_ptxas_spills, parse_resource_usage, sass_cache_dir  # re-exported
-from kernelpilot.profile.sass import (  # re-exported
+from kernelpilot.backends.binary.tools import parse_ptxas_spills, parse_resource_usage, sass_cache_dir  # re-exported
+from kernelpilot.backends.binary.sass import (  # re-exported
     ASYNC_COPY_OPCODES,
     INSTRUCTION_GROUPS,
     MMA_OPCODES,
@@ -50,10 +50,10 @@ from kernelpilot.profile.sass import (  # re-exported
     parse_sass,
     width_histogram,
 )
-from kernelpilot.profile.static_models import StaticFailure, StaticReport, StaticResult, StaticSpace  # re-exported
-from kernelpilot.profile.static_models import load_result as _load
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport, StaticResult, StaticSpace  # re-exported
+from kernelpilot.backends.binary.models import load_result as _load
 
-_tool = binary._tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
+_tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
 
 __all__ = [
     "ASYNC_COPY_OPCODES", "DEFAULT_CPU_ARCH", "INSTRUCTION_GROUPS", "MMA_OPCODES", "SassInstruction", "StaticFailure",

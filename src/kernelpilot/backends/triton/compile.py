@@ -16,7 +16,7 @@ How it works, for one config (:func:`_inspect_task`):
    ``fpsan_homomorphic_casts``) are added when the installed ``knobs`` has them.
 3. **Compile** with ``triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32), options=...)``; Triton's own
    cache makes repeats cheap across runs, and results are memoized within a process.
-4. **Read the binary** (:mod:`kernelpilot.profile.binary`): ``cuobjdump --dump-resource-usage`` gives
+4. **Read the binary** (:mod:`kernelpilot.backends.binary.tools`): ``cuobjdump --dump-resource-usage`` gives
    registers/thread and local memory, ``-sass`` the instruction mix; with local memory, ``ptxas -v`` on the PTX
    splits it into spill stores and loads. A config whose block could not load on the target (shared memory over the
    per-block maximum, more threads than its registers allow, no block fits an SM) is a ``resources`` failure with the
@@ -40,13 +40,13 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from kernelpilot.backends.binary.arch import arch_name, max_threads_per_block, parse_arch
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport
+from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, Occupancy, theoretical_occupancy
+from kernelpilot.backends.binary.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
+from kernelpilot.backends.binary.tools import (STACK_FRAME, disassemble, find_tool, parse_ptxas_spills,
+                                               parse_resource_usage, ptxas_command, run_tool)
 from kernelpilot.errors import KernelpilotError, ToolMissingError
-from kernelpilot.profile.arch import arch_name, max_threads_per_block, parse_arch
-from kernelpilot.profile.binary import (STACK_FRAME, _disassemble, _ptxas_command, _run_tool, _tool,
-                                        parse_ptxas_spills, parse_resource_usage)
-from kernelpilot.profile.occupancy import ARCH_LIMITS, Occupancy, theoretical_occupancy
-from kernelpilot.profile.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
-from kernelpilot.profile.static_models import StaticFailure, StaticReport
 
 __all__: list[str] = []  # the worker side of kernelpilot.profile.static; nothing here is public API
 
@@ -304,8 +304,8 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
     with tempfile.TemporaryDirectory(prefix="kp-static-") as tmp:
         cubin = Path(tmp) / "kernel.cubin"
         cubin.write_bytes(cached["cubin"])
-        cuobjdump = _tool("cuobjdump")
-        usage = parse_resource_usage(_run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], "cuobjdump"))
+        cuobjdump = find_tool("cuobjdump")
+        usage = parse_resource_usage(run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], "cuobjdump"))
         res = usage.get(cached["name"]) or (next(iter(usage.values())) if usage else None)
         if res is None:
             raise ToolMissingError(f"cuobjdump reported no resource usage for {cached['name']}", "check the cubin")
@@ -337,7 +337,7 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
         else:
             notes.append(f"no occupancy limits known for {arch_name(cc)}; occupancy not computed")
         if task.get("sass", True):
-            sass_text = _disassemble(cuobjdump, cubin, cached["cubin"])
+            sass_text = disassemble(cuobjdump, cubin, cached["cubin"])
         else:
             sass_text = ""
             notes.append("SASS not read (sass=False): instruction mix and access widths are empty")
@@ -353,7 +353,7 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
             ptx = Path(tmp) / "kernel.ptx"
             ptx.write_text(cached["ptx"])
             try:
-                log = _run_tool(_ptxas_command(cc[0] * 10 + cc[1], cached["options"], ptx,
+                log = run_tool(ptxas_command(cc[0] * 10 + cc[1], cached["options"], ptx,
                                                Path(tmp) / "v.cubin"), "ptxas -v")
                 spills = parse_ptxas_spills(log)
                 frame = STACK_FRAME.search(log)

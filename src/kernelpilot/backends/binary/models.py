@@ -16,7 +16,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.profile.occupancy import Occupancy
+from kernelpilot.backends.binary.occupancy import Occupancy
 
 __all__ = ["StaticFailure", "StaticReport", "StaticResult", "StaticSpace", "load_result"]
 
@@ -36,7 +36,7 @@ class StaticReport(BaseModel):
         threads_per_block: num_warps * 32, the block Triton launches (threads).
         max_threads_per_block: the largest block this binary could launch with on the target, in threads, by the
             driver's rule for ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` (see
-            :func:`kernelpilot.profile.arch.max_threads_per_block`); None for an arch without known limits.
+            :func:`kernelpilot.backends.binary.arch.max_threads_per_block`); None for an arch without known limits.
         grid: the launch grid captured (programs per axis).
         signature: Triton signature (``{"a_ptr": "*bf16", "M": "i32", "BLOCK_M": "constexpr"}``).
         constexprs: constexpr arguments by name (including integers specialized to 1).
@@ -57,13 +57,13 @@ class StaticReport(BaseModel):
         occupancy: theoretical occupancy of (registers, shared_mem_bytes, threads) by the CUDA occupancy-calculator
             rules (docs/measuring.md, "Occupancy"); None for an arch without known limits.
         instruction_mix: static count of SASS instructions per group of
-            :data:`kernelpilot.profile.sass.INSTRUCTION_GROUPS` (instructions in the binary, not executed counts).
+            :data:`kernelpilot.backends.binary.sass.INSTRUCTION_GROUPS` (instructions in the binary, not executed counts).
         opcode_counts: static count of every SASS base opcode.
         n_instructions: SASS instructions in the kernel.
         global_load_widths_bytes: LDG instructions by access width per thread in bytes (``LDG.E.128`` -> 16).
         global_store_widths_bytes: STG instructions by width in bytes.
         async_copy_widths_bytes: LDGSTS instructions by width in bytes.
-        uses_tensor_cores: any MMA opcode (:data:`kernelpilot.profile.sass.MMA_OPCODES`) in the SASS.
+        uses_tensor_cores: any MMA opcode (:data:`kernelpilot.backends.binary.sass.MMA_OPCODES`) in the SASS.
         compile_s: seconds in ``triton.compile`` (a Triton cache hit is milliseconds).
         capture_s: seconds to build the inputs and capture the launch.
         launches_captured: kernel launches ``run_kernel`` made (the first is the one reported).
