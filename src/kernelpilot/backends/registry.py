@@ -1,8 +1,11 @@
-"""Pick the backend for a kernel file: by suffix first, then by asking the backend (lazy imports, one instance each).
+"""Pick the backend for a kernel file: each back end that may read the file's suffix is asked, in the order of
+:data:`BACKENDS`, whether it takes the file (:meth:`~kernelpilot.backends.base.Backend.supports`: by contents, never
+by a declaration alone); the first that says yes reads it (lazy imports, one instance each).
 
-``.py`` -> Triton, or KernelBench when the file is a KernelBench solution (``class ModelNew``). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
-refused. :func:`require_runnable` refuses, up front, to run a kernel whose backend has no CPU emulation when no GPU
-is present.
+A ``.py`` file may belong to several back ends: a KernelBench solution (``class ModelNew``), a plain-PyTorch
+"kernel", else a Triton kernel file (Triton takes every ``.py`` file, so it comes last of them). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
+refused. Adding a back end is one line of :data:`BACKENDS` and its folder. :func:`require_runnable` refuses, up
+front, to run a kernel whose backend has no CPU emulation when no GPU is present.
 """
 
 from __future__ import annotations
@@ -13,20 +16,18 @@ from typing import TYPE_CHECKING
 
 from kernelpilot.backends.base import Backend, Support
 from kernelpilot.errors import ContractError
-from kernelpilot.kernels.kernelbench import is_solution_file
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile
 
-#: suffix -> "module:class" of the backend that handles it (imported on first use).
-_BY_SUFFIX = {".py": "kernelpilot.backends.triton:TritonBackend", ".cu": "kernelpilot.backends.cuda:CudaBackend",
-              ".cuh": "kernelpilot.backends.cuda:CudaBackend"}
-
-#: A ``.py`` file in KernelBench's solution form (``class ModelNew``; docs/kernelbench.md) goes to this backend.
-_KERNELBENCH = "kernelpilot.backends.kernelbench:KernelBenchBackend"
-
-#: suffix -> why no backend takes it (none today).
-_REFUSED: dict[str, Support] = {}
+#: (suffixes the back end may read, "module:class" imported on first use), asked in this order: the first whose
+#: ``supports`` says yes reads the file. More particular back ends of a suffix come before the general one.
+BACKENDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    ((".py",), "kernelpilot.backends.kernelbench:KernelBenchBackend"),  # class ModelNew (docs/kernelbench.md)
+    ((".py",), "kernelpilot.backends.torchref:TorchRefBackend"),  # plain-PyTorch "kernels" (BACKEND = "torch")
+    ((".py",), "kernelpilot.backends.triton:TritonBackend"),  # every other .py kernel file
+    ((".cu", ".cuh"), "kernelpilot.backends.cuda:CudaBackend"),
+)
 
 _instances: dict[str, Backend] = {}
 
@@ -55,16 +56,13 @@ def backend_for(path: str | Path) -> Backend:
     """
     path = Path(path)
     suffix = path.suffix.lower()
-    support = _REFUSED.get(suffix)
-    if support is None and suffix not in _BY_SUFFIX:
-        support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
-    if support is None and suffix == ".py" and is_solution_file(path):  # the KernelBench form, detected
-        return _instance(_KERNELBENCH)
-    if support is None:
-        backend = _instance(_BY_SUFFIX[suffix])
-        support = backend.supports(path)
-        if support:
-            return backend
+    support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
+    for suffixes, target in BACKENDS:
+        if suffix in suffixes:
+            backend = _instance(target)
+            support = backend.supports(path)  # the last refusal is the one shown (the most general back end's)
+            if support:
+                return backend
     raise ContractError(f"{path}: {support.reason}",
                         "give a .py kernel file (setup/run_kernel/reference, README 'The kernel file') or a .cu file "
                         'with extern "C" void solve(...) (docs/cuda.md)')

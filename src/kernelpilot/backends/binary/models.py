@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field
 
 from kernelpilot.backends.binary.occupancy import Occupancy
 
-__all__ = ["StaticFailure", "StaticReport", "StaticResult", "StaticSpace", "load_result"]
+__all__ = ["NO_BINARY", "StaticFailure", "StaticReport", "StaticResult", "StaticSpace", "dump_result",
+           "load_result"]
 
 class StaticReport(BaseModel):
     """What the compiler knows about one config of a kernel, compiled for a target without a GPU.
@@ -117,6 +118,11 @@ class StaticReport(BaseModel):
     sass: Optional[str] = Field(default=None, exclude=True, repr=False)
 
 
+#: :attr:`StaticFailure.stage` of a kernel whose back end has no binary to compile for a target (its language runs
+#: prebuilt kernels, e.g. plain PyTorch): not a fault of the config, so static pruning measures it.
+NO_BINARY = "no_binary"
+
+
 class StaticFailure(BaseModel):
     """A config that could not be inspected, with the reason (recorded, never raised, by
     :func:`kernelpilot.profile.static.inspect_configs`).
@@ -127,7 +133,9 @@ class StaticFailure(BaseModel):
         stage: where it failed: ``"load"`` (kernel file), ``"capture"`` (setup/run_kernel raised, e.g. a
             ValueError for an impossible tile), ``"compile"`` (Triton or ptxas), ``"resources"`` (compiled, but the
             block would not load on the target: shared memory over the per-block limit, or no block fits an SM),
-            ``"worker"`` (inspected in an isolated worker that exited, crashed or hung: see ``failure``).
+            ``"worker"`` (inspected in an isolated worker that exited, crashed or hung: see ``failure``),
+            :data:`NO_BINARY` (the kernel's back end compiles nothing for a target: a plain-PyTorch kernel; nothing
+            to judge, so never a reason to skip the config).
         error_type: the exception's class name (``OutOfResources``, ``ValueError``, ``CompilationError``, ...).
         message: the exception's message (for ``resources``: the message Triton raises at load on a GPU).
         hint: what to change.
@@ -200,4 +208,13 @@ def load_result(d: dict[str, Any]) -> StaticResult:
         report.sass = sass
         return report
     return StaticFailure.model_validate(d)
+
+
+def dump_result(result: StaticResult) -> dict[str, Any]:
+    """The inverse of :func:`load_result`: ``model_dump()`` of either record plus, for a report, its ``sass`` text
+    (excluded from serialization, kept across a process boundary). Raises nothing."""
+    dumped = result.model_dump()
+    if isinstance(result, StaticReport):
+        dumped["sass"] = result.sass
+    return dumped
 

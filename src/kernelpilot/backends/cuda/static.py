@@ -18,7 +18,7 @@ import math
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelpilot.backends.cuda.signature import eval_expr as eval_tunable_expr
 from kernelpilot.errors import KernelpilotError
@@ -28,7 +28,7 @@ from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, theoretical_occup
 from kernelpilot.backends.binary.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
 from kernelpilot.backends.binary.models import StaticFailure, StaticReport
 
-__all__ = ["eval_tunable_expr", "inspect_task", "task_function", "parse_max_threads", "parse_ptxas_functions"]
+__all__ = ["eval_tunable_expr", "inspect_task", "parse_max_threads", "parse_ptxas_functions"]
 
 _kernels: dict[str, Any] = {}
 def parse_ptxas_functions(log: str) -> dict[str, dict[str, int]]:
@@ -215,9 +215,3 @@ def _itemsize(dtype: str) -> int:
     import torch
 
     return int(getattr(torch, dtype).itemsize)
-
-
-#: For :mod:`kernelpilot.profile.static`: the task function of a kernel file by its suffix.
-def task_function(kernel_path: str) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
-    """:func:`inspect_task` for a ``.cu`` path, else None (the caller's own, Triton's)."""
-    return inspect_task if str(kernel_path).lower().endswith(".cu") else None

@@ -117,7 +117,7 @@ def cuda_pipelines(kernel: str | Path, configs: list[dict[str, Any]] | None, *, 
     cc = parse_arch(arch)
     with isolated_workers(kernel, max_workers, timeout_s or 300.0) as (iso, meta):
         path, tunables, default, _ = meta
-        side_tile = iso.call("kernelpilot.backends.cuda.pipeline:_tile_in_worker")
+        side_tile = iso.call("kernelpilot.profile.pipeline_cuda:_tile_in_worker")
         stage = stage_tunable(tunables)
         wanted = [dict(c) for c in configs] if configs else [dict(default)] + (
             [{**default, stage: v} for v in tunables[stage] if v != default[stage]] if stage else [])
