@@ -20,13 +20,14 @@ from kernelpilot.errors import ContractError
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile
 
-#: (suffixes the back end may read, "module:class" imported on first use), asked in this order: the first whose
-#: ``supports`` says yes reads the file. More particular back ends of a suffix come before the general one.
-BACKENDS: tuple[tuple[tuple[str, ...], str], ...] = (
-    ((".py",), "kernelpilot.backends.kernelbench:KernelBenchBackend"),  # class ModelNew (docs/kernelbench.md)
-    ((".py",), "kernelpilot.backends.torchref:TorchRefBackend"),  # plain-PyTorch "kernels" (BACKEND = "torch")
-    ((".py",), "kernelpilot.backends.triton:TritonBackend"),  # every other .py kernel file
-    ((".cu", ".cuh"), "kernelpilot.backends.cuda:CudaBackend"),
+#: (the back end's ``name``, suffixes it may read, "module:class" imported on first use), asked in this order: the
+#: first whose ``supports`` says yes reads the file. More particular back ends of a suffix come before the general
+#: one. (A test checks each name against the class's ``name``.)
+BACKENDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("triton", (".py",), "kernelpilot.backends.kernelbench:KernelBenchBackend"),  # class ModelNew (kernelbench.md)
+    ("torch", (".py",), "kernelpilot.backends.torchref:TorchRefBackend"),  # plain-PyTorch "kernels"
+    ("triton", (".py",), "kernelpilot.backends.triton:TritonBackend"),  # every other .py kernel file
+    ("cuda", (".cu", ".cuh"), "kernelpilot.backends.cuda:CudaBackend"),
 )
 
 _instances: dict[str, Backend] = {}
@@ -47,6 +48,12 @@ def _instance(target: str) -> Backend:
     return _instances[target]
 
 
+def backend_names() -> tuple[str, ...]:
+    """The names back ends record with results (``"triton"``, ``"torch"``, ``"cuda"``), each once, in
+    :data:`BACKENDS` order; imports no back end. Raises nothing."""
+    return tuple(dict.fromkeys(name for name, _, _ in BACKENDS))
+
+
 def backend_for(path: str | Path) -> Backend:
     """The backend that loads and launches ``path``.
 
@@ -57,7 +64,7 @@ def backend_for(path: str | Path) -> Backend:
     path = Path(path)
     suffix = path.suffix.lower()
     support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
-    for suffixes, target in BACKENDS:
+    for _, suffixes, target in BACKENDS:
         if suffix in suffixes:
             backend = _instance(target)
             support = backend.supports(path)  # the last refusal is the one shown (the most general back end's)
