@@ -29,18 +29,6 @@ def _check(kernel: str | Path, arch: str | None, timeout_s: float | None) -> Non
     positive("--timeout-s", timeout_s, "300")
 
 
-def _language(kernel: str | Path) -> str | None:
-    """The name of the back end that reads ``kernel`` (:func:`kernelpilot.backends.backend_for`: ``"triton"``,
-    ``"cuda"``...), or None when none does (the command's own load then says why). Imports nothing of the file."""
-    from kernelpilot.backends.registry import backend_for
-    from kernelpilot.errors import KernelpilotError
-
-    try:
-        return backend_for(kernel).name
-    except KernelpilotError:
-        return None
-
-
 def inspect(kernel: str | Path, *, config: dict[str, Any] | None = None, shape: dict[str, Any] | None = None,
             arch: str | None = None, save: str | Path | None = None,
             timeout_s: float | None = None) -> "StaticReport":
@@ -124,7 +112,9 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
     from kernelpilot.profile import pipeline as pl
 
     _check(kernel, arch, timeout_s)
-    if _language(kernel) == "cuda":
+    from kernelpilot.backends.registry import language_of
+
+    if language_of(kernel) == "cuda":
         from kernelpilot.profile.pipeline_cuda import cuda_pipelines
         from kernelpilot.profile.static import StaticFailure, raise_static_failure
 

@@ -10,6 +10,7 @@ front, to run a kernel whose backend has no CPU emulation when no GPU is present
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ BACKENDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 
 _instances: dict[str, Backend] = {}
+_languages: dict[tuple, str | None] = {}
 
 #: (message, hint) when a kernel that needs a GPU (CUDA C++) is asked to run on a machine without one.
 NEEDS_GPU = ("a CUDA .cu kernel runs only on a GPU and none is visible here",
@@ -52,6 +54,24 @@ def backend_names() -> tuple[str, ...]:
     """The names back ends record with results (``"triton"``, ``"torch"``, ``"cuda"``), each once, in
     :data:`BACKENDS` order; imports no back end. Raises nothing."""
     return tuple(dict.fromkeys(name for name, _, _ in BACKENDS))
+
+
+def language_of(path: str | Path) -> str | None:
+    """The ``name`` of the back end that reads ``path`` (:func:`backend_for`: ``"triton"``, ``"torch"``,
+    ``"cuda"``), or None when none does; for callers that word or route things by the kernel's language instead of
+    testing its suffix. Imports nothing of the file (the back ends read it with ``ast`` at most); remembered per
+    (path, SHA-256 of its bytes), so a file rewritten in place is asked again. Raises nothing."""
+    path = Path(path)
+    try:
+        key: tuple = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    except OSError:
+        key = (str(path),)
+    if key not in _languages:
+        try:
+            _languages[key] = backend_for(path).name
+        except ContractError:
+            _languages[key] = None
+    return _languages[key]
 
 
 def backend_for(path: str | Path) -> Backend:

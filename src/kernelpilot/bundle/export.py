@@ -232,7 +232,9 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out}: exists and is not an empty folder", "pass a new --out folder")
     sha = dispatch_sha256(table)
-    if kernel.suffix == ".cu":
+    from kernelpilot.backends.registry import language_of
+
+    if language_of(kernel) == "cuda":
         from kernelpilot.bundle.cudaso import export_cuda_workload
 
         data = export_cuda_workload(kernel, table, sha, out, target=target, cc=cc)
