@@ -132,3 +132,17 @@ def test_inspect_says_the_toy_has_no_binary(toy: Path) -> None:
     assert code == 0, data
     assert (data["n_inspected"], data["n_ok"]) == (3, 0)
     assert {r["stage"] for r in data["results"]} == {"no_binary"}
+
+
+def test_no_back_end_imports_profile_and_static_inspection_tests_no_suffix() -> None:
+    import ast
+
+    upward = []
+    for path in sorted((PACKAGE / "backends").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            upward += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n.startswith("kernelpilot.profile")]
+    assert upward == []
+    for rel in ("profile/static.py", "profile/static_isolated.py", "api_static.py"):
+        assert '".cu"' not in (PACKAGE / rel).read_text(encoding="utf-8"), rel
