@@ -1,4 +1,4 @@
-"""Theoretical occupancy by the CUDA occupancy-calculator rules (kernelpilot.profile.occupancy)."""
+"""Theoretical occupancy by the CUDA occupancy-calculator rules (kernelpilot.backends.binary.occupancy)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.profile.metrics import read_report
-from kernelpilot.profile.occupancy import ARCH_LIMITS, theoretical_occupancy
+from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, theoretical_occupancy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 

@@ -739,7 +739,7 @@ class FakeDriver(CudaDriver):
         return value
 
     def max_active_blocks(self, function: Any, threads_per_block: int, dynamic_shared_bytes: int) -> int:
-        from kernelpilot.profile.occupancy import theoretical_occupancy
+        from kernelpilot.backends.binary.occupancy import theoretical_occupancy
 
         super().max_active_blocks(function, threads_per_block, dynamic_shared_bytes)
         return theoretical_occupancy(self.regs[function], dynamic_shared_bytes, threads_per_block).blocks_per_sm
@@ -806,7 +806,7 @@ def test_summary_counts_mismatches_and_unfinished_jobs():
 
 @pytest.mark.gpu
 def test_occupancy_model_and_max_threads_equal_the_driver_on_every_config_of_every_example(capsys):
-    from kernelpilot.profile.occupancy import ARCH_LIMITS
+    from kernelpilot.backends.binary.occupancy import ARCH_LIMITS
 
     driver = CudaDriver()
     if tuple(driver.compute_capability) not in ARCH_LIMITS:

@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES, FIXTURES
 from kernelpilot.errors import ContractError
 from kernelpilot.profile.metrics import read_report
-from kernelpilot.profile.occupancy import theoretical_occupancy
+from kernelpilot.backends.binary.occupancy import theoretical_occupancy
 from kernelpilot.profile.static import (
     StaticFailure,
     StaticReport,

@@ -278,7 +278,9 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
     main = require_verdict_metrics(main_kernel(kernels), report)
     verdict = judge(main)
     card = card_from_metrics(main, verdict)
-    if kernel is not None and Path(kernel).suffix == ".cu":  # suggested changes in CUDA words
+    from kernelpilot.backends.registry import language_of
+
+    if kernel is not None and language_of(kernel) == "cuda":  # suggested changes in CUDA words
         from kernelpilot.profile.card_suggest import for_backend
 
         card = BottleneckCard.model_validate(for_backend(card.model_dump(by_alias=True), "cuda"))

@@ -98,7 +98,7 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
             num_stages and BLOCK_K variants). shape: overrides of SHAPE. arch: target, as for :func:`inspect`.
         timeout_s: seconds one config's isolated worker may take.
         tile: (BM, BN, BK) of a CUDA C++ ``.cu`` kernel (``--tile``; default its ``TILE`` or BM/BN/BK tunables);
-            a ``.cu`` file is analysed by :func:`kernelpilot.backends.cuda.pipeline.cuda_pipelines` (its notes add
+            a ``.cu`` file is analysed by :func:`kernelpilot.profile.pipeline_cuda.cuda_pipelines` (its notes add
             the variant implied, single/double-buffer shared memory, spills, compute per iteration).
 
     Returns:
@@ -112,8 +112,10 @@ def pipeline(kernel: str | Path, *, config: dict[str, Any] | None = None, shape:
     from kernelpilot.profile import pipeline as pl
 
     _check(kernel, arch, timeout_s)
-    if str(kernel).lower().endswith(".cu"):
-        from kernelpilot.backends.cuda.pipeline import cuda_pipelines
+    from kernelpilot.backends.registry import language_of
+
+    if language_of(kernel) == "cuda":
+        from kernelpilot.profile.pipeline_cuda import cuda_pipelines
         from kernelpilot.profile.static import StaticFailure, raise_static_failure
 
         reports: list[Any] = cuda_pipelines(kernel, [config] if config else None, shape=shape or None, arch=arch,

@@ -95,7 +95,7 @@ def known_archs() -> list[str]:
     """The arch names kernelpilot knows: the compute capability of every GPU spec file and every arch of the
     occupancy model (``sm_70``, ``sm_80``, ``sm_89``, ``sm_90``, ``sm_100`` ...), sorted by capability."""
     from kernelpilot.hardware.specs import list_specs
-    from kernelpilot.profile.occupancy import ARCH_LIMITS
+    from kernelpilot.backends.binary.occupancy import ARCH_LIMITS
 
     caps: set[tuple[int, int]] = set(ARCH_LIMITS)
     for spec in list_specs():
@@ -116,7 +116,7 @@ def check_arch(arch: str | None) -> None:
     """
     if arch is None:
         return
-    from kernelpilot.profile.arch import parse_arch
+    from kernelpilot.backends.binary.arch import parse_arch
 
     known = known_archs()
     try:

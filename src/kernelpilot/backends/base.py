@@ -1,8 +1,10 @@
-"""The backend seam: what kernelpilot needs from a kernel language (load, launch, export a config).
+"""The backend seam: what kernelpilot needs from a kernel language (load, launch, export a config, compile for a
+target GPU without one).
 
 A backend answers :meth:`Backend.supports` with a :class:`Support` that carries its reason, so a refusal can be
 shown to the user as it is. The shape follows two existing designs (Dao-AILab/quack's backend protocol with its
-``Support`` verdict, and Kernel Tuner's one-class-per-language backend), kept to the calls kernelpilot makes.
+``Support`` verdict, and Kernel Tuner's one-class-per-language backend, whose ``compile`` step is :meth:`Backend.compile_for` here), kept to the
+calls kernelpilot makes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: kernels.contract imports this package lazily, never at import time
+    from kernelpilot.backends.binary.models import StaticFailure, StaticReport
     from kernelpilot.kernels.contract import KernelFile
 
 
@@ -34,6 +37,39 @@ class Support:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True)
+class BinaryReading:
+    """What :meth:`Backend.compile_for` reads from the binary besides registers, shared memory and occupancy.
+
+    Attributes:
+        sass: disassemble (``cuobjdump -sass``, ~0.75 s a config on a cold cache) for the instruction mix and access
+            widths; False leaves them empty.
+        keep_sass: keep the SASS text in the report's ``sass`` (not serialized).
+        save_dir: also write the binary (cubin / shared library), PTX and SASS into this folder; None: not.
+        spill_bytes: with local memory, rerun ``ptxas -v`` to split it into spill store and load bytes (Triton;
+            nvcc's build log already has them).
+    """
+
+    sass: bool = True
+    keep_sass: bool = False
+    save_dir: str | None = None
+    spill_bytes: bool = True
+
+    def task(self, kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], target: str) -> dict[str, Any]:
+        """The task dict the back ends' compile workers take (keys ``kernel_path``, ``config``, ``arch``, ``shape``
+        and the fields here), as :func:`kernelpilot.profile.static.config_tasks` builds them."""
+        return {"kernel_path": str(kernel), "config": dict(config), "arch": target, "shape": dict(shape or {}),
+                "keep_sass": self.keep_sass, "save_dir": self.save_dir, "spill_bytes": self.spill_bytes,
+                "sass": self.sass}
+
+    @classmethod
+    def of_task(cls, task: dict[str, Any]) -> BinaryReading:
+        """The reading a task dict asks for (absent keys: the defaults)."""
+        return cls(sass=bool(task.get("sass", True)), keep_sass=bool(task.get("keep_sass", False)),
+                   save_dir=str(task["save_dir"]) if task.get("save_dir") else None,
+                   spill_bytes=bool(task.get("spill_bytes", True)))
 
 
 @runtime_checkable
@@ -77,4 +113,18 @@ class Backend(Protocol):
         """Names of the GPU kernels the file itself defines, as the device's activity records name them (one of
         them must run when the file is launched: :mod:`kernelpilot.measure.activity`); empty when the file only
         calls kernels defined elsewhere (a library). Raises nothing."""
+        ...
+
+    def compile_for(self, kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], target: str, *,
+                    read: BinaryReading = BinaryReading()) -> StaticReport | StaticFailure:
+        """Compile ``config`` of the kernel file ``kernel`` for the GPU ``target`` (an arch name, ``"sm_90"``)
+        without one, and read the binary (registers/thread, spills, shared memory in bytes, theoretical occupancy,
+        SASS instruction mix). ``config``: overrides of DEFAULT_CONFIG; ``shape``: overrides of SHAPE (the compile
+        specializes on it). A language with no binary says so in a :class:`StaticFailure`.
+
+        Runs where the caller put it (this process, a pool worker, an isolated worker): a back end that needs a
+        particular process (Triton: not under its interpreter) says so in a ``load`` failure. A config's own fault
+        (bad config, compile error, a block that cannot load) is a StaticFailure, never raised; an unexpected
+        exception propagates to the caller, which records it (:func:`kernelpilot.profile.static.any_task`).
+        """
         ...

@@ -15,7 +15,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelpilot.backends.base import Support
+from kernelpilot.backends.base import BinaryReading, Support
+from kernelpilot.backends.binary.models import StaticResult
 from kernelpilot.backends.triton.autotune import autotune_space, find_autotuner
 from kernelpilot.backends.triton.backend import TritonBackend, use_interpreter
 from kernelpilot.backends.triton.config import autotune_config_dict, to_triton_config
@@ -218,6 +219,12 @@ class KernelBenchBackend:
     def export_config(self, config: dict[str, Any]) -> str:
         """The config as a ``triton.Config(...)`` line (the solution's ``@triton.autotune`` configs are the space)."""
         return to_triton_config(config)
+
+    def compile_for(self, kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], target: str, *,
+                    read: BinaryReading = BinaryReading()) -> StaticResult:
+        """Triton's compile for a target (:meth:`TritonBackend.compile_for`): the first ``@triton.jit`` launch
+        ``ModelNew.forward`` makes is compiled and read."""
+        return TritonBackend().compile_for(kernel, config, shape, target, read=read)
 
     def kernel_names(self, kf: KernelFile) -> list[str]:
         """The ``@triton.jit`` kernels the solution file defines (one must run at every launch)."""

@@ -1,34 +1,38 @@
-"""Pick the backend for a kernel file: by suffix first, then by asking the backend (lazy imports, one instance each).
+"""Pick the backend for a kernel file: each back end that may read the file's suffix is asked, in the order of
+:data:`BACKENDS`, whether it takes the file (:meth:`~kernelpilot.backends.base.Backend.supports`: by contents, never
+by a declaration alone); the first that says yes reads it (lazy imports, one instance each).
 
-``.py`` -> Triton, or KernelBench when the file is a KernelBench solution (``class ModelNew``). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
-refused. :func:`require_runnable` refuses, up front, to run a kernel whose backend has no CPU emulation when no GPU
-is present.
+A ``.py`` file may belong to several back ends: a KernelBench solution (``class ModelNew``), a plain-PyTorch
+"kernel", else a Triton kernel file (Triton takes every ``.py`` file, so it comes last of them). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
+refused. Adding a back end is one line of :data:`BACKENDS` and its folder. :func:`require_runnable` refuses, up
+front, to run a kernel whose backend has no CPU emulation when no GPU is present.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernelpilot.backends.base import Backend, Support
 from kernelpilot.errors import ContractError
-from kernelpilot.kernels.kernelbench import is_solution_file
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile
 
-#: suffix -> "module:class" of the backend that handles it (imported on first use).
-_BY_SUFFIX = {".py": "kernelpilot.backends.triton:TritonBackend", ".cu": "kernelpilot.backends.cuda:CudaBackend",
-              ".cuh": "kernelpilot.backends.cuda:CudaBackend"}
-
-#: A ``.py`` file in KernelBench's solution form (``class ModelNew``; docs/kernelbench.md) goes to this backend.
-_KERNELBENCH = "kernelpilot.backends.kernelbench:KernelBenchBackend"
-
-#: suffix -> why no backend takes it (none today).
-_REFUSED: dict[str, Support] = {}
+#: (the back end's ``name``, suffixes it may read, "module:class" imported on first use), asked in this order: the
+#: first whose ``supports`` says yes reads the file. More particular back ends of a suffix come before the general
+#: one. (A test checks each name against the class's ``name``.)
+BACKENDS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("triton", (".py",), "kernelpilot.backends.kernelbench:KernelBenchBackend"),  # class ModelNew (kernelbench.md)
+    ("torch", (".py",), "kernelpilot.backends.torchref:TorchRefBackend"),  # plain-PyTorch "kernels"
+    ("triton", (".py",), "kernelpilot.backends.triton:TritonBackend"),  # every other .py kernel file
+    ("cuda", (".cu", ".cuh"), "kernelpilot.backends.cuda:CudaBackend"),
+)
 
 _instances: dict[str, Backend] = {}
+_languages: dict[tuple, str | None] = {}
 
 #: (message, hint) when a kernel that needs a GPU (CUDA C++) is asked to run on a machine without one.
 NEEDS_GPU = ("a CUDA .cu kernel runs only on a GPU and none is visible here",
@@ -46,6 +50,30 @@ def _instance(target: str) -> Backend:
     return _instances[target]
 
 
+def backend_names() -> tuple[str, ...]:
+    """The names back ends record with results (``"triton"``, ``"torch"``, ``"cuda"``), each once, in
+    :data:`BACKENDS` order; imports no back end. Raises nothing."""
+    return tuple(dict.fromkeys(name for name, _, _ in BACKENDS))
+
+
+def language_of(path: str | Path) -> str | None:
+    """The ``name`` of the back end that reads ``path`` (:func:`backend_for`: ``"triton"``, ``"torch"``,
+    ``"cuda"``), or None when none does; for callers that word or route things by the kernel's language instead of
+    testing its suffix. Imports nothing of the file (the back ends read it with ``ast`` at most); remembered per
+    (path, SHA-256 of its bytes), so a file rewritten in place is asked again. Raises nothing."""
+    path = Path(path)
+    try:
+        key: tuple = (str(path), hashlib.sha256(path.read_bytes()).hexdigest())
+    except OSError:
+        key = (str(path),)
+    if key not in _languages:
+        try:
+            _languages[key] = backend_for(path).name
+        except ContractError:
+            _languages[key] = None
+    return _languages[key]
+
+
 def backend_for(path: str | Path) -> Backend:
     """The backend that loads and launches ``path``.
 
@@ -55,16 +83,13 @@ def backend_for(path: str | Path) -> Backend:
     """
     path = Path(path)
     suffix = path.suffix.lower()
-    support = _REFUSED.get(suffix)
-    if support is None and suffix not in _BY_SUFFIX:
-        support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
-    if support is None and suffix == ".py" and is_solution_file(path):  # the KernelBench form, detected
-        return _instance(_KERNELBENCH)
-    if support is None:
-        backend = _instance(_BY_SUFFIX[suffix])
-        support = backend.supports(path)
-        if support:
-            return backend
+    support = Support.no(f"no kernelpilot backend reads {suffix or 'suffix-less'} files")
+    for _, suffixes, target in BACKENDS:
+        if suffix in suffixes:
+            backend = _instance(target)
+            support = backend.supports(path)  # the last refusal is the one shown (the most general back end's)
+            if support:
+                return backend
     raise ContractError(f"{path}: {support.reason}",
                         "give a .py kernel file (setup/run_kernel/reference, README 'The kernel file') or a .cu file "
                         'with extern "C" void solve(...) (docs/cuda.md)')

@@ -209,7 +209,7 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
 
     from kernelpilot.bundle.manifest2 import validate_v2, verify_v2
     from kernelpilot.dispatch import dispatch_sha256, read_dispatch
-    from kernelpilot.profile.arch import arch_name, parse_arch
+    from kernelpilot.backends.binary.arch import arch_name, parse_arch
 
     kernel, out = Path(kernel), Path(out)
     table = read_dispatch(dispatch)
@@ -232,7 +232,9 @@ def export_workload(kernel: str | Path, dispatch: str | Path, out: str | Path, *
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BundleError(f"{out}: exists and is not an empty folder", "pass a new --out folder")
     sha = dispatch_sha256(table)
-    if kernel.suffix == ".cu":
+    from kernelpilot.backends.registry import language_of
+
+    if language_of(kernel) == "cuda":
         from kernelpilot.bundle.cudaso import export_cuda_workload
 
         data = export_cuda_workload(kernel, table, sha, out, target=target, cc=cc)
@@ -280,7 +282,7 @@ def export_bundle(source: str | Path, out: str | Path, *, arch: Optional[str], c
         BundleError: ``out`` is not empty, or an entry cannot be bundled (it names why: several launches, scratch
             memory, a parameter type), or it failed to compile or exceeds the target's resources.
     """
-    from kernelpilot.profile.arch import arch_name, parse_arch
+    from kernelpilot.backends.binary.arch import arch_name, parse_arch
     from kernelpilot.profile.static import config_tasks, isolated_workers
 
     found = find_dispatch(source, dispatch)

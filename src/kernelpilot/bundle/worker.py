@@ -154,7 +154,7 @@ def _bundle_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> 
 
     from kernelpilot.backends.triton.compile import _bind, _capture_launches, _grid, _inspect_task, _worker
     from kernelpilot.kernels.contract import resolve_config, resolve_shape, run_kernel
-    from kernelpilot.profile.arch import parse_arch
+    from kernelpilot.backends.binary.arch import parse_arch
 
     report = _inspect_task({**task, "keep_sass": False, "save_dir": None, "spill_bytes": False, "sass": False})
     if report.get("status") != "ok":

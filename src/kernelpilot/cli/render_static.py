@@ -159,7 +159,7 @@ def pipelines(result: dict[str, Any]) -> None:
         t.add_row("num_stages to measure", ", ".join(map(str, r.stages_to_measure)))
         if r.main_loop is not None:
             t.add_row("SASS main loop", r.main_loop.verdict)
-        if any("compiled by nvcc" in n for n in r.notes):  # a CUDA .cu kernel: its own lines (backends/cuda/pipeline.py)
+        if any("compiled by nvcc" in n for n in r.notes):  # a CUDA .cu kernel: its own lines (profile/pipeline_cuda.py)
             for note in r.notes[2:]:
                 t.add_row("CUDA", note)
         out.print(t)

@@ -26,13 +26,14 @@ __all__ = ["LightEvidence", "NcuEvidence"]
 
 
 def _with_card(ev: Evaluation, card: Any, kernel: Path | None = None, **extra: Any) -> Evaluation:
-    """``ev`` with ``card`` (its suggested changes worded for the kernel's language: ``.cu`` files get CUDA words,
-    :func:`kernelpilot.profile.card_suggest.for_backend`)."""
+    """``ev`` with ``card`` (its suggested changes worded for the kernel's language, the name of its back end:
+    CUDA C++ files get CUDA words, :func:`kernelpilot.profile.card_suggest.for_backend`)."""
+    from kernelpilot.backends.registry import language_of
     from kernelpilot.profile.card_suggest import for_backend
 
     data = json.loads(card.model_dump_json(by_alias=True))
-    if kernel is not None and Path(kernel).suffix == ".cu":
-        data = for_backend(data, "cuda")
+    if kernel is not None:
+        data = for_backend(data, language_of(kernel) or "")
     return ev.model_copy(update={"card": data, "bound": card.class_, "verdict_summary": card.summary, **extra})
 
 

@@ -73,9 +73,12 @@ def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> 
     :class:`~kernelpilot.profile.static.StaticFailure`) can never win: ``(kind, reason)`` with kind ``shared memory``,
     ``spills``, ``occupancy`` or ``compile``, or the failure status (``timeout``, ``worker_crash``, ...) of a compile
     whose isolated worker hung or died (``stage="worker"``); None when the config must be measured. Raises nothing."""
+    from kernelpilot.backends.binary.models import NO_BINARY
     from kernelpilot.profile.static import StaticFailure
 
     if isinstance(res, StaticFailure):
+        if res.stage == NO_BINARY:  # a back end without a binary (plain PyTorch): nothing known, so measure it
+            return None
         if res.stage == "worker":  # the kernel's own code exited, crashed or hung while the launch was captured
             return (res.failure or "runtime_error",
                     f"run_kernel failed while compile-ahead captured its launch: {res.message}"[:500])
@@ -191,7 +194,7 @@ class CompileAhead(PrunerBase):
         import os
 
         from kernelpilot.errors import KernelpilotError
-        from kernelpilot.profile.static_models import StaticFailure, load_result
+        from kernelpilot.backends.binary.models import StaticFailure, load_result
         from kernelpilot.search.worker import Worker, WorkerOptions
 
         assert self.timeout_s is not None

@@ -20,14 +20,15 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelpilot.backends.registry import backend_names
 from kernelpilot.experience.tags import derive_tags, normalize_tags
 from kernelpilot.facts import kernelpilot_home, utc_now_iso
 
 __all__ = ["BACKENDS", "BOTTLENECK_CLASSES", "OUTCOMES", "FAILED_OUTCOMES", "ExperienceEntry", "Recommendation",
            "default_db_path", "normalize_bottleneck", "normalize_kernel_type", "utc_now"]
 
-#: Back ends an entry can name.
-BACKENDS: tuple[str, ...] = ("triton", "cuda")
+#: Back ends an entry can name: those of the registry (:data:`kernelpilot.backends.registry.BACKENDS`).
+BACKENDS: tuple[str, ...] = backend_names()
 #: Bottleneck classes of a card (:data:`kernelpilot.profile.card.CardClass`; a test keeps the two equal).
 BOTTLENECK_CLASSES: tuple[str, ...] = ("memory", "compute", "latency", "occupancy", "balanced", "small-grid",
                                        "unknown")
@@ -37,7 +38,7 @@ OUTCOMES: tuple[str, ...] = ("improved", "regressed", "neutral", "mixed", "inval
 #: Outcomes counted as a failure of the change.
 FAILED_OUTCOMES: frozenset[str] = frozenset({"regressed", "invalid"})
 
-Backend = Literal["triton", "cuda"]
+Backend = str  # one of BACKENDS (checked by ExperienceEntry)
 Bottleneck = Literal["memory", "compute", "latency", "occupancy", "balanced", "small-grid", "unknown"]
 Outcome = Literal["improved", "regressed", "neutral", "mixed", "invalid"]
 
@@ -135,7 +136,10 @@ class ExperienceEntry(BaseModel):
     @field_validator("backend", mode="before")
     @classmethod
     def _backend(cls, v: Any) -> Any:
-        return v.strip().lower() if isinstance(v, str) else v
+        v = v.strip().lower() if isinstance(v, str) else v
+        if isinstance(v, str) and v not in BACKENDS:
+            raise ValueError(f"backend {v!r} is not one of {', '.join(BACKENDS)}")
+        return v
 
     @field_validator("arch", "gpu", mode="before")
     @classmethod

@@ -12,7 +12,7 @@ For a BLOCK_M x BLOCK_N x BLOCK_K tile with operands of ``b`` bytes per element:
   mma.sync path (the same tile with 2 warps: 8192 B at 2 stages),
   so the stage sweep below uses the compiled kernel's buffer count offset when it has one.
 - the largest S whose shared memory fits the per-block limit (232,448 B = 227 KB on sm_90), and the S at which
-  blocks per SM drop (the occupancy cliff) by :func:`~kernelpilot.profile.occupancy.theoretical_occupancy` with the
+  blocks per SM drop (the occupancy cliff) by :func:`~kernelpilot.backends.binary.occupancy.theoretical_occupancy` with the
   compiled registers/thread (registers are assumed not to change with S).
 - the rule (docs/measuring.md): ratio < 5 -> async copies / more ``num_stages``; 5–20 -> measure both; > 20 -> pipelining
   gains little. Never past the occupancy cliff unless a measurement says it is faster.
@@ -30,7 +30,7 @@ from typing import Any, Optional, Union
 from pydantic import BaseModel, Field
 
 from kernelpilot.errors import ContractError
-from kernelpilot.profile.occupancy import ARCH_LIMITS, limits_for
+from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, limits_for
 from kernelpilot.profile.pipeline_math import (  # re-exported: the arithmetic keeps its old import path
     RATIO_HIGH,
     RATIO_LOW,

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from kernelpilot.profile.occupancy import limits_for, theoretical_occupancy
+from kernelpilot.backends.binary.occupancy import limits_for, theoretical_occupancy
 
 __all__ = ["RATIO_LOW", "RATIO_HIGH", "StageRow", "compute_load_ratio", "stage_bytes", "classify_ratio",
            "stage_sweep", "occupancy_cliffs", "recommend"]

@@ -3,11 +3,11 @@ knows (docs/measuring.md, "Native code and static facts" and "Occupancy") — th
 
 The work is split by job; every name below stays importable from here:
 
-- :mod:`kernelpilot.profile.static_models`: the records (:class:`StaticReport`, :class:`StaticFailure`,
+- :mod:`kernelpilot.backends.binary.models`: the records (:class:`StaticReport`, :class:`StaticFailure`,
   :class:`StaticSpace`);
-- :mod:`kernelpilot.profile.arch`: arch names, the default target, :func:`max_threads_per_block`;
-- :mod:`kernelpilot.profile.sass`: SASS parsing and the instruction mix;
-- :mod:`kernelpilot.profile.binary`: ``cuobjdump`` / ``ptxas`` and their output;
+- :mod:`kernelpilot.backends.binary.arch`: arch names, the default target, :func:`max_threads_per_block`;
+- :mod:`kernelpilot.backends.binary.sass`: SASS parsing and the instruction mix;
+- :mod:`kernelpilot.backends.binary.tools`: ``cuobjdump`` / ``ptxas`` and their output;
 - :mod:`kernelpilot.backends.triton.compile`: capturing a launch, compiling it with Triton for the target and
   reading the binary, one config at a time (a worker's job);
 - here: building the tasks of configs, running them (in this process, a process pool, or isolated workers that
@@ -29,18 +29,16 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from kernelpilot.backends.triton.compile import _safe_task, _triton_tainted, _without_interpreter_env, _worker_init
-from kernelpilot.errors import ContractError, KernelpilotError
-from kernelpilot.profile import binary
-from kernelpilot.profile.arch import (  # re-exported: their old import path keeps working
+from kernelpilot.backends.binary import tools
+from kernelpilot.backends.binary.arch import (  # re-exported: their old import path keeps working
     DEFAULT_CPU_ARCH,
     arch_name,
     default_arch,
     max_threads_per_block,
     parse_arch,
 )
-from kernelpilot.profile.binary import parse_ptxas_spills, parse_resource_usage, sass_cache_dir  # re-exported
-from kernelpilot.profile.sass import (  # re-exported
+from kernelpilot.backends.binary.tools import parse_ptxas_spills, parse_resource_usage, sass_cache_dir  # re-exported
+from kernelpilot.backends.binary.sass import (  # re-exported
     ASYNC_COPY_OPCODES,
     INSTRUCTION_GROUPS,
     MMA_OPCODES,
@@ -50,18 +48,24 @@ from kernelpilot.profile.sass import (  # re-exported
     parse_sass,
     width_histogram,
 )
-from kernelpilot.profile.static_models import StaticFailure, StaticReport, StaticResult, StaticSpace  # re-exported
-from kernelpilot.profile.static_models import load_result as _load
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport, StaticResult, StaticSpace  # re-exported
+from kernelpilot.backends.binary.models import dump_result
+from kernelpilot.backends.binary.models import load_result as _load
+from kernelpilot.backends.compile_env import compile_mode_unavailable as _triton_tainted
+from kernelpilot.backends.compile_env import compile_worker_init as _worker_init
+from kernelpilot.backends.compile_env import without_interpreter_env as _without_interpreter_env
+from kernelpilot.errors import ContractError, KernelpilotError
 
-_tool = binary._tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
+_tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
 
 __all__ = [
     "ASYNC_COPY_OPCODES", "DEFAULT_CPU_ARCH", "INSTRUCTION_GROUPS", "MMA_OPCODES", "SassInstruction", "StaticFailure",
-    "StaticReport", "StaticResult", "StaticSpace", "access_width_bytes", "arch_name", "config_tasks", "default_arch",
+    "StaticReport", "StaticResult", "StaticSpace", "access_width_bytes", "arch_name", "compile_task", "config_tasks",
+    "default_arch",
     "inspect_config", "inspect_configs", "inspect_space", "instruction_mix", "isolated_workers", "iter_tasks",
     "max_threads_per_block", "parse_arch", "parse_ptxas_spills", "parse_resource_usage", "parse_sass",
     "any_task", "raise_static_failure", "read_kernel_meta", "run_isolated_tasks", "run_tasks", "sass_cache_dir",
-    "width_histogram",
+    "unexpected_failure", "width_histogram",
 ]
 
 
@@ -119,22 +123,43 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def compile_task(task: dict[str, Any]) -> StaticResult:
+    """One task compiled by the kernel file's back end (:func:`kernelpilot.backends.backend_for`, which asks each
+    back end in turn) with :meth:`~kernelpilot.backends.base.Backend.compile_for`; a file no back end reads is a
+    ``load`` failure. An unexpected exception of the back end propagates (the callers record it)."""
+    from kernelpilot.backends.base import BinaryReading
+    from kernelpilot.backends.registry import backend_for
+
+    try:
+        backend = backend_for(task["kernel_path"])
+    except KernelpilotError as exc:
+        return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
+                             stage="load", error_type=type(exc).__name__, message=exc.message[:4000], hint=exc.hint)
+    return backend.compile_for(task["kernel_path"], dict(task["config"]), dict(task.get("shape") or {}), task["arch"],
+                               read=BinaryReading.of_task(task))
+
+
+def unexpected_failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    """A dumped ``compile`` :class:`StaticFailure` for an exception a back end raised unexpectedly (the message
+    ends with three frames of its traceback). Raises nothing."""
+    import traceback
+
+    return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
+                         stage="compile", error_type=type(exc).__name__,
+                         message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:4000],
+                         hint=exc.hint if isinstance(exc, KernelpilotError) else "").model_dump()
+
+
 def any_task(task: dict[str, Any]) -> dict[str, Any]:
-    """One task by the kernel file's language: a ``.cu`` file is built with nvcc and read
-    (:func:`kernelpilot.backends.cuda.static.inspect_task`), anything else goes through Triton (``_safe_task``).
+    """One task in this process or a pool worker (:func:`compile_task`), dumped (:func:`dump_result`): any
+    exception but ``KeyboardInterrupt`` is recorded as a ``compile`` failure, so a pool never dies of a config.
     Returns a dumped StaticReport or StaticFailure; never raises for a config's own failure."""
-    if str(task["kernel_path"]).lower().endswith(".cu"):
-        import traceback
-
-        from kernelpilot.backends.cuda.static import inspect_task
-
-        try:
-            return inspect_task(task)
-        except Exception as exc:  # noqa: BLE001 - recorded, never raised, as _safe_task does
-            return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
-                                 stage="compile", error_type=type(exc).__name__,
-                                 message=f"{exc}\n{traceback.format_exc(limit=3)}"[:4000]).model_dump()
-    return _safe_task(task)
+    try:
+        return dump_result(compile_task(task))
+    except BaseException as exc:  # noqa: BLE001 - recorded, never raised, by contract
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return unexpected_failure(task, exc)
 
 
 def run_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,

@@ -1,7 +1,8 @@
 """Worker side of static inspection (``inspect``, ``pipeline``) in isolated worker processes.
 
-Capturing a launch runs the kernel file's ``setup`` and ``run_kernel``
-(:mod:`kernelpilot.backends.triton.compile`), so a kernel that calls ``sys.exit``, segfaults or loops forever would end or hang the command. With a timeout,
+Compiling a config (the back end's :meth:`~kernelpilot.backends.base.Backend.compile_for`; Triton's captures a
+launch by running the kernel file's ``setup`` and ``run_kernel``) may run the kernel file's code, so a kernel that
+calls ``sys.exit``, segfaults or loops forever would end or hang the command. With a timeout,
 :func:`kernelpilot.profile.static.inspect_configs` runs every config in a
 :class:`~kernelpilot.search.isolated.IsolatedKernel` worker (compile mode, ``TRITON_INTERPRET`` removed) through the
 functions here, named by string (so no module imports this one: it may import :mod:`~kernelpilot.profile.static`
@@ -10,10 +11,7 @@ without a cycle).
 
 from __future__ import annotations
 
-import traceback
 from typing import Any
-
-from kernelpilot.backends.triton.compile import _fail, _inspect_task
 
 __all__: list[str] = []
 
@@ -32,15 +30,14 @@ def _space_in_worker(kf: Any, opts: Any, device: str) -> tuple[list[dict[str, An
 
 
 def _task_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> dict[str, Any]:
-    """One config: :func:`kernelpilot.backends.triton.compile._inspect_task`, an ``Exception`` recorded as a ``compile``
-    failure (as the process pool's ``_safe_task`` does); ``SystemExit``/``KeyboardInterrupt`` go up to the worker,
-    which reports them as the kernel's exit (a ``worker`` failure in the parent)."""
-    if str(task["kernel_path"]).lower().endswith(".cu"):
-        from kernelpilot.profile.static import any_task
+    """One config compiled by the kernel file's back end (:func:`kernelpilot.profile.static.compile_task`), dumped;
+    an ``Exception`` is recorded as a ``compile`` failure (as the process pool's ``any_task`` does);
+    ``SystemExit``/``KeyboardInterrupt`` go up to the worker, which reports them as the kernel's exit (a ``worker``
+    failure in the parent)."""
+    from kernelpilot.backends.binary.models import dump_result
+    from kernelpilot.profile.static import compile_task, unexpected_failure
 
-        return any_task(task)
     try:
-        return _inspect_task(task)
+        return dump_result(compile_task(task))
     except Exception as exc:  # noqa: BLE001 - recorded, never raised
-        return _fail(task["kernel_path"], dict(task["config"]), task["arch"], "compile", exc,
-                     message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+        return unexpected_failure(task, exc)

@@ -31,7 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernelpilot.backends.base import Support
+from kernelpilot.backends.base import BinaryReading, Support
+from kernelpilot.backends.binary.models import StaticResult
 from kernelpilot.backends.registry import NEEDS_GPU
 from kernelpilot.backends.cuda.signature import Signature, directives, global_kernels, local_includes, parse_solve
 from kernelpilot.errors import ContractError, KernelRunError, ToolMissingError
@@ -234,6 +235,18 @@ class CudaBackend:
         from kernelpilot.backends.cuda.build import define_flags
 
         return " ".join(define_flags(config))
+
+    def compile_for(self, kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], target: str, *,
+                    read: BinaryReading = BinaryReading()) -> StaticResult:
+        """Build the config's shared library for ``target`` with nvcc (the binary a GPU run loads) and read it
+        (:func:`kernelpilot.backends.cuda.static.inspect_task`): a ``StaticReport``, or a ``StaticFailure`` at stage
+        ``load``, ``compile`` or ``resources``. ``read.sass`` and ``read.spill_bytes`` are not used: the report
+        needs the SASS to pick the kernel, and nvcc's build log has the spill bytes. Unexpected exceptions
+        propagate (see :meth:`Backend.compile_for`)."""
+        from kernelpilot.backends.binary.models import load_result
+        from kernelpilot.backends.cuda.static import inspect_task
+
+        return load_result(inspect_task(read.task(kernel, config, shape, target)))
 
     def kernel_names(self, kf: KernelFile) -> list[str]:
         """The ``__global__`` functions of the ``.cu`` file and its local headers (CUPTI's demangled names start

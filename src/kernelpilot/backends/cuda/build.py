@@ -3,13 +3,13 @@ cached by content.
 
 - **Arch**: from the GPU when one is present (``torch.cuda.get_device_capability()``; ``sm_90a`` on an H100: the
   ``a`` variant for 9.0 and above so ``wgmma``/``setmaxnreg`` code builds), else an explicit ``--arch``, else
-  :data:`kernelpilot.profile.arch.DEFAULT_CPU_ARCH` (``sm_90``), labelled as an assumption. Never hard-coded for a
+  :data:`kernelpilot.backends.binary.arch.DEFAULT_CPU_ARCH` (``sm_90``), labelled as an assumption. Never hard-coded for a
   run on a GPU.
 - **One artifact**: the shared library is built with ``-Xptxas -v`` and its log kept beside it; static inspection
   reads registers, shared memory and SASS from the same ``.so`` (``cuobjdump`` reads the fatbin in it), so what is
   inspected is exactly what runs, and ``inspect`` on a CPU machine warms the cache a GPU run uses.
 - **Cache**: ``$KERNELPILOT_CACHE_DIR/cuda`` (else ``~/.cache/kernelpilot/cuda``, beside the SASS cache of
-  :func:`kernelpilot.profile.binary.sass_cache_dir`), one build record per key = SHA-256 of the source, every local
+  :func:`kernelpilot.backends.binary.tools.sass_cache_dir`), one build record per key = SHA-256 of the source, every local
   header it includes, the flags, the defines, the arch and ``nvcc --version``. The record
   (:mod:`kernelpilot.backends.cuda.buildrecord`) lists every file nvcc read (its own ``-MD`` dependency list: headers
   behind ``-I``, ``#include <...>`` and the toolkit's included) with their sha256, and the binary's sha256: a lookup
@@ -109,7 +109,7 @@ def nvcc_arch(arch: str) -> str:
     Raises:
         ContractError: not an arch name.
     """
-    from kernelpilot.profile.arch import parse_arch
+    from kernelpilot.backends.binary.arch import parse_arch
 
     major, minor = parse_arch(arch)
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
@@ -279,7 +279,7 @@ def build_shared(source: str | Path, defines: dict[str, Any] | None = None, arch
     Raises:
         CompileError: nvcc failed (the message holds its error lines); ToolMissingError: no nvcc.
     """
-    from kernelpilot.profile.arch import DEFAULT_CPU_ARCH
+    from kernelpilot.backends.binary.arch import DEFAULT_CPU_ARCH
 
     return _compile(Path(source).resolve(), defines or {}, arch or device_arch() or DEFAULT_CPU_ARCH,
                     extra_flags, include_dirs)

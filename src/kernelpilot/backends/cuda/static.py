@@ -1,10 +1,10 @@
 """Static inspection of a CUDA C++ kernel file without a GPU: build the config's shared library for the target with
 nvcc (:func:`kernelpilot.backends.cuda.build.build_shared`, the very binary a GPU run loads) and read it with the
-tools static inspection already uses (:mod:`kernelpilot.profile.binary`: ``cuobjdump --dump-resource-usage``,
-``-sass``, ``-elf``; :mod:`kernelpilot.profile.sass`; :mod:`kernelpilot.profile.occupancy`).
+tools static inspection already uses (:mod:`kernelpilot.backends.binary.tools`: ``cuobjdump --dump-resource-usage``,
+``-sass``, ``-elf``; :mod:`kernelpilot.backends.binary.sass`; :mod:`kernelpilot.backends.binary.occupancy`).
 
 One task dict per config, as :func:`kernelpilot.profile.static.config_tasks` builds them for Triton; the result is a
-dumped :class:`~kernelpilot.profile.static_models.StaticReport` or ``StaticFailure`` (never raised). Per function:
+dumped :class:`~kernelpilot.backends.binary.models.StaticReport` or ``StaticFailure`` (never raised). Per function:
 registers and static shared memory from ``ptxas -v`` (cuobjdump's ``SHARED`` adds the 1 KB per-block reservation on
 sm_90: 17408 for 16384 B of ``__shared__`` arrays), spills and stack frame from the same log, the block size from
 ``THREADS_PER_BLOCK`` (sidecar or ``// kernelpilot:`` line; an expression over the tunables) or the kernel's
@@ -18,17 +18,17 @@ import math
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelpilot.backends.cuda.signature import eval_expr as eval_tunable_expr
 from kernelpilot.errors import KernelpilotError
-from kernelpilot.profile.arch import arch_name, max_threads_per_block, parse_arch
-from kernelpilot.profile.binary import _disassemble, _run_tool, _tool, parse_resource_usage
-from kernelpilot.profile.occupancy import ARCH_LIMITS, theoretical_occupancy
-from kernelpilot.profile.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
-from kernelpilot.profile.static_models import StaticFailure, StaticReport
+from kernelpilot.backends.binary.arch import arch_name, max_threads_per_block, parse_arch
+from kernelpilot.backends.binary.tools import disassemble, find_tool, parse_resource_usage, run_tool
+from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, theoretical_occupancy
+from kernelpilot.backends.binary.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport
 
-__all__ = ["eval_tunable_expr", "inspect_task", "task_function", "parse_max_threads", "parse_ptxas_functions"]
+__all__ = ["eval_tunable_expr", "inspect_task", "parse_max_threads", "parse_ptxas_functions"]
 
 _kernels: dict[str, Any] = {}
 def parse_ptxas_functions(log: str) -> dict[str, dict[str, int]]:
@@ -131,10 +131,10 @@ def inspect_task(task: dict[str, Any]) -> dict[str, Any]:
 
 def _report(task: dict[str, Any], kf: Any, config: dict[str, Any], shape: dict[str, Any], cc: tuple[int, int],
             built: Any, nvcc: str) -> dict[str, Any]:
-    cuobjdump = _tool("cuobjdump")
+    cuobjdump = find_tool("cuobjdump")
     so = built.path
-    usage = parse_resource_usage(_run_tool([cuobjdump, "--dump-resource-usage", str(so)], "cuobjdump"))
-    sass_text = _disassemble(cuobjdump, so, so.read_bytes())
+    usage = parse_resource_usage(run_tool([cuobjdump, "--dump-resource-usage", str(so)], "cuobjdump"))
+    sass_text = disassemble(cuobjdump, so, so.read_bytes())
     funcs = {name: parse_sass(sass_text, name) for name in usage}
     if not funcs:
         return _fail(task, "compile", error_type="NoKernel", message=f"{kf.path.name}: the build holds no __global__ "
@@ -142,7 +142,7 @@ def _report(task: dict[str, Any], kf: Any, config: dict[str, Any], shape: dict[s
     func = max(funcs, key=lambda n: len(funcs[n]))
     instrs, res = funcs[func], usage[func]
     ptxas = parse_ptxas_functions(built.log).get(func, {})
-    elf = _run_tool([cuobjdump, "-elf", str(so)], "cuobjdump -elf") if not isinstance(
+    elf = run_tool([cuobjdump, "-elf", str(so)], "cuobjdump -elf") if not isinstance(
         getattr(kf.module, "THREADS_PER_BLOCK", None), (int, str)) else ""
     threads, threads_from = _block_threads(kf, config, func, parse_max_threads(elf))
     regs = int(ptxas.get("registers") or res.get("REG", 0))
@@ -215,9 +215,3 @@ def _itemsize(dtype: str) -> int:
     import torch
 
     return int(getattr(torch, dtype).itemsize)
-
-
-#: For :mod:`kernelpilot.profile.static`: the task function of a kernel file by its suffix.
-def task_function(kernel_path: str) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
-    """:func:`inspect_task` for a ``.cu`` path, else None (the caller's own, Triton's)."""
-    return inspect_task if str(kernel_path).lower().endswith(".cu") else None

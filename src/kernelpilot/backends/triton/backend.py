@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.backends.base import Support
+from kernelpilot.backends.base import BinaryReading, Support
+from kernelpilot.backends.binary.models import StaticResult
 from kernelpilot.backends.triton.autotune import autotune_space, autotuner_of, find_autotuner
 from kernelpilot.backends.triton.config import autotune_config_dict, pinned_config, to_triton_config
 from kernelpilot.kernels.contract import DerivedSpace, KernelFile, build_kernel_file, import_module_file
@@ -118,6 +119,17 @@ class TritonBackend:
     def export_config(self, config: dict[str, Any]) -> str:
         """The config as a ``triton.Config(...)`` line."""
         return to_triton_config(config)
+
+    def compile_for(self, kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], target: str, *,
+                    read: BinaryReading = BinaryReading()) -> StaticResult:
+        """Capture the launch ``run_kernel`` makes with ``config``, compile it with Triton for ``target`` and read
+        the cubin (:func:`kernelpilot.backends.triton.compile._inspect_task`): a ``StaticReport``, or a
+        ``StaticFailure`` at stage ``load`` (also: this process's Triton runs under its interpreter), ``capture``,
+        ``compile`` or ``resources``. Unexpected exceptions propagate (see :meth:`Backend.compile_for`)."""
+        from kernelpilot.backends.binary.models import load_result
+        from kernelpilot.backends.triton.compile import _inspect_task
+
+        return load_result(_inspect_task(read.task(kernel, config, shape, target)))
 
     def kernel_names(self, kf: KernelFile) -> list[str]:
         """The ``@triton.jit`` functions defined in the kernel file (through ``autotune``/``heuristics`` wrappers):

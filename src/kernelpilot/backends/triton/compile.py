@@ -16,14 +16,14 @@ How it works, for one config (:func:`_inspect_task`):
    ``fpsan_homomorphic_casts``) are added when the installed ``knobs`` has them.
 3. **Compile** with ``triton.compile(ASTSource(...), target=GPUTarget("cuda", cc, 32), options=...)``; Triton's own
    cache makes repeats cheap across runs, and results are memoized within a process.
-4. **Read the binary** (:mod:`kernelpilot.profile.binary`): ``cuobjdump --dump-resource-usage`` gives
+4. **Read the binary** (:mod:`kernelpilot.backends.binary.tools`): ``cuobjdump --dump-resource-usage`` gives
    registers/thread and local memory, ``-sass`` the instruction mix; with local memory, ``ptxas -v`` on the PTX
    splits it into spill stores and loads. A config whose block could not load on the target (shared memory over the
    per-block maximum, more threads than its registers allow, no block fits an SM) is a ``resources`` failure with the
    message Triton would raise at load.
 
-Compiling needs Triton in compile mode: :func:`_triton_tainted` says when this process cannot, and
-:func:`_worker_init` / :func:`_without_interpreter_env` make child processes that can.
+Compiling needs Triton in compile mode: :mod:`kernelpilot.backends.compile_env` says when this process cannot, and
+makes child processes that can.
 """
 
 from __future__ import annotations
@@ -31,40 +31,24 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import sys
 import tempfile
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
+from kernelpilot.backends.binary.arch import arch_name, max_threads_per_block, parse_arch
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport
+from kernelpilot.backends.binary.occupancy import ARCH_LIMITS, Occupancy, theoretical_occupancy
+from kernelpilot.backends.binary.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
+from kernelpilot.backends.binary.tools import (STACK_FRAME, disassemble, find_tool, parse_ptxas_spills,
+                                               parse_resource_usage, ptxas_command, run_tool)
+from kernelpilot.backends.compile_env import compile_mode_unavailable as _triton_tainted
+# engine.prune imports _without_interpreter_env from here
+from kernelpilot.backends.compile_env import without_interpreter_env as _without_interpreter_env  # noqa: F401
 from kernelpilot.errors import KernelpilotError, ToolMissingError
-from kernelpilot.profile.arch import arch_name, max_threads_per_block, parse_arch
-from kernelpilot.profile.binary import (STACK_FRAME, _disassemble, _ptxas_command, _run_tool, _tool,
-                                        parse_ptxas_spills, parse_resource_usage)
-from kernelpilot.profile.occupancy import ARCH_LIMITS, Occupancy, theoretical_occupancy
-from kernelpilot.profile.sass import MMA_OPCODES, instruction_mix, parse_sass, width_histogram
-from kernelpilot.profile.static_models import StaticFailure, StaticReport
 
 __all__: list[str] = []  # the worker side of kernelpilot.profile.static; nothing here is public API
-
-def _interpreter_env_on() -> bool:
-    """True when ``TRITON_INTERPRET`` is set to a true value (as Triton's ``env_bool`` reads it)."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes", "y")
-
-
-def _triton_tainted() -> bool:
-    """True when this process's Triton was imported under the interpreter (its ``tl`` helpers are not JITFunctions)
-    or ``TRITON_INTERPRET`` is set now; compiling here would then fail or mislead."""
-    if _interpreter_env_on():
-        return True
-    std = sys.modules.get("triton.language.standard")
-    if std is None:
-        return False
-    return type(getattr(std, "cdiv", None)).__name__ != "JITFunction"
-
 
 @contextlib.contextmanager
 def _capture_launches(records: list[dict[str, Any]]) -> Iterator[None]:
@@ -145,18 +129,6 @@ def _worker() -> _Worker:
     if _WORKER is None:
         _WORKER = _Worker()
     return _WORKER
-
-
-def _worker_init(parent_pid: int | None = None) -> None:
-    """Child-process initializer: compile mode for Triton (``TRITON_INTERPRET`` removed before Triton loads); with
-    ``parent_pid``, the process follows its parent (:func:`kernelpilot.procguard.guard_child`: it dies with it and
-    prints nothing once orphaned; Ctrl-C is left to the parent)."""
-    if parent_pid is not None:
-        from kernelpilot.procguard import guard_child
-
-        guard_child(parent_pid)
-    os.environ.pop("TRITON_INTERPRET", None)
-    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
 
 
 def _bind(fn: Any, args: tuple, kwargs: dict[str, Any], backend: Any) -> tuple[Any, dict, dict, dict, dict]:
@@ -304,8 +276,8 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
     with tempfile.TemporaryDirectory(prefix="kp-static-") as tmp:
         cubin = Path(tmp) / "kernel.cubin"
         cubin.write_bytes(cached["cubin"])
-        cuobjdump = _tool("cuobjdump")
-        usage = parse_resource_usage(_run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], "cuobjdump"))
+        cuobjdump = find_tool("cuobjdump")
+        usage = parse_resource_usage(run_tool([cuobjdump, "--dump-resource-usage", str(cubin)], "cuobjdump"))
         res = usage.get(cached["name"]) or (next(iter(usage.values())) if usage else None)
         if res is None:
             raise ToolMissingError(f"cuobjdump reported no resource usage for {cached['name']}", "check the cubin")
@@ -337,7 +309,7 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
         else:
             notes.append(f"no occupancy limits known for {arch_name(cc)}; occupancy not computed")
         if task.get("sass", True):
-            sass_text = _disassemble(cuobjdump, cubin, cached["cubin"])
+            sass_text = disassemble(cuobjdump, cubin, cached["cubin"])
         else:
             sass_text = ""
             notes.append("SASS not read (sass=False): instruction mix and access widths are empty")
@@ -353,7 +325,7 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
             ptx = Path(tmp) / "kernel.ptx"
             ptx.write_text(cached["ptx"])
             try:
-                log = _run_tool(_ptxas_command(cc[0] * 10 + cc[1], cached["options"], ptx,
+                log = run_tool(ptxas_command(cc[0] * 10 + cc[1], cached["options"], ptx,
                                                Path(tmp) / "v.cubin"), "ptxas -v")
                 spills = parse_ptxas_spills(log)
                 frame = STACK_FRAME.search(log)
@@ -408,26 +380,3 @@ def _read_binary(task: dict[str, Any], kf: Any, config: dict, shape: dict, cc: t
     dumped = report.model_dump()
     dumped["sass"] = report.sass
     return dumped
-
-
-def _safe_task(task: dict[str, Any]) -> dict[str, Any]:
-    """:func:`_inspect_task` with any unexpected error turned into a failure record (a pool must not die)."""
-    try:
-        return _inspect_task(task)
-    except BaseException as exc:  # noqa: BLE001 - recorded, never raised, by contract
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        return _fail(task["kernel_path"], dict(task["config"]), task["arch"], "compile", exc,
-                     message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
-
-
-
-@contextlib.contextmanager
-def _without_interpreter_env() -> Iterator[None]:
-    """Remove ``TRITON_INTERPRET`` while child processes start (they inherit the environment), then restore it."""
-    saved = os.environ.pop("TRITON_INTERPRET", None)
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ["TRITON_INTERPRET"] = saved

@@ -5,7 +5,7 @@ Per config: the tile (``--tile BM,BN,BK``, else the sidecar's ``TILE``: three tu
 tunables BM/BN/BK or BLOCK_M/BLOCK_N/BLOCK_K), the operands' element size (the largest ``const`` buffer of
 ``solve``), and then the Triton analysis itself (:func:`kernelpilot.profile.pipeline.pipeline_from_static`): the
 compute/load ratio ``2·BM·BN·BK / ((BM·BK + BK·BN)·b)`` and its band, shared memory per stage and the stage sweep
-against the per-block limit and the occupancy cliff (:mod:`kernelpilot.profile.occupancy`, limits cited there), and
+against the per-block limit and the occupancy cliff (:mod:`kernelpilot.backends.binary.occupancy`, limits cited there), and
 the SASS main-loop check with CUDA-core compute counted (:func:`kernelpilot.profile.sass_loop.check_main_loop`).
 Added here: the variant the ratio implies for CUDA C++ (< 5: cp.async; 5–20: try both; > 20: little to gain; on
 sm_90 also TMA), single- and double-buffer shared memory against the 48 KB static limit, the per-block opt-in limit
@@ -62,7 +62,7 @@ def tile_of(config: dict[str, Any], tile: Any, path: str) -> tuple[dict[str, str
 
 def _extras(report: Any, single: Any, cc: tuple[int, int]) -> list[str]:
     """The CUDA C++ lines of one config's report (see the module docstring)."""
-    from kernelpilot.profile.occupancy import limits_for
+    from kernelpilot.backends.binary.occupancy import limits_for
 
     lim = limits_for(cc)
     lines = []
@@ -109,7 +109,7 @@ def cuda_pipelines(kernel: str | Path, configs: list[dict[str, Any]] | None, *, 
         ContractError: bad kernel file, shape or arch; no tile (give ``tile``). KernelFailed: the sidecar exited,
             crashed or hung while imported.
     """
-    from kernelpilot.profile.arch import default_arch, parse_arch
+    from kernelpilot.backends.binary.arch import default_arch, parse_arch
     from kernelpilot.profile.pipeline import pipeline_from_static
     from kernelpilot.profile.static import StaticReport, config_tasks, isolated_workers, run_isolated_tasks
 
@@ -117,7 +117,7 @@ def cuda_pipelines(kernel: str | Path, configs: list[dict[str, Any]] | None, *, 
     cc = parse_arch(arch)
     with isolated_workers(kernel, max_workers, timeout_s or 300.0) as (iso, meta):
         path, tunables, default, _ = meta
-        side_tile = iso.call("kernelpilot.backends.cuda.pipeline:_tile_in_worker")
+        side_tile = iso.call("kernelpilot.profile.pipeline_cuda:_tile_in_worker")
         stage = stage_tunable(tunables)
         wanted = [dict(c) for c in configs] if configs else [dict(default)] + (
             [{**default, stage: v} for v in tunables[stage] if v != default[stage]] if stage else [])

@@ -16,9 +16,10 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.profile.occupancy import Occupancy
+from kernelpilot.backends.binary.occupancy import Occupancy
 
-__all__ = ["StaticFailure", "StaticReport", "StaticResult", "StaticSpace", "load_result"]
+__all__ = ["NO_BINARY", "StaticFailure", "StaticReport", "StaticResult", "StaticSpace", "dump_result",
+           "load_result"]
 
 class StaticReport(BaseModel):
     """What the compiler knows about one config of a kernel, compiled for a target without a GPU.
@@ -36,7 +37,7 @@ class StaticReport(BaseModel):
         threads_per_block: num_warps * 32, the block Triton launches (threads).
         max_threads_per_block: the largest block this binary could launch with on the target, in threads, by the
             driver's rule for ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` (see
-            :func:`kernelpilot.profile.arch.max_threads_per_block`); None for an arch without known limits.
+            :func:`kernelpilot.backends.binary.arch.max_threads_per_block`); None for an arch without known limits.
         grid: the launch grid captured (programs per axis).
         signature: Triton signature (``{"a_ptr": "*bf16", "M": "i32", "BLOCK_M": "constexpr"}``).
         constexprs: constexpr arguments by name (including integers specialized to 1).
@@ -57,13 +58,13 @@ class StaticReport(BaseModel):
         occupancy: theoretical occupancy of (registers, shared_mem_bytes, threads) by the CUDA occupancy-calculator
             rules (docs/measuring.md, "Occupancy"); None for an arch without known limits.
         instruction_mix: static count of SASS instructions per group of
-            :data:`kernelpilot.profile.sass.INSTRUCTION_GROUPS` (instructions in the binary, not executed counts).
+            :data:`kernelpilot.backends.binary.sass.INSTRUCTION_GROUPS` (instructions in the binary, not executed counts).
         opcode_counts: static count of every SASS base opcode.
         n_instructions: SASS instructions in the kernel.
         global_load_widths_bytes: LDG instructions by access width per thread in bytes (``LDG.E.128`` -> 16).
         global_store_widths_bytes: STG instructions by width in bytes.
         async_copy_widths_bytes: LDGSTS instructions by width in bytes.
-        uses_tensor_cores: any MMA opcode (:data:`kernelpilot.profile.sass.MMA_OPCODES`) in the SASS.
+        uses_tensor_cores: any MMA opcode (:data:`kernelpilot.backends.binary.sass.MMA_OPCODES`) in the SASS.
         compile_s: seconds in ``triton.compile`` (a Triton cache hit is milliseconds).
         capture_s: seconds to build the inputs and capture the launch.
         launches_captured: kernel launches ``run_kernel`` made (the first is the one reported).
@@ -117,6 +118,11 @@ class StaticReport(BaseModel):
     sass: Optional[str] = Field(default=None, exclude=True, repr=False)
 
 
+#: :attr:`StaticFailure.stage` of a kernel whose back end has no binary to compile for a target (its language runs
+#: prebuilt kernels, e.g. plain PyTorch): not a fault of the config, so static pruning measures it.
+NO_BINARY = "no_binary"
+
+
 class StaticFailure(BaseModel):
     """A config that could not be inspected, with the reason (recorded, never raised, by
     :func:`kernelpilot.profile.static.inspect_configs`).
@@ -127,7 +133,9 @@ class StaticFailure(BaseModel):
         stage: where it failed: ``"load"`` (kernel file), ``"capture"`` (setup/run_kernel raised, e.g. a
             ValueError for an impossible tile), ``"compile"`` (Triton or ptxas), ``"resources"`` (compiled, but the
             block would not load on the target: shared memory over the per-block limit, or no block fits an SM),
-            ``"worker"`` (inspected in an isolated worker that exited, crashed or hung: see ``failure``).
+            ``"worker"`` (inspected in an isolated worker that exited, crashed or hung: see ``failure``),
+            :data:`NO_BINARY` (the kernel's back end compiles nothing for a target: a plain-PyTorch kernel; nothing
+            to judge, so never a reason to skip the config).
         error_type: the exception's class name (``OutOfResources``, ``ValueError``, ``CompilationError``, ...).
         message: the exception's message (for ``resources``: the message Triton raises at load on a GPU).
         hint: what to change.
@@ -200,4 +208,13 @@ def load_result(d: dict[str, Any]) -> StaticResult:
         report.sass = sass
         return report
     return StaticFailure.model_validate(d)
+
+
+def dump_result(result: StaticResult) -> dict[str, Any]:
+    """The inverse of :func:`load_result`: ``model_dump()`` of either record plus, for a report, its ``sass`` text
+    (excluded from serialization, kept across a process boundary). Raises nothing."""
+    dumped = result.model_dump()
+    if isinstance(result, StaticReport):
+        dumped["sass"] = result.sass
+    return dumped
 

@@ -55,7 +55,7 @@ def max_threads_per_block(registers_per_thread: int, cc: tuple[int, int] = (9, 0
     what the driver reports as ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` for the loaded function.
 
     Rule: min(the hardware limit per block (1024 threads on sm_80/89/90), the threads the register file holds for
-    ONE block), the latter with the occupancy model's allocation granularity (``kernelpilot.profile.occupancy``):
+    ONE block), the latter with the occupancy model's allocation granularity (``kernelpilot.backends.binary.occupancy``):
     registers per warp = ceil(32 R / 256) * 256; warps per sub-partition = floor(16384 / that) (65,536 registers
     split over 4 sub-partitions); warps = that * 4; threads = warps * 32 (a whole number of warps).
     Worked: R = 255 -> 8192 per warp -> 2 warps per sub-partition -> 256 threads; R = 128 -> 4096 -> 4 -> 512;
@@ -75,7 +75,7 @@ def max_threads_per_block(registers_per_thread: int, cc: tuple[int, int] = (9, 0
     Args:
         registers_per_thread: registers per thread (``cuobjdump`` REG, or the driver's ``CU_FUNC_ATTRIBUTE_NUM_REGS``);
             0 means no register limit.
-        cc: compute capability (major, minor), one of :data:`kernelpilot.profile.occupancy.ARCH_LIMITS`.
+        cc: compute capability (major, minor), one of :data:`kernelpilot.backends.binary.occupancy.ARCH_LIMITS`.
 
     Returns:
         Threads per block (a multiple of 32, at most the hardware limit per block).
@@ -83,7 +83,7 @@ def max_threads_per_block(registers_per_thread: int, cc: tuple[int, int] = (9, 0
     Raises:
         ValueError: registers outside 0..255 (the per-thread maximum) or an unknown ``cc``.
     """
-    from kernelpilot.profile.occupancy import limits_for
+    from kernelpilot.backends.binary.occupancy import limits_for
 
     arch = limits_for(cc)
     if registers_per_thread < 0 or registers_per_thread > arch.max_registers_per_thread:

@@ -1,6 +1,6 @@
 """SASS text: parse ``cuobjdump -sass`` output into instructions and count them (pure text, no tools run).
 
-What :class:`~kernelpilot.profile.static_models.StaticReport` reports as the instruction mix and access widths, and
+What :class:`~kernelpilot.backends.binary.models.StaticReport` reports as the instruction mix and access widths, and
 what the pipeline's main-loop check (:mod:`kernelpilot.profile.sass_loop`) reads. Opcode and modifier meanings from
 NVIDIA's "CUDA Binary Utilities" manual, "Instruction Set Reference"
 (https://docs.nvidia.com/cuda/cuda-binary-utilities/index.html#instruction-set-reference).

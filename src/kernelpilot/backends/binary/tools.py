@@ -43,7 +43,7 @@ def parse_ptxas_spills(log: str) -> tuple[int, int] | None:
 
 
 
-def _tool(name: str) -> str:
+def find_tool(name: str) -> str:
     """Path of an NVIDIA tool Triton ships (``cuobjdump``, ``ptxas``...), via ``triton.knobs`` then ``PATH``.
 
     Raises:
@@ -74,10 +74,10 @@ def _ptxas_for(capability: int) -> str:
 
         return get_ptxas(capability).path
     except Exception:
-        return _tool("ptxas")
+        return find_tool("ptxas")
 
 
-def _ptxas_command(capability: int, options: dict[str, Any], ptx: Path, out: Path) -> list[str]:
+def ptxas_command(capability: int, options: dict[str, Any], ptx: Path, out: Path) -> list[str]:
     """The ptxas command Triton's ``CUDABackend.make_cubin`` runs, rebuilt for a ``-v`` rerun on the same PTX.
 
     Mirrors, from the installed Triton: the ptxas it picks for the arch; ``-lineinfo`` (or ``-g`` /
@@ -114,7 +114,7 @@ def _ptxas_command(capability: int, options: dict[str, Any], ptx: Path, out: Pat
     return cmd + [f"--gpu-name={sm_arch_from_capability(capability)}", str(ptx), "-o", str(out)]
 
 
-def _run_tool(cmd: list[str], what: str) -> str:
+def run_tool(cmd: list[str], what: str) -> str:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -135,7 +135,7 @@ def sass_cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "kernelpilot") / "sass"
 
 
-def _disassemble(cuobjdump: str, cubin_path: Path, cubin: bytes) -> str:
+def disassemble(cuobjdump: str, cubin_path: Path, cubin: bytes) -> str:
     """``cuobjdump -sass`` of a cubin, through the on-disk cache of :func:`sass_cache_dir` (keyed by content)."""
     import gzip
 
@@ -145,7 +145,7 @@ def _disassemble(cuobjdump: str, cubin_path: Path, cubin: bytes) -> str:
         return gzip.decompress(cache.read_bytes()).decode()
     except (OSError, EOFError, ValueError):
         pass
-    text = _run_tool([cuobjdump, "-sass", str(cubin_path)], "cuobjdump -sass")
+    text = run_tool([cuobjdump, "-sass", str(cubin_path)], "cuobjdump -sass")
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
