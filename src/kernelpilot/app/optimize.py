@@ -44,19 +44,6 @@ DEFAULT_BUDGET_S_INTERPRETED = 45.0
 DEFAULT_TIMEOUT_S = 300.0
 
 
-def check_options(iterations: int | None, budget_s: float | None, timeout_s: float | None) -> None:
-    """The numeric options of ``optimize`` (the checks :class:`kernelpilot.options.OptimizeOptions` runs when built).
-
-    Raises:
-        OptionError: ``iterations`` negative, ``budget_s`` or ``timeout_s`` not a positive number of seconds.
-    """
-    from kernelpilot.options import at_least, positive
-
-    at_least("--iterations", iterations, 0, "the most versions to try after v0")
-    positive("--budget-s", budget_s, "120")
-    positive("--timeout-s", timeout_s, "300")
-
-
 def optimize(kernel: str | Path, options: OptimizeOptions | None = None, *, out: str | Path,
              log: Log = lambda s: None, **keywords: Any) -> OptimizeResult:
     """Run the evidence loop on a kernel file and write the run folder (see the module docstring).
