@@ -102,6 +102,15 @@ def test_resume_refuses_stored_tune_options_it_cannot_read_back(tmp_path, change
     assert not (out / "evaluations.jsonl").exists()
 
 
+def test_the_models_defaults_are_the_engines():
+    """The defaults written in the models are the ones the rest of kernelpilot names (one value, not two)."""
+    from kernelpilot.app.optimize import DEFAULT_TIMEOUT_S
+    from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS
+
+    assert TuneOptions().max_spills == DEFAULT_MAX_SPILLS
+    assert OptimizeOptions().timeout_s == DEFAULT_TIMEOUT_S == 300.0
+
+
 def test_tune_options_stored_before_the_model_read_back_the_same():
     """A tune-run.json written before the model (the keywords as a dict, paths made text) reads back whole."""
     old = json.loads(json.dumps(dict(

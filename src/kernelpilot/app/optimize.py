@@ -41,7 +41,7 @@ DEFAULT_BUDGET_S = 200.0
 #: Under the Triton interpreter (no GPU) the times are not measurements: a short demonstration run.
 DEFAULT_BUDGET_S_INTERPRETED = 45.0
 #: Default seconds one version's check and timing may take in its worker before it is a ``timeout``.
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S: float = OptimizeOptions.model_fields["timeout_s"].default  # 300 s, written once: the model
 
 
 def optimize(kernel: str | Path, options: OptimizeOptions | None = None, *, out: str | Path,
