@@ -41,7 +41,7 @@ from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
 from kernelpilot.loop import detect_device, roofline_for
-from kernelpilot.options import at_least, check_kernel_path, check_shape_values, positive
+from kernelpilot.options import OptimizeOptions, TuneOptions, at_least, check_kernel_path, check_shape_values, positive
 from kernelpilot.measure.correctness import CorrectnessResult
 from kernelpilot.measure.env import EnvInfo, collect_env
 from kernelpilot.measure.timing import TimingResult
@@ -66,6 +66,7 @@ __all__ += ["skill_show", "skill_install"]
 __all__ += ["session_start", "session_try", "session_status", "session_mask", "session_unmask", "session_restart",
             "session_finish"]
 __all__ += ["mcp_serve"]
+__all__ += ["OptimizeOptions", "TuneOptions"]  # the options of optimize and tune (kernelpilot.options)
 __all__ += ["kernelbench_run", "KernelBenchResult"]  # kernelbench_frame: a reader, not a command
 
 
@@ -360,51 +361,64 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 
 
-def optimize(kernel: str | Path | None = None, *, out: str | Path | None = None, resume: str | Path | None = None,
-             **options: Any) -> OptimizeResult:
+def optimize(kernel: str | Path | None = None, options: OptimizeOptions | None = None, *,
+             out: str | Path | None = None, resume: str | Path | None = None, log: Any = None,
+             **keywords: Any) -> OptimizeResult:
     """The evidence loop (``kernelpilot optimize``): check, time, profile, judge, one change, repeat; every version
-    recorded in the run folder and committed when decided (:func:`kernelpilot.app.optimize.optimize`, whose
-    keywords ``options`` takes: ``iterations``, ``budget_s`` (seconds), ``shape``, ``config``, ``ref``, ``gpu``,
-    ``profile``, ``benchmark``, ``strategy``, ``seed``, ``timeout_s`` (seconds per version), ``replay``,
-    ``constraints``, ``baselines_ns`` (ns), ``log``, ...). With ``resume``, continue that killed or interrupted run
-    instead (:func:`kernelpilot.app.resume.resume`: only ``timeout_s``, ``budget_s``, ``iterations``,
-    ``cache_root`` and ``log`` may be given again).
+    recorded in the run folder and committed when decided (:func:`kernelpilot.app.optimize.optimize`). With
+    ``resume``, continue that killed or interrupted run instead (:func:`kernelpilot.app.resume.resume`: its stored
+    options are read back whole; only ``timeout_s``, ``budget_s``, ``iterations`` and ``cache_root`` may be given
+    again).
 
     Args:
         kernel: the kernel file (None: the bundled softmax example, :func:`bundled_example`).
+        options: the run's :class:`kernelpilot.options.OptimizeOptions` (``iterations``, ``budget_s`` (seconds),
+            ``shape``, ``config``, ``ref``, ``gpu``, ``profile``, ``git``, ``benchmark``, ``strategy``, ``seed``,
+            ``timeout_s`` (seconds per version), ``replay``, ``cache_root``, ``constraints``, ``baselines_ns`` (ns);
+            each documented there). keywords: instead, its fields as keywords (a None value means "not given");
+            the two together are an error.
         out: the run folder, new or empty (None: ``runs/<kernel file stem>-<local time YYYYmmdd-HHMMSS>``).
-        resume: a run folder to continue (then ``kernel`` and ``out`` must be None).
+        resume: a run folder to continue (then ``kernel`` and ``out`` must be None, and no option but those four
+            set). log: called with one line per step.
 
     Returns:
         :class:`OptimizeResult` (``run.best_version`` None when no version was correct).
 
     Raises:
-        OptionError: a bad option value, or options given with ``resume`` that the run already fixed.
+        OptionError: a bad option value (out of range, unknown, of the wrong type), or options given with
+            ``resume`` that the run already fixed.
         ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty, or the run to
-            resume is not a run folder or lost records. SearchError: unknown strategy, a cache of another kernel.
+            resume is not a run folder, lost records or holds options that are not an OptimizeOptions.
+        SearchError: unknown strategy, a cache of another kernel.
         SpecError: unknown ``gpu``. ToolMissingError: git requested but unavailable.
         Interrupted: SIGINT or SIGTERM stopped the run (the hint gives the command that resumes it).
     """
     import datetime as _dt
 
     from kernelpilot.errors import OptionError
+    from kernelpilot.options import build_options
 
-    given = {k: v for k, v in options.items() if v is not None}
+    if options is not None and keywords:
+        raise OptionError(f"api.optimize got options and keywords ({', '.join(sorted(keywords))})",
+                          "give one OptimizeOptions, or the options as keywords")
+    if options is None:
+        options = build_options(OptimizeOptions, **keywords)
+    given = {k: getattr(options, k) for k in options.model_fields_set}
+    given_log: dict[str, Any] = {"log": log} if log is not None else {}
     if resume is not None:
         from kernelpilot.app.resume import resume as _resume
 
-        fixed = sorted(k for k, v in given.items() if k not in ("timeout_s", "budget_s", "iterations", "cache_root",
-                                                                 "log") and v not in ({}, [], False))
+        again = ("timeout_s", "budget_s", "iterations", "cache_root")
+        fixed = sorted(k for k, v in given.items() if k not in again and v not in ({}, [], False))
         if kernel is not None or out is not None or fixed:
             extra = [*(["KERNEL"] if kernel is not None else []), *(["--out"] if out is not None else []), *fixed]
             raise OptionError(f"--resume continues a run with the kernel and options it started with; also given: "
                               f"{', '.join(extra)}",
                               "give only --resume RUN (and, to change them, --timeout-s, --budget-s, --iterations)")
-        return _resume(resume, **{k: v for k, v in given.items() if k in ("timeout_s", "budget_s", "iterations",
-                                                                         "cache_root", "log")})
+        return _resume(resume, **{k: v for k, v in given.items() if k in again}, **given_log)
     path = Path(kernel) if kernel is not None else bundled_example("softmax")
     folder = out if out is not None else Path("runs") / f"{path.stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    return _optimize(path, out=folder, **given)
+    return _optimize(path, options, out=folder, **given_log)
 
 
 def report(run_folder: str | Path) -> ReportResult:

@@ -9,76 +9,66 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from kernelpilot.options import PRUNE_MODES, TuneOptions  # PRUNE_MODES: the ``--prune`` words, kept importable here
+
 if TYPE_CHECKING:
     from kernelpilot.app.tune import TuneResult
 
-__all__ = ["tune", "tune_workload", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES"]
-
-#: ``kernelpilot tune --prune`` word -> the ``prune`` argument of :func:`kernelpilot.app.tune.tune`.
-PRUNE_MODES: dict[str, bool | str] = {"drop": True, "report": "report", "off": False}
+__all__ = ["tune", "tune_workload", "cache_list", "cache_show", "cache_clear", "PRUNE_MODES", "TuneOptions"]
 
 
-def tune(kernel: str | Path | None = None, *, resume: str | Path | None = None, strategy: str = "auto", budget_evals: int | None = None,
-         budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
-         ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
-         constraints: list[str] | None = None, max_spills: int | None = None, min_occupancy_pct: float | None = None,
-         timeout_s: float | None = None, ab_samples: int = 30, race: bool = True, replay: str | Path | None = None,
-         use_cache: bool = True, ray_address: str | None = None, out: str | Path | None = None,
-         log: Callable[[str], None] | None = None, **options: Any) -> "TuneResult":
+def tune(kernel: str | Path | None = None, options: TuneOptions | None = None, *,
+         resume: str | Path | None = None, out: str | Path | None = None,
+         log: Callable[[str], None] | None = None, **keywords: Any) -> "TuneResult":
     """Search the kernel's configs: compile-ahead pruning, isolated workers, the evaluation cache, A/B decisions
     (``kernelpilot tune``; :func:`kernelpilot.app.tune.tune`).
 
     Args:
         kernel: the kernel file (TUNABLES, optional CONSTRAINTS, or a ``@triton.autotune`` kernel).
-        strategy: ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes``; seed: its seed.
-        budget_evals: the most new evaluations; budget_s: the most wall seconds (None: no limit).
-        shape: overrides of SHAPE (CPU_SHAPE under the interpreter). ref: a separate reference file.
-        gpu: spec name for limits and the speed-of-light floor (default: the GPU present).
-        prune: True (or ``"drop"``): skip configs that cannot win; ``"report"``: report them, run all; False
-            (or ``"off"``): no compile-ahead.
-        constraints: extra constraint expressions. max_spills: prune configs spilling more registers (count);
-            min_occupancy_pct: prune below this theoretical occupancy (%).
-        timeout_s: seconds one config may take in its worker (a hang becomes ``timeout``; default 120, or the
-            resumed search's own).
-        ab_samples: interleaved samples per side per decision. race: stop clearly slower candidates early.
-        replay: answer from this cache file or prefix (no GPU). use_cache: read and append the cache.
-        ray_address: evaluate on this Ray cluster. out: folder for ``tune.json`` and ``tune.md``.
-        log: progress callback, one line per call; an evaluation's line is a
-            :class:`kernelpilot.progress.ProgressLine` (``.step``: done, total, best_ns, eta_s). options: the other keywords of the implementation
-            (``devices``, ``cache_root``, ``start``).
-        resume: a folder of an earlier ``tune --out`` search to continue (then ``kernel`` is None; only
-            ``timeout_s``, ``budget_evals`` and ``budget_s`` given here change it; :func:`kernelpilot.app.tune.resume_tune`).
+        options: the search's :class:`kernelpilot.options.TuneOptions` (strategy, seed, budgets, shape, ref, gpu,
+            prune, constraints, max_spills, min_occupancy_pct, timeout_s (default 120), ab_samples, race, replay,
+            use_cache, ray_address, devices, cache_root, start; each documented there, with its unit).
+        keywords: instead of ``options``, its fields as keywords (``api.tune(k, strategy="exhaustive",
+            budget_evals=8)``; a None value means "not given", ``prune`` may be a word: ``drop``, ``report``,
+            ``off``); the two together are an error.
+        out: the search's folder: ``tune-run.json`` (the options' JSON), ``evaluations.jsonl``, then ``tune.json``
+            and ``tune.md``. log: progress callback, one line per call; an evaluation's line is a
+            :class:`kernelpilot.progress.ProgressLine` (``.step``: done, total, best_ns, eta_s).
+        resume: a folder of an earlier ``tune --out`` search to continue (then ``kernel`` is None); its stored
+            options are read back whole, and only ``timeout_s``, ``budget_evals`` and ``budget_s`` given here
+            (explicitly: the fields set in ``options``, or keywords) change them
+            (:func:`kernelpilot.app.tune.resume_tune`).
 
     Returns:
         A :class:`kernelpilot.app.tune.TuneResult` (``best`` None when no config ran correctly).
 
     Raises:
-        OptionError: a budget, limit or count out of range; a kernel given with ``resume``, or neither.
+        OptionError: a budget, limit or count out of range, an unknown option or one of the wrong type; a kernel
+            given with ``resume``, or neither.
         SearchError: unknown strategy or prune mode, bad space or constraints, a cache of another kernel version.
         ContractError: the kernel file breaks the contract. SpecError: unknown ``gpu``.
-        RunFolderError: ``out`` not empty, or ``resume`` not a tune folder. Interrupted: SIGINT/SIGTERM stopped it.
+        RunFolderError: ``out`` not empty, or ``resume`` not a tune folder (or its stored options unreadable).
+        Interrupted: SIGINT/SIGTERM stopped it.
     """
-    from kernelpilot.app.tune import resume_tune
+    from kernelpilot.app.tune import RESUME_OPTIONS, resume_tune
     from kernelpilot.app.tune import tune as _tune
     from kernelpilot.errors import OptionError
+    from kernelpilot.options import build_options
 
+    if options is not None and keywords:
+        raise OptionError(f"api.tune got options and keywords ({', '.join(sorted(keywords))})",
+                          "give one TuneOptions, or the options as keywords")
     if resume is not None:
         if kernel is not None:
             raise OptionError("--resume continues a search with the kernel and options it started with; a KERNEL was "
                               "given too", "give only --resume DIR (and, to change them, --timeout-s, --budget-evals, "
                               "--budget-s)")
-        return resume_tune(resume, timeout_s=timeout_s, budget_evals=budget_evals, budget_s=budget_s, log=log)
+        given = ({k: getattr(options, k) for k in RESUME_OPTIONS if k in options.model_fields_set}
+                 if options is not None else {k: keywords.get(k) for k in RESUME_OPTIONS})
+        return resume_tune(resume, **given, log=log)
     if kernel is None:
         raise OptionError("no kernel file given", "kernelpilot tune KERNEL ... (or --resume DIR)")
-
-    if max_spills is not None:
-        options["max_spills"] = max_spills
-    return _tune(kernel, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed,
-                 ref=ref, gpu=gpu, prune=PRUNE_MODES.get(prune, prune) if isinstance(prune, str) else prune,
-                 constraints=constraints, min_occupancy_pct=min_occupancy_pct,
-                 timeout_s=timeout_s if timeout_s is not None else 120.0, ab_samples=ab_samples, race=race,
-                 replay=replay, use_cache=use_cache,
-                 ray_address=ray_address, out=out, log=log, **options)
+    return _tune(kernel, options if options is not None else build_options(TuneOptions, **keywords), out=out, log=log)
 
 
 def tune_workload(kernel: str | Path, *, out: str | Path, workload: str | Path | None = None,
@@ -109,20 +99,18 @@ def tune_workload(kernel: str | Path, *, out: str | Path, workload: str | Path |
     from kernelpilot.app.workload_run import tune_workload as _run
     from kernelpilot.errors import OptionError
     from kernelpilot.kernels.contract import load_kernel, resolve_shape
+    from kernelpilot.options import build_options
     from kernelpilot.workload import load_workload, workload_from_ranges
 
     if (workload is None) == (not ranges):
         raise OptionError("give a workload file or ranges, one of the two",
                           "--workload FILE ([{\"shape\": {...}, \"weight\": w}, ...]) or --workload-range M=1:16384")
-    if isinstance(tune_options.get("prune"), str):
-        tune_options["prune"] = PRUNE_MODES.get(tune_options["prune"], tune_options["prune"])
-    if tune_options.get("timeout_s") is None:
-        tune_options.pop("timeout_s", None)
-    interpreted = tune_options.get("replay") is None and detect_device() == "cpu"
-    base = resolve_shape(load_kernel(kernel, tune_options.get("ref"), interpreted=interpreted))
+    options = build_options(TuneOptions, **tune_options)  # None values: the defaults; prune words read
+    interpreted = options.replay is None and detect_device() == "cpu"
+    base = resolve_shape(load_kernel(kernel, options.ref, interpreted=interpreted))
     wl = load_workload(workload, base) if workload is not None else workload_from_ranges(ranges, base, points=points)
     return _run(kernel, wl, out=out, keys=keys, rule=rule, strategy=strategy, budget_s=budget_s,
-                budget_evals=budget_evals, top_k=top_k, store=store, log=log, **tune_options)
+                budget_evals=budget_evals, top_k=top_k, store=store, log=log, options=options)
 
 
 def cache_list(root: str | Path | None = None) -> dict[str, Any]:

@@ -149,9 +149,11 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
         log(f"imported {len(imported.kernels)} Inductor kernel(s) as {out.name}: {imported.n_configs} configs; "
             f"searching them for up to {budget_s:.0f} s")
         from kernelpilot.app.tune import tune
+        from kernelpilot.options import TuneOptions
 
-        res = tune(out, strategy="auto", budget_s=budget_s, shape=dict(shape), ref=None, use_cache=False,
-                   timeout_s=timeout_s, out=folder / "tune", start=dict(imported.default_config))
+        res = tune(out, TuneOptions(strategy="auto", budget_s=budget_s, shape=dict(shape), ref=None, use_cache=False,
+                                    timeout_s=timeout_s, start=dict(imported.default_config)),
+                   out=folder / "tune")
     except KernelpilotError as exc:
         log(f"the Inductor candidate failed: {exc.message.splitlines()[0][:200]}")
         return CandidateOutcome(status="failed", torch_compile_ns=baseline_ns, message=exc.message[:500],

@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelpilot.app.session import (NCU_PROFILES_IN_SEARCH, FirstIncorrect, Log, OptimizeResult, Session, drive,
                                      now_utc)
+from kernelpilot.options import OptimizeOptions
 from kernelpilot.records.models import RunInfo
 from kernelpilot.records.seal import note_written
 
@@ -40,64 +41,51 @@ DEFAULT_BUDGET_S = 200.0
 #: Under the Triton interpreter (no GPU) the times are not measurements: a short demonstration run.
 DEFAULT_BUDGET_S_INTERPRETED = 45.0
 #: Default seconds one version's check and timing may take in its worker before it is a ``timeout``.
-DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_TIMEOUT_S: float = OptimizeOptions.model_fields["timeout_s"].default  # 300 s, written once: the model
 
 
-def check_options(iterations: int | None, budget_s: float | None, timeout_s: float | None) -> None:
-    """The numeric options of ``optimize`` (also on ``--resume``).
-
-    Raises:
-        OptionError: ``iterations`` negative, ``budget_s`` or ``timeout_s`` not a positive number of seconds.
-    """
-    from kernelpilot.options import at_least, positive
-
-    at_least("--iterations", iterations, 0, "the most versions to try after v0")
-    positive("--budget-s", budget_s, "120")
-    positive("--timeout-s", timeout_s, "300")
-
-
-def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = None, budget_s: float | None = None,
-             shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None, ref: str | Path | None = None,
-             gpu: str | None = None, profile: bool = True, git: bool = True, benchmark: bool = True,
-             strategy: str = "auto", seed: int = 0, timeout_s: float = DEFAULT_TIMEOUT_S,
-             replay: str | Path | None = None, cache_root: str | Path | None = None,
-             constraints: list[str] | None = None, baselines_ns: dict[str, float] | None = None,
-             log: Log = lambda s: None) -> OptimizeResult:
+def optimize(kernel: str | Path, options: OptimizeOptions | None = None, *, out: str | Path,
+             log: Log = lambda s: None, **keywords: Any) -> OptimizeResult:
     """Run the evidence loop on a kernel file and write the run folder (see the module docstring).
 
     Args:
         kernel: the kernel file. out: the run folder (must not exist or be empty).
-        iterations: the most versions after v0 (None: only the budget limits them).
-        budget_s: seconds for the search (default :data:`DEFAULT_BUDGET_S` on a GPU and in a replay,
-            :data:`DEFAULT_BUDGET_S_INTERPRETED` under the interpreter); a replay counts the device seconds each
-            replayed evaluation cost when it was measured, so it stops where the live run would have.
-        shape / config: overrides of SHAPE (CPU_SHAPE without a GPU) and of the starting config.
-        ref: a separate reference file. gpu: spec name for the roofline (default: the current GPU); unknown: error.
-        profile: ncu on v0 and the final best (GPU only). git: a git history in the run folder.
-        benchmark: write benchmark.md (best vs PyTorch eager vs torch.compile).
-        strategy: what proposes the next config: ``auto`` (default: the card's moves while they pay, then Optuna's TPE
-            until the space or the budget is spent), ``guided``, ``exhaustive``, ``random``, ``local``, ``bayes``.
-        seed: the strategy's seed. timeout_s: seconds one version may take in its worker before it is a ``timeout``.
-        replay: answer every version from this evaluation cache (no GPU; ``kernelpilot tune``'s cache files): its
-            lines are checked first (a forged or inconsistent line refuses the file, by name), their stored
-            verdicts are not replayed (every decision is made again on the stored samples), and the run's device
-            says who vouches for them (``replay of GPU (cache unsigned: consistency-checked only)``).
-        cache_root: folder searched for a replay prefix.
-        constraints: extra constraint expressions, added to the kernel file's CONSTRAINTS.
-        baselines_ns: medians (ns) of PyTorch eager / torch.compile measured elsewhere — for a replay, on the GPU
-            the cache came from (a live run on a GPU measures its own and ignores these).
+        options: every option of the run (:class:`kernelpilot.options.OptimizeOptions`, each documented there:
+            iterations, budget_s (default :data:`DEFAULT_BUDGET_S` on a GPU and in a replay,
+            :data:`DEFAULT_BUDGET_S_INTERPRETED` under the interpreter; a replay counts the device seconds each
+            replayed evaluation cost when it was measured, so it stops where the live run would have), shape, config,
+            ref, gpu, profile, git, benchmark, strategy, seed, timeout_s (default :data:`DEFAULT_TIMEOUT_S`), replay
+            (its lines are checked first: a forged or inconsistent line refuses the file, by name; every decision is
+            made again on the stored samples, and the run's device says who vouches for them), cache_root,
+            constraints, baselines_ns); run.json stores them as ``options``. None: built from ``keywords`` (the
+            keyword form: ``optimize(k, out=d, iterations=2)``), else the defaults.
         log: called with one line per step (the CLI prints them).
+        keywords: the fields of :class:`~kernelpilot.options.OptimizeOptions` (only without ``options``).
 
     Returns:
         :class:`OptimizeResult`.
 
     Raises:
-        OptionError: ``iterations`` negative, ``budget_s`` or ``timeout_s`` not positive, a bad shape value.
+        OptionError: ``iterations`` negative, ``budget_s`` or ``timeout_s`` not positive, a bad shape value, an
+            unknown option or one of the wrong type, ``options`` and ``keywords`` both given.
         ContractError: the kernel file breaks the contract. RunFolderError: ``out`` is not empty or cannot be made.
         ToolMissingError: git requested but unavailable. SearchError: unknown strategy, or a cache of another kernel.
         CacheEntryRefused: a line of the replayed cache is forged or inconsistent (a ``SearchError``).
         SpecError: unknown ``gpu``. Interrupted: SIGINT/SIGTERM stopped the run (resume it with ``--resume``).
     """
+    from kernelpilot.errors import OptionError
+    from kernelpilot.options import build_options
+
+    if options is None:
+        options = build_options(OptimizeOptions, **keywords)
+    elif keywords:
+        raise OptionError(f"optimize() got options and keywords ({', '.join(sorted(keywords))})",
+                          "put them into the OptimizeOptions")
+    return _optimize(kernel, options, out=out, log=log)
+
+
+def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: Log) -> OptimizeResult:
+    """:func:`optimize` with its options built (the ranges were checked when ``o`` was built)."""
     from kernelpilot.app.context import prepare
     from kernelpilot.engine.runner import ReplayRunner
     from kernelpilot.hardware.roofline import render_roofline_md
@@ -107,11 +95,11 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
     from kernelpilot.search.strategies import get_strategy
 
     t0 = time.monotonic()
-    strat = get_strategy(strategy)  # an unknown name fails before the run folder exists
-    check_options(iterations, budget_s, timeout_s)
-    replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
-    ctx = prepare(kernel, ref=ref, shape=shape, config=config, gpu=gpu, constraints=constraints, replay=replayer,
-                  spare_worker=True, timeout_s=timeout_s or 300.0)
+    strat = get_strategy(o.strategy)  # an unknown name fails before the run folder exists
+    replayer = ReplayRunner(o.replay, root=o.cache_root) if o.replay is not None else None
+    ctx = prepare(kernel, ref=o.ref, shape=o.shape, config=o.config, gpu=o.gpu, constraints=o.constraints,
+                  replay=replayer, spare_worker=True, timeout_s=o.timeout_s or 300.0)
+    profile, benchmark, git, budget_s, timeout_s = o.profile, o.benchmark, o.git, o.budget_s, o.timeout_s
     try:
         kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
         if budget_s is None:
@@ -144,14 +132,14 @@ def optimize(kernel: str | Path, *, out: str | Path, iterations: int | None = No
                        device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
                                                                     else f"replay of {ctx.gpu} (cache "
                                                                          f"{replayer.trust if replayer else ''})")),
-                       gpu_spec=roof.gpu if roof else None, iterations=iterations,
-                       profile=profile and cuda, started_utc=now_utc(), strategy=strategy, seed=seed,
+                       gpu_spec=roof.gpu if roof else None, iterations=o.iterations,
+                       profile=profile and cuda, started_utc=now_utc(), strategy=o.strategy, seed=o.seed,
                        budget_s=budget_s,
                        floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None,
-                       timeout_s=timeout_s, constraints=list(constraints or []), config_overrides=dict(config or {}),
-                       gpu_requested=gpu, benchmark=benchmark, git=git,
-                       replay=str(replay) if replay is not None else None,
-                       baselines_ns=dict(baselines_ns or {}) if not cuda else {})
+                       timeout_s=timeout_s, constraints=list(o.constraints or []),
+                       config_overrides=dict(o.config or {}), gpu_requested=o.gpu, benchmark=benchmark, git=git,
+                       replay=o.replay, baselines_ns=dict(o.baselines_ns or {}) if not cuda else {},
+                       options=o.model_dump(mode="json"))
         write_json(ws.root / "run.json", info)
         if history is not None:
             history.commit([ws.root / n for n in ("kernel.py", "ref.py", "env.json", "env.md", "roofline.md",

@@ -18,8 +18,10 @@ What is kept, what is redone:
 * the strategy starts again from the beginning with the kept versions and skipped rows as its answers:
   deterministic given its answers, it walks the same path back to where the run stopped, then goes on.
 
-The run's own options come from run.json (the kernel — its original path when its bytes still hash to the recorded
-``source_sha256``, else the copy in the run folder —, shape, strategy, seed, budget, caps, constraints); ``--timeout-s``,
+The run's own options come from run.json: its ``options``, the run's :class:`~kernelpilot.options.OptimizeOptions`
+validated back whole (a field it does not know, or a value of the wrong type, is an error naming run.json; a run
+recorded before they were has the same options in its fields), and the kernel — its original path when its bytes
+still hash to the recorded ``source_sha256``, else the copy in the run folder —, shape, budget; ``--timeout-s``,
 ``--budget-s`` and ``--iterations`` may be given again to change them. A finished run is not run again: its records
 are returned as they are.
 """
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.app.session import Log, OptimizeResult, Session, drive, now_utc
-from kernelpilot.errors import RunFolderError
+from kernelpilot.errors import KernelpilotError, RunFolderError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import (SKIPPED_FILE, RunInfo, VersionConfig, outcome_from_json, read_skipped,
                                         restored)
@@ -179,6 +181,30 @@ def _finished(ws: Workspace, info: RunInfo, log: Log) -> OptimizeResult:
     return OptimizeResult(out=ws.root, run=info, versions=versions)
 
 
+def _run_options(ws: Workspace, info: RunInfo) -> Any:
+    """The run's :class:`~kernelpilot.options.OptimizeOptions`: run.json's ``options`` validated back whole; for a
+    run recorded before they were, the same options read from run.json's fields (``config_overrides``,
+    ``gpu_requested``, ``constraints``, ``replay``, strategy, seed, budgets, flags).
+
+    Raises:
+        RunFolderError: the stored options are not an OptimizeOptions (a field it does not know, a value of the
+            wrong type or out of range).
+    """
+    from kernelpilot.options import OptimizeOptions, build_options, stored_options
+
+    if info.options is not None:
+        return stored_options(OptimizeOptions, info.options, ws.root / "run.json")
+    try:
+        return build_options(OptimizeOptions, iterations=info.iterations, budget_s=info.budget_s,
+                             config=info.config_overrides or None, gpu=info.gpu_requested, profile=info.profile,
+                             git=info.git, benchmark=info.benchmark, strategy=info.strategy, seed=info.seed,
+                             timeout_s=info.timeout_s, replay=info.replay, constraints=info.constraints or None,
+                             baselines_ns=info.baselines_ns or None)
+    except KernelpilotError as exc:
+        raise RunFolderError(f"{ws.root / 'run.json'}: a recorded option is out of range ({exc.message})",
+                             "the record was edited by hand; restore it or start a new run") from None
+
+
 def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float | None = None,
            iterations: int | None = None, cache_root: str | Path | None = None,
            log: Log = lambda _m: None) -> OptimizeResult:
@@ -198,18 +224,20 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
         ContractError / SpecError / SearchError: as :func:`kernelpilot.app.optimize.optimize`.
     """
     from kernelpilot.app.context import prepare
-    from kernelpilot.app.optimize import check_options
     from kernelpilot.engine.runner import ReplayRunner
+    from kernelpilot.options import OptimizeOptions, build_options
     from kernelpilot.measure.env import EnvInfo
     from kernelpilot.records.history import RunHistory
     from kernelpilot.search.strategies import get_strategy
 
     t0 = time.monotonic()
-    check_options(iterations, budget_s, timeout_s)
+    changes = build_options(OptimizeOptions, timeout_s=timeout_s, budget_s=budget_s, iterations=iterations,
+                            cache_root=cache_root).model_dump(exclude_unset=True)  # the new values, range-checked
     ws = Workspace.open(Path(run))
     info = read_json(ws.root / "run.json", RunInfo)
     if info.finished_utc:
         return _finished(ws, info, log)
+    options = build_options(OptimizeOptions, _run_options(ws, info).model_dump(), **changes)
     history = RunHistory(ws.root) if info.git else None
     if history is not None:
         lock = ws.root / ".git" / "index.lock"
@@ -217,14 +245,15 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
             log(f"removing {lock} left by the interrupted commit")
             lock.unlink()
     kernel, ref = _kernel_files(ws, info)
-    replayer = ReplayRunner(info.replay, root=cache_root) if info.replay else None
-    ctx = prepare(kernel, ref=ref, shape=info.shape, config=info.config_overrides, gpu=info.gpu_requested,
-                  constraints=info.constraints, replay=replayer)
+    replayer = ReplayRunner(options.replay, root=options.cache_root) if options.replay else None
+    ctx = prepare(kernel, ref=ref, shape=info.shape, config=options.config, gpu=options.gpu,
+                  constraints=options.constraints, replay=replayer)
     kept, redone = complete_versions(ws, history)
     prior = evaluation_order(ws, kept)
     info.timeout_s = timeout_s if timeout_s is not None else (info.timeout_s or 300.0)
     info.budget_s = budget_s if budget_s is not None else info.budget_s
     info.iterations = iterations if iterations is not None else info.iterations
+    info.options = options.model_dump(mode="json") if info.options is not None else None
     info.resumed_utc = [*info.resumed_utc, now_utc()]
     why = info.interrupted or "killed"
     info.interrupted = None

@@ -24,8 +24,9 @@ from pydantic import BaseModel, Field
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.app.tune_run import TuneRecorder
 from kernelpilot.engine.evaluator import Evaluator, IncumbentChange
-from kernelpilot.engine.prune import DEFAULT_MAX_SPILLS, CompileAhead, PruneReport, compile_order
-from kernelpilot.errors import SearchError
+from kernelpilot.engine.prune import CompileAhead, PruneReport, compile_order
+from kernelpilot.errors import OptionError, SearchError
+from kernelpilot.options import TuneOptions, build_options, stored_options
 from kernelpilot.progress import counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.model import Budget, BudgetExhausted
@@ -129,77 +130,61 @@ def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> No
         ev.measure_ahead(planned)
 
 
-def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None = None,
-         budget_s: float | None = None, shape: dict[str, Any] | None = None, seed: int = 0,
-         ref: str | Path | None = None, gpu: str | None = None, prune: bool | str = True,
-         constraints: list[str] | None = None, max_spills: int = DEFAULT_MAX_SPILLS,
-         min_occupancy_pct: float | None = None, timeout_s: float = 120.0, devices: list[str] | None = None,
-         ab_samples: int = 30, race: bool = True, cache_root: str | Path | None = None,
-         replay: str | Path | None = None, use_cache: bool = True, start: dict[str, Any] | None = None,
-         ray_address: str | None = None, out: str | Path | None = None,
-         log: Callable[[str], None] | None = None, resume_from: Any = None) -> TuneResult:
+def tune(kernel: str | Path, options: TuneOptions | None = None, *, out: str | Path | None = None,
+         log: Callable[[str], None] | None = None, resume_from: Any = None, **keywords: Any) -> TuneResult:
     """Search a kernel's configs with one strategy (see the module docstring).
 
     Args:
         kernel: the kernel file (TUNABLES, optional CONSTRAINTS; or a ``@triton.autotune`` kernel).
-        strategy: ``auto`` (default), ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes``.
-        budget_evals / budget_s: stop after this many new evaluations / wall seconds (None: no limit).
-        shape: overrides of SHAPE (CPU_SHAPE under the interpreter).
-        seed: the strategy's seed. ref: a separate reference file.
-        gpu: spec name for limits and the speed-of-light floor (default: the GPU present); unknown: SpecError.
-        prune: True: compile every config ahead and drop those that cannot win; ``"report"``: compile and report
-            but run every config; False: no compile-ahead.
-        constraints: extra constraint expressions, added to the kernel file's CONSTRAINTS.
-        max_spills / min_occupancy_pct: pruning thresholds.
-        timeout_s: per-config limit in a worker (a hang becomes ``timeout``).
-        devices: workers' devices (default: every visible GPU, else the interpreter on the CPU).
-        ab_samples: interleaved samples per side for each replacement decision.
-        race: stop clearly slower candidates early.
-        cache_root: cache folder (default ``$KERNELPILOT_CACHE`` or ``~/.kernelpilot/cache``).
-        replay: answer from this cache file (or prefix) instead of running anything (no GPU needed).
-        use_cache: read and append the cache (False: every config runs, nothing is stored).
-        start: the starting config (default: DEFAULT_CONFIG).
-        ray_address: evaluate on a Ray cluster instead of local workers.
-        out: the search's folder (must not exist or be empty): ``tune-run.json`` and ``evaluations.jsonl`` while it
-            runs, ``tune.json`` and ``tune.md`` at the end; ``--resume`` continues from it.
+        options: every option of the search (:class:`kernelpilot.options.TuneOptions`: strategy, budgets, shape,
+            seed, ref, gpu, prune, constraints, thresholds, timeout_s, devices, ab_samples, race, cache_root, replay,
+            use_cache, start, ray_address); None: built from ``keywords`` (the keyword form, kept for callers that
+            name a few options: ``tune(k, strategy="exhaustive", budget_evals=8)``), else the defaults.
+        out: the search's folder (must not exist or be empty): ``tune-run.json`` (with ``options``' JSON) and
+            ``evaluations.jsonl`` while it runs, ``tune.json`` and ``tune.md`` at the end; ``--resume`` continues
+            from it.
         log: progress callback.
         resume_from: (:func:`resume_tune` only) the state of the search to continue, from
             :func:`kernelpilot.app.tune_run.resume_state`.
+        keywords: the fields of :class:`~kernelpilot.options.TuneOptions` (only without ``options``).
 
     Returns:
         A :class:`TuneResult`.
 
     Raises:
-        OptionError: a budget, limit or count out of range (``budget_evals`` < 1, ``timeout_s`` not positive ...).
-        SearchError: unknown strategy, bad space or constraints, a cache of another kernel version.
+        OptionError: a budget, limit or count out of range (``budget_evals`` < 1, ``timeout_s`` not positive ...),
+            an unknown keyword, or ``options`` and ``keywords`` both given.
+        SearchError: unknown strategy or prune mode, bad space or constraints, a cache of another kernel version.
         ContractError: the kernel file breaks the contract. SpecError: unknown ``gpu``.
         RunFolderError: ``out`` is not empty or cannot be created. Interrupted: SIGINT/SIGTERM stopped the search.
     """
+    if options is None:
+        options = build_options(TuneOptions, **keywords)
+    elif keywords:
+        raise OptionError(f"tune() got options and keywords ({', '.join(sorted(keywords))})",
+                          "put them into the TuneOptions (options.model_copy(update=...) then validate)")
+    return _tune(kernel, options, out=out, log=log, resume_from=resume_from)
+
+
+def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Callable[[str], None] | None,
+          resume_from: Any) -> TuneResult:
+    """:func:`tune` with its options built (the ranges were checked when ``o`` was built)."""
     from kernelpilot.app.context import prepare
     from kernelpilot.engine.evidence import LightEvidence
     from kernelpilot.engine.runner import ReplayRunner
     from kernelpilot.search.strategies import get_strategy
 
-    if prune not in (True, False, "report"):
-        raise SearchError(f"--prune {prune!r} is not one of drop, report, off",
-                          "drop skips configs that cannot win; report only reports them; off compiles nothing ahead")
-    _check_options(budget_evals, budget_s, timeout_s, ab_samples, max_spills)
     t0 = time.monotonic()
     log = log or (lambda _m: None)
-    strat = get_strategy(strategy)
-    replayer = ReplayRunner(replay, root=cache_root) if replay is not None else None
+    strat = get_strategy(o.strategy)
+    replayer = ReplayRunner(o.replay, root=o.cache_root) if o.replay is not None else None
     if replayer is not None:  # who vouches for the replayed lines (search/cache_trust.py)
         log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
-    ctx = prepare(kernel, ref=ref, shape=shape, config=start, gpu=gpu, constraints=constraints, replay=replayer,
-                  spare_worker=True, timeout_s=timeout_s or 300.0)
+    ctx = prepare(kernel, ref=o.ref, shape=o.shape, config=o.start, gpu=o.gpu, constraints=o.constraints,
+                  replay=replayer, spare_worker=True, timeout_s=o.timeout_s or 300.0)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
     try:
-        folder, prior, spent_s = _folder(kf, out, resume_from, dict(
-            strategy=strategy, budget_evals=budget_evals, budget_s=budget_s, shape=shape, seed=seed, ref=ref,
-            gpu=gpu, prune=prune, constraints=constraints, max_spills=max_spills,
-            min_occupancy_pct=min_occupancy_pct, timeout_s=timeout_s, devices=devices, ab_samples=ab_samples,
-            race=race, cache_root=cache_root, replay=replay, use_cache=use_cache, start=start,
-            ray_address=ray_address))
+        folder, prior, spent_s = _folder(kf, out, resume_from, o)
     except BaseException:
         ctx.discard_spare()
         raise
@@ -219,36 +204,37 @@ def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None
         try:
             try:
                 if replayer is None:
-                    if prune and not kf.extras.get("autotuner"):
+                    if o.prune and not kf.extras.get("autotuner"):
                         log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
-                        ahead = CompileAhead(kf.path, compile_order(strat, space, seed, ctx.start), ctx.shape,
-                                             arch=None if ctx.device == "cuda" else "sm_90", max_spills=max_spills,
-                                             min_occupancy_pct=min_occupancy_pct, timeout_s=timeout_s,
+                        ahead = CompileAhead(kf.path, compile_order(strat, space, o.seed, ctx.start), ctx.shape,
+                                             arch=None if ctx.device == "cuda" else "sm_90", max_spills=o.max_spills,
+                                             min_occupancy_pct=o.min_occupancy_pct, timeout_s=o.timeout_s,
                                              compute_unit=kf.compute_unit,
                                              progress=counter(log, "compile-ahead", "configs compiled"))
-                    runner = make_runner(ctx, ref=ref, timeout_s=timeout_s, devices=devices, ray_address=ray_address)
-                    if use_cache:
+                    runner = make_runner(ctx, ref=o.ref, timeout_s=o.timeout_s, devices=o.devices,
+                                         ray_address=o.ray_address)
+                    if o.use_cache:
                         from kernelpilot.measure.env import collect_env
                         from kernelpilot.search.cache import CacheContext, EvaluationCache
 
                         cache = EvaluationCache(
-                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=cache_root,
+                            CacheContext.for_kernel(kf, ctx.shape, collect_env(probe_ncu=False)), root=o.cache_root,
                             roofline=roof)  # a cached answer is held to the floor a live one is
                 evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
                                           "tune: light card of the incumbent",
                                           arch="sm_90" if ctx.device != "cuda" else None)
-                            if strategy in ("guided", "auto") else None)  # the strategies that read cards
+                            if o.strategy in ("guided", "auto") else None)  # the strategies that read cards
                 ev = Evaluator(space, runner, cache=cache,
-                               budget=Budget(max_evals=budget_evals, max_s=budget_s, spent_before_s=spent_s),
-                               pruner=ahead if prune is True else None, evidence=evidence, roofline=roof,
-                               recorder=recorder, ab_samples=ab_samples if replayer is None else 0,
-                               race=race and replayer is None, strategy=strategy, log=log)
+                               budget=Budget(max_evals=o.budget_evals, max_s=o.budget_s, spent_before_s=spent_s),
+                               pruner=ahead if o.prune is True else None, evidence=evidence, roofline=roof,
+                               recorder=recorder, ab_samples=o.ab_samples if replayer is None else 0,
+                               race=o.race and replayer is None, strategy=o.strategy, log=log)
                 ev.preload(prior)
                 if recorder is not None:
                     recorder.elapsed_s = ev.budget.elapsed_s
                 try:
-                    _prefetch(strat, ev, seed, ctx.start)
-                    strat.search(space, ev, seed=seed, start=ctx.start)
+                    _prefetch(strat, ev, o.seed, ctx.start)
+                    strat.search(space, ev, seed=o.seed, start=ctx.start)
                     stopped = "strategy finished"
                 except BudgetExhausted as exc:
                     stopped = str(exc)
@@ -261,13 +247,13 @@ def tune(kernel: str | Path, *, strategy: str = "auto", budget_evals: int | None
                     finally:
                         (runner.abort if _interrupting() else runner.close)()
                 if ahead is not None:  # "report" wants every config's verdict; a dropping search cancels the rest
-                    report = ahead.finish(stop=prune is True)
+                    report = ahead.finish(stop=o.prune is True)
                     log(f"static pruning: {report.n_pruned} of {report.n_compiled} compiled ({report.n_configs} in "
                         f"the space) pruned {report.by_reason}; compiles ran {report.wall_s:.1f} s beside the "
                         f"measurements, the search waited {report.waited_s:.1f} s for them; "
                         f"{len(report.unchecked)} measured before their compile ended")
             hold_point("final", log)
-            return _result(kf, ctx, ev, strategy, seed, report, stopped, t0, cache, replayer, restarts, folder, log)
+            return _result(kf, ctx, ev, o.strategy, o.seed, report, stopped, t0, cache, replayer, restarts, folder, log)
         except RunInterrupted as exc:
             raise _interrupted(folder, ev, exc.signum, log) from None
 
@@ -334,23 +320,12 @@ def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False,
     try_write_report_html(ws.root, log)
 
 
-def _check_options(budget_evals: int | None, budget_s: float | None, timeout_s: float | None, ab_samples: int,
-                   max_spills: int) -> None:
-    """Raises OptionError for a budget, limit or count out of range."""
-    from kernelpilot.options import at_least, positive
-
-    at_least("--budget-evals", budget_evals, 1, "the most new evaluations")
-    positive("--budget-s", budget_s, "600")
-    positive("--timeout-s", timeout_s, "120")
-    at_least("--ab-samples", ab_samples, 0, "interleaved samples per side")
-    at_least("--max-spills", max_spills, 0, "the most spilled registers a config may have")
-
-
-def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: dict[str, Any]) -> tuple[Any, list[Any], float]:
+def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: TuneOptions) -> tuple[Any, list[Any], float]:
     """(the search's folder or None, the evaluations of earlier sessions, the seconds they spent): a new folder
-    with ``tune-run.json`` for ``out``, the resumed one (checked: same kernel source) for ``resume_from``."""
+    with ``tune-run.json`` (``options``: the model's JSON) for ``out``, the resumed one (checked: same kernel
+    source) for ``resume_from``."""
     from kernelpilot.records.models import now_utc
-    from kernelpilot.app.tune_run import TuneRun, jsonable_options, start_folder
+    from kernelpilot.app.tune_run import TuneRun, start_folder
 
     if resume_from is not None:
         ws, run, prior, spent = resume_from
@@ -361,7 +336,7 @@ def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: dict[str
         return ws, prior, spent
     if out is None:
         return None, [], 0.0
-    run = TuneRun(kernel=str(kf.path), source_sha256=kf.source_sha256, options=jsonable_options(options),
+    run = TuneRun(kernel=str(kf.path), source_sha256=kf.source_sha256, options=options.model_dump(mode="json"),
                   started_utc=now_utc())
     return start_folder(Path(out), run), [], 0.0
 
@@ -385,15 +360,21 @@ def _interrupted(folder: Any, ev: Evaluator | None, signum: int, log: Callable[[
     return Interrupted(message, hint, signum)
 
 
+#: The options ``tune --resume`` may give new values; every other option is the search's own.
+RESUME_OPTIONS = ("timeout_s", "budget_evals", "budget_s")
+
+
 def resume_tune(folder: str | Path, *, timeout_s: float | None = None, budget_evals: int | None = None,
                 budget_s: float | None = None, log: Callable[[str], None] | None = None) -> TuneResult:
     """Continue the search kept in ``folder`` (``kernelpilot tune --resume``; :mod:`kernelpilot.app.tune_run`), with
-    its own options; ``timeout_s``, ``budget_evals`` and ``budget_s`` may be given new values. A finished search is
-    read back, not run again.
+    its own options (``tune-run.json``'s ``options`` validated back into :class:`~kernelpilot.options.TuneOptions`
+    whole); ``timeout_s``, ``budget_evals`` and ``budget_s`` may be given new values (:data:`RESUME_OPTIONS`). A
+    finished search is read back, not run again.
 
     Raises:
-        RunFolderError: not a tune folder, or a corrupt record. SearchError: the kernel changed since.
-        OptionError / Interrupted: as :func:`tune`.
+        RunFolderError: not a tune folder, a corrupt record, or stored options that are not a TuneOptions (a field
+            it does not know, a value of the wrong type or out of range). SearchError: the kernel changed since.
+        OptionError: a new value out of range. Interrupted: as :func:`tune`.
     """
     from kernelpilot.records.models import now_utc
     from kernelpilot.app.tune_run import RUN_FILE, resume_state
@@ -403,11 +384,11 @@ def resume_tune(folder: str | Path, *, timeout_s: float | None = None, budget_ev
     if run.finished_utc and (ws.root / "tune.json").is_file():
         (log or (lambda _m: None))(f"{ws.root} finished at {run.finished_utc}: nothing to resume")
         return read_json(ws.root / "tune.json", TuneResult)
-    options = dict(run.options)
-    for name, value in (("timeout_s", timeout_s), ("budget_evals", budget_evals), ("budget_s", budget_s)):
-        if value is not None:
-            options[name] = value
-    write_json(ws.root / RUN_FILE, run.model_copy(update={"options": options, "interrupted": None,
+    stored = stored_options(TuneOptions, run.options, ws.root / RUN_FILE)
+    options = build_options(TuneOptions, stored.model_dump(), timeout_s=timeout_s, budget_evals=budget_evals,
+                            budget_s=budget_s)
+    write_json(ws.root / RUN_FILE, run.model_copy(update={"options": options.model_dump(mode="json"),
+                                                         "interrupted": None,
                                                          "resumed_utc": [*run.resumed_utc, now_utc()]}))
     (log or (lambda _m: None))(f"resuming {ws.root}: {len(prior)} evaluations kept, {spent:.1f} s spent")
-    return tune(run.kernel, **options, log=log, resume_from=(ws, run, prior, spent))
+    return tune(run.kernel, options, log=log, resume_from=(ws, run, prior, spent))

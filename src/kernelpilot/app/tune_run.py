@@ -39,7 +39,8 @@ class TuneRun(BaseModel):
 
     Attributes:
         kernel: the kernel file. source_sha256: its source hash (kernel + reference) when the search started.
-        options: the keywords of :func:`kernelpilot.app.tune.tune` (strategy, seed, budgets, shape, limits ...).
+        options: the search's :class:`kernelpilot.options.TuneOptions` as JSON (strategy, seed, budgets, shape,
+            limits ...); ``--resume`` validates it back into the model whole.
         started_utc / resumed_utc / finished_utc: when it started, each resume, when tune.json was written.
         interrupted: the signal and place when a signal stopped the last session, else None.
     """
@@ -186,8 +187,3 @@ def start_folder(out: Path, run: TuneRun) -> Workspace:
     ws = Workspace.create(out)
     write_json(ws.root / RUN_FILE, run)
     return ws
-
-
-def jsonable_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with paths as strings (JSON-ready)."""
-    return json.loads(json.dumps(options, default=str))

@@ -33,6 +33,8 @@ from typing import Any, Callable, Mapping, Optional
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.options import TuneOptions
+
 __all__ = ["BucketRun", "ShapeRow", "WorkloadResult", "list_constraint", "tune_workload"]
 
 
@@ -129,7 +131,8 @@ def _ok(evaluations: list[Any]) -> dict[str, Any]:
 def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: Optional[list[str]] = None,
                   rule: str = "pow2", strategy: str = "auto", budget_s: Optional[float] = None,
                   budget_evals: Optional[int] = None, top_k: int = 2, store: bool | str | Path = True,
-                  log: Optional[Callable[[str], None]] = None, **tune_options: Any) -> WorkloadResult:
+                  log: Optional[Callable[[str], None]] = None, options: Optional[TuneOptions] = None,
+                  **tune_options: Any) -> WorkloadResult:
     """Tune ``kernel`` for ``workload`` (the module docstring says how).
 
     Args:
@@ -139,8 +142,10 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         budget_s / budget_evals: the whole search phase's budget, split evenly over the buckets (None: each search
             runs to its own end). top_k: configs per bucket cross-checked at every shape (>= 1).
         store: True: put the winners into the default config store; a path: that store; False: none.
-        log: progress callback (one line per call). tune_options: passed to every ``tune`` (``gpu``, ``timeout_s``,
-            ``constraints``, ``use_cache``, ``replay`` ...).
+        log: progress callback (one line per call).
+        options: the :class:`kernelpilot.options.TuneOptions` every ``tune`` starts from (``gpu``, ``timeout_s``,
+            ``constraints``, ``use_cache``, ``replay`` ...; its strategy, budgets, shape, start, and for the
+            cross-check race and prune, are set here); None: built from ``tune_options`` (its fields as keywords).
 
     Returns:
         A :class:`WorkloadResult`; ``out`` holds the files it names.
@@ -150,11 +155,18 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         RunFolderError: ``out`` exists and is not empty. Everything :func:`kernelpilot.app.tune.tune` raises.
     """
     from kernelpilot.app.tune import tune as run_tune
+    from kernelpilot.options import build_options
     from kernelpilot.dispatch import choose_winner
     from kernelpilot.errors import RunFolderError
     from kernelpilot.kernels.contract import load_kernel
     from kernelpilot.workload import bucket_workload, varying_keys
     from kernelpilot.workload.model import WorkloadError, shape_id
+
+    base = options if options is not None else build_options(TuneOptions, **tune_options)
+
+    def with_(**changes: Any) -> TuneOptions:
+        """``base`` with ``changes`` (None kept as None: no budget), validated."""
+        return TuneOptions.model_validate({**base.model_dump(), **changes})
 
     say = log or (lambda _line: None)
     t0 = time.monotonic()
@@ -167,7 +179,7 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         raise WorkloadError("the workload has no shape", "give at least one shape with a weight > 0")
     keys = keys or varying_keys(shapes)
     buckets = bucket_workload(workload, keys, rule)
-    kf = load_kernel(kernel, tune_options.get("ref"))
+    kf = load_kernel(kernel, base.ref)
     default = dict(kf.default_config)
     order = sorted(range(len(buckets)), key=lambda i: (-buckets[i].weight, i))
     per_s = budget_s / len(buckets) if budget_s else None
@@ -182,8 +194,9 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         folder = f"buckets/{i}"
         say(f"bucket {n + 1}/{len(buckets)} {b.name}: searching at {b.representative()}"
             + (f", starting from its neighbour's best {start}" if start else ""))
-        res = run_tune(kernel, strategy=strategy, budget_s=per_s, budget_evals=per_evals, shape=b.representative(),
-                       out=out / folder, log=log, **({"start": start} if start else {}), **tune_options)
+        res = run_tune(kernel, with_(strategy=strategy, budget_s=per_s, budget_evals=per_evals,
+                                     shape=b.representative(), start=start or base.start),
+                       out=out / folder, log=log)
         measured = measured and res.measured
         ranked = sorted(_ok(res.evaluations).values(), key=lambda e: e.duration_ns)
         runs[i] = BucketRun(name=b.name, ranges={k: list(b.ranges[k]) for k in keys}, shapes=b.shapes(),
@@ -202,9 +215,10 @@ def tune_workload(kernel: str | Path, workload: Any, *, out: str | Path, keys: O
         say(f"cross-check {n + 1}/{len(shapes)} at {s}: {len(candidates)} candidates")
         # no static pruning here: the list is a handful of configs the bucket searches compiled already, and a pool
         # of compile workers per shape would cost more than the list (seconds of boot each on a GPU host)
-        options = {k: v for k, v in tune_options.items() if k not in ("constraints", "prune")}
-        res = run_tune(kernel, strategy="exhaustive", shape=s, out=out / folder, race=False, log=log, prune=False,
-                       constraints=[*tune_options.get("constraints", []), list_constraint(candidates)], **options)
+        res = run_tune(kernel, with_(strategy="exhaustive", shape=s, race=False, prune=False, budget_s=None,
+                                     budget_evals=None, start=None,
+                                     constraints=[*(base.constraints or []), list_constraint(candidates)]),
+                       out=out / folder, log=log)
         for pos, e in enumerate(res.evaluations):  # the record id's position, where tune did not number them
             e.seq = pos if e.seq is None else e.seq
         at[sid] = _ok(res.evaluations)

@@ -15,6 +15,7 @@ from kernelpilot.cli import render
 from kernelpilot.cli.common import (ConfigOpt, JsonOpt, PtrSizeOpt, QuietOpt, RefOpt, ShapeOpt, TimeoutOpt, kv,
                                     numbers, out, run_command, with_ptr_size)
 from kernelpilot.cli.progress import Reporter
+from kernelpilot.options import OptimizeOptions, build_options
 
 
 def env(as_json: bool = JsonOpt,
@@ -182,13 +183,17 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
             gpu=gpu, constraints=constraint or [], timeout_s=timeout_s, replay=replay),
             render.workload, ok=lambda r: bool(r.buckets), progress=log)
         return
-    run_command(as_json, lambda: api.optimize(kernel, out=output, resume=resume, iterations=iterations,
-                                              budget_s=budget_s, shape=shp or None, config=cfg or None, ref=ref,
-                                              gpu=gpu, profile=False if no_profile else None,
-                                              benchmark=False if no_benchmark else None, strategy=strategy, seed=seed,
-                                              timeout_s=timeout_s, replay=replay, constraints=constraint,
-                                              baselines_ns=baselines_ns or None, log=log),
-                render.optimize, ok=lambda r: r.run.best_version is not None, progress=log)
+
+    def call() -> Any:
+        # the flags as one OptimizeOptions (a flag not given is left unset: its default, or with --resume the run's)
+        options = build_options(OptimizeOptions, iterations=iterations, budget_s=budget_s, shape=shp or None,
+                                config=cfg or None, ref=ref, gpu=gpu, profile=False if no_profile else None,
+                                benchmark=False if no_benchmark else None, strategy=strategy, seed=seed,
+                                timeout_s=timeout_s, replay=replay, constraints=constraint,
+                                baselines_ns=baselines_ns or None)
+        return api.optimize(kernel, options, out=output, resume=resume, log=log)
+
+    run_command(as_json, call, render.optimize, ok=lambda r: r.run.best_version is not None, progress=log)
 
 
 def report(run: Path, as_json: bool = JsonOpt) -> None:

@@ -6,12 +6,14 @@ Each command calls one :mod:`kernelpilot.api` function and prints the result (JS
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from kernelpilot.cli import render
 from kernelpilot.cli.common import JsonOpt, QuietOpt, RefOpt, ShapeOpt, kv, run_command
 from kernelpilot.cli.progress import Reporter
+from kernelpilot.options import TuneOptions, build_options
 
 #: ``kernelpilot cache``: the group of the cache commands.
 cache_app = typer.Typer(no_args_is_help=True, help="The evaluation cache: list, show, clear.")
@@ -79,12 +81,18 @@ def tune_cmd(
             ray_address=ray),
             render.workload, ok=lambda r: bool(r.buckets), progress=log)
         return
-    run_command(as_json, lambda: api.tune(kernel, resume=resume, strategy=strategy, budget_evals=budget_evals,
-                                          budget_s=budget_s, shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
-                                          max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
-                                          ab_samples=ab_samples, race=not no_race, replay=replay,
-                                          use_cache=not no_cache, ray_address=ray, out=output, log=log),
-                render.tune, ok=lambda r: r.best is not None, progress=log)
+
+    def call() -> Any:
+        # the flags as one TuneOptions (a flag not given is left unset: its default; with --resume only the
+        # budgets and --timeout-s given here change the search's stored options)
+        options = build_options(TuneOptions, strategy=strategy, budget_evals=budget_evals, budget_s=budget_s,
+                                shape=shp, seed=seed, ref=ref, gpu=gpu, prune=prune, constraints=constraint,
+                                max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
+                                ab_samples=ab_samples, race=not no_race, replay=replay, use_cache=not no_cache,
+                                ray_address=ray)
+        return api.tune(kernel, options, resume=resume, out=output, log=log)
+
+    run_command(as_json, call, render.tune, ok=lambda r: r.best is not None, progress=log)
 
 
 @cache_app.command("list")

@@ -36,7 +36,9 @@ class RunInfo(BaseModel):
     ``constraints``, ``config_overrides``, ``gpu_requested``, ``benchmark``, ``git``, ``replay``), the search seconds
     spent so far (``search_spent_s``, updated with each version's commit), the UTC start of every later session
     (``resumed_utc``) and, when a session was stopped by a signal, what it was doing (``interrupted``).
-    ``finished_utc`` is set only once the final report is written and committed.
+    ``finished_utc`` is set only once the final report is written and committed. ``options``: the run's
+    :class:`kernelpilot.options.OptimizeOptions` as given, as JSON (None in runs from before it was recorded),
+    validated back whole by ``--resume``; the fields above hold the values resolved from them.
     """
 
     kernel: str
@@ -73,6 +75,7 @@ class RunInfo(BaseModel):
     search_spent_s: float = 0.0
     resumed_utc: list[str] = []
     interrupted: str | None = None
+    options: dict[str, Any] | None = None
 
 
 class VersionConfig(BaseModel):
