@@ -14,33 +14,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: Module pairs (importer, imported) that import against the layer order today; may only shrink.
+#: Module pairs (importer, imported) that import against the layer order today (21; 36 when the list was made, before the readers moved under backends/); may only shrink.
 ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset({
     ("kernelpilot.api", "kernelpilot.agents.mcp_server"),
     ("kernelpilot.app.candidates", "kernelpilot.api_inductor"),
     ("kernelpilot.app.schemas", "kernelpilot.versions.records"),
     ("kernelpilot.app.validate", "kernelpilot.versions.records"),
-    ("kernelpilot.backends.cuda.build", "kernelpilot.profile.arch"),
-    ("kernelpilot.backends.cuda.pipeline", "kernelpilot.profile.arch"),
-    ("kernelpilot.backends.cuda.pipeline", "kernelpilot.profile.occupancy"),
-    ("kernelpilot.backends.cuda.pipeline", "kernelpilot.profile.pipeline"),
-    ("kernelpilot.backends.cuda.pipeline", "kernelpilot.profile.static"),
-    ("kernelpilot.backends.cuda.static", "kernelpilot.profile.arch"),
-    ("kernelpilot.backends.cuda.static", "kernelpilot.profile.binary"),
-    ("kernelpilot.backends.cuda.static", "kernelpilot.profile.occupancy"),
-    ("kernelpilot.backends.cuda.static", "kernelpilot.profile.sass"),
-    ("kernelpilot.backends.cuda.static", "kernelpilot.profile.static_models"),
-    ("kernelpilot.backends.triton.compile", "kernelpilot.profile.arch"),
-    ("kernelpilot.backends.triton.compile", "kernelpilot.profile.binary"),
-    ("kernelpilot.backends.triton.compile", "kernelpilot.profile.occupancy"),
-    ("kernelpilot.backends.triton.compile", "kernelpilot.profile.sass"),
-    ("kernelpilot.backends.triton.compile", "kernelpilot.profile.static_models"),
     ("kernelpilot.kernels.contract", "kernelpilot.backends.registry"),
     ("kernelpilot.kernels.contract", "kernelpilot.backends.triton"),
     ("kernelpilot.kernels.contract", "kernelpilot.measure.screen"),
+    ("kernelpilot.options", "kernelpilot.backends.binary.arch"),
+    ("kernelpilot.options", "kernelpilot.backends.binary.occupancy"),
     ("kernelpilot.options", "kernelpilot.hardware.specs"),
-    ("kernelpilot.options", "kernelpilot.profile.arch"),
-    ("kernelpilot.options", "kernelpilot.profile.occupancy"),
     ("kernelpilot.profile.pipeline", "kernelpilot.search.guided"),
     ("kernelpilot.profile.static", "kernelpilot.search.isolated"),
     ("kernelpilot.profile.static", "kernelpilot.search.space"),

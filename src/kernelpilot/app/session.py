@@ -368,7 +368,7 @@ def _record_experience(s: Session, versions: list[Evaluation]) -> None:
     info = s.info
     added, why = record_entries(entries_from_optimize(
         versions, run=str(s.ws.root.resolve()), kernel=info.kernel_name, kernel_type=guess_kernel_type(info.kernel_name),
-        backend=getattr(s.ctx.kf.backend, "name", "triton"), gpu=s.ctx.gpu))
+        backend=(s.ctx.kf.backend.name if s.ctx.kf.backend is not None else "triton"), gpu=s.ctx.gpu))
     s.log(f"experience log: {added} outcomes added" + (f" ({why})" if why else ""))
 
 

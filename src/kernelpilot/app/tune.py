@@ -290,7 +290,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
 
         where = str(folder.root.resolve()) if folder is not None else f"{kf.path}@{now_utc()}"
         record_entries([entry_from_tune(ev.order, run=where, kernel=kf.name, kernel_type=guess_kernel_type(kf.name),
-                                        strategy=strategy, backend=getattr(kf.backend, "name", "triton"),
+                                        strategy=strategy, backend=(kf.backend.name if kf.backend is not None else "triton"),
                                         gpu=ctx.gpu)])
     return result
 

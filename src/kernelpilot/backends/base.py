@@ -77,10 +77,13 @@ class Backend(Protocol):
     """One kernel language. Implementations are stateless; :mod:`kernelpilot.backends.registry` builds them.
 
     Attributes:
-        name: short identifier recorded with results (``"triton"``; ``"cuda"`` planned).
+        name: short identifier recorded with results (``"triton"``, ``"cuda"``, ``"kernelbench"``, ``"torch"``).
+        needs_gpu: True when the language has no CPU emulation (CUDA C++): such a file is refused where there is no
+            GPU (:func:`kernelpilot.backends.registry.require_runnable`).
     """
 
     name: str
+    needs_gpu: bool
 
     def supports(self, path: Path) -> Support:
         """Whether this backend can load ``path`` (by suffix or contents); never raises."""

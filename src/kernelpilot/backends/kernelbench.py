@@ -190,6 +190,7 @@ class KernelBenchBackend:
     #: the language of the kernels that run (records and the experience log name the kernel language; the form is
     #: recorded in ``KernelFile.extras["kernelbench"]``)
     name = "triton"
+    needs_gpu = False  # Triton solutions run under the interpreter; load_inline CUDA is refused without a GPU at load
 
     def supports(self, path: Path) -> Support:
         """Yes for a ``.py`` file in the solution form (``class ModelNew``, no ``setup``/``run_kernel``)."""

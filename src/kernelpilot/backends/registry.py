@@ -102,7 +102,7 @@ def require_runnable(kf: KernelFile) -> None:
     Raises:
         ToolMissingError: the message says a GPU is needed, the hint which commands work without one.
     """
-    if kf.interpreted and getattr(kf.backend, "needs_gpu", False):
+    if kf.interpreted and (kf.backend is not None and kf.backend.needs_gpu):
         from kernelpilot.errors import ToolMissingError
 
         raise ToolMissingError(f"{kf.path.name}: {NEEDS_GPU[0]}", NEEDS_GPU[1])

@@ -74,7 +74,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     """
     case = make_case(kf, shape, 0, device)
     inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
-    lang = {"triton": "Triton", "cuda": "CUDA C++"}.get(getattr(kf.backend, "name", ""), "kernel")
+    lang = {"triton": "Triton", "cuda": "CUDA C++"}.get((kf.backend.name if kf.backend is not None else ""), "kernel")
     name = f"{kf.name} ({lang}, best config)"
     rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
             _timed(name, lambda: run_kernel(kf, inputs, config), device, restore),

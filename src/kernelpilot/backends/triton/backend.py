@@ -36,6 +36,7 @@ class TritonBackend:
     """Triton kernels in ``.py`` files (see :class:`kernelpilot.backends.base.Backend`)."""
 
     name = "triton"
+    needs_gpu = False  # the interpreter runs it on the CPU
 
     def supports(self, path: Path) -> Support:
         """Yes for a ``.py`` file; the contract's own checks happen in :meth:`load`."""
