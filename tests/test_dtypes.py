@@ -507,7 +507,13 @@ def test_a_cache_keyed_on_scale_free_content_is_caught_by_the_recheck(tmp_path, 
         refresh()
         kf.run_kernel(**case.inputs)
     assert kf.module.HITS == [False, True, True, True, True]
-    bad = recheck(kf, case, {}, "cpu")
+    # the factors are drawn unpredictably: one in a few hundred lands so near the last launch's that the stale
+    # output is still within tolerance of the new reference (then it is a right answer, and passes); the next
+    # draw does not
+    for _ in range(3):
+        bad = recheck(kf, case, {}, "cpu")
+        if not bad.passed:
+            break
     assert not bad.passed and bad.stage == "recheck" and "scaled by" in bad.error
     assert STALE_NOTE in bad.error  # the skipped launch left the previous result: stale, by name
 

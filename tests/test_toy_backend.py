@@ -20,6 +20,12 @@ from kernelpilot.cli import app
 PACKAGE = ROOT / "src" / "kernelpilot"
 runner = CliRunner()
 
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path, monkeypatch):
+    """Caches, stores and logs of these runs in the test's folder, not in the user's ~/.kernelpilot."""
+    monkeypatch.setenv("KERNELPILOT_HOME", str(tmp_path / "kp-home"))
+
 #: The toy kernel: out = x + y, CHUNK elements at a time, with torch ops only.
 TOY = '''
 import torch
