@@ -64,8 +64,7 @@ TARGET_ORDER: tuple[tuple[str, ...], ...] = (
     ("report",),                                                              # markdown, html
     ("app",),                                                                 # the campaigns
     ("versions",),                                                            # session
-    ("api", "loop", "api_bundle", "api_configs", "api_experience", "api_inductor", "api_kernelbench",
-     "api_search", "api_session", "api_skill", "api_specs", "api_static", "api_verify", "api_workload"),
+    ("api", "loop"),
     ("cli", "agents", "examples", "skill"),                                   # front ends
 )
 

@@ -67,7 +67,7 @@ def test_source_hash_is_the_contract_hash_without_importing(name, tmp_path):
 
 
 def test_a_cu_kernel_is_keyed_by_its_loaded_hash_headers_and_sidecar_included(tmp_path):
-    from kernelpilot.api_configs import kernel_key
+    from kernelpilot.api.configs import kernel_key
     from kernelpilot.kernels.contract import load_kernel
 
     cu = EXAMPLES / "cuda" / "sgemm_db.cu"

@@ -343,7 +343,7 @@ def test_two_handles_on_one_file_see_each_others_entries(tmp_path):
 
 
 def test_no_torch_import():
-    code = ("import sys, kernelpilot.experience, kernelpilot.api_experience, kernelpilot.cli.experience; "
+    code = ("import sys, kernelpilot.experience, kernelpilot.api.experience, kernelpilot.cli.experience; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from kernelpilot import api
-from kernelpilot.api_experience import experience_add, experience_import, experience_recommend
+from kernelpilot.api.experience import experience_add, experience_import, experience_recommend
 from kernelpilot.experience import ExperienceDB, ExperienceEntry
 from kernelpilot.experience.from_runs import entries_from_optimize
 from kernelpilot.experience.rank import rank

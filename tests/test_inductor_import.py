@@ -1,4 +1,4 @@
-"""The Inductor import (kernelpilot.inductor, api_inductor, `kernelpilot inductor`): torch.compile's output code,
+"""The Inductor import (kernelpilot.inductor, kernelpilot.api.inductor, `kernelpilot inductor`): torch.compile's output code,
 captured on an H100 (torch 2.11, Triton 3.6; tests/data/inductor/*.json, written by scripts/device-inductor.sh),
 converted into kernel files that the contract loads, with Inductor's launch parameters as TUNABLES."""
 
@@ -157,7 +157,7 @@ def test_spread_zero_keeps_inductors_config_only(tmp_path):
 def test_api_and_cli_from_a_saved_capture(tmp_path):
     from typer.testing import CliRunner
 
-    from kernelpilot.api_inductor import import_inductor
+    from kernelpilot.api.inductor import import_inductor
     from kernelpilot.cli import app
 
     cap = _capture("layer_norm-default")
@@ -291,7 +291,7 @@ def test_the_triton_gemm_mode_is_max_autotune_with_cublas_left_out():
     passed through unchanged."""
     from torch._inductor import list_mode_options
 
-    from kernelpilot.api_inductor import MODES
+    from kernelpilot.api.inductor import MODES
     from kernelpilot.inductor.capture import TRITON_GEMM_MODE, mode_options
 
     got = mode_options(TRITON_GEMM_MODE)

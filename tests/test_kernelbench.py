@@ -134,7 +134,7 @@ def test_cli_check_takes_solution_and_problem() -> None:
 
 
 def test_verify_accepts_the_solution_and_refuses_the_library_one_at_device_activity() -> None:
-    from kernelpilot.api_verify import verify
+    from kernelpilot.api.verification import verify
 
     good = verify(DATA / "1_ReLU_small_triton.py", ref=RELU)
     assert good.accepted, good.message
@@ -187,7 +187,7 @@ def test_a_load_inline_cuda_solution_names_its_kernels_and_needs_a_gpu() -> None
 
 @pytest.mark.gpu
 def test_a_load_inline_cuda_solution_passes_verify_on_a_gpu() -> None:
-    from kernelpilot.api_verify import verify
+    from kernelpilot.api.verification import verify
 
     res = verify(DATA / "1_ReLU_small_cuda.py", ref=RELU)
     assert res.accepted, res.message

@@ -14,10 +14,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: Module pairs (importer, imported) that import against the layer order today (21; 36 when the list was made, before the readers moved under backends/); may only shrink.
+#: Module pairs (importer, imported) that import against the layer order today (20; 36 when the list was made, before the readers moved under backends/); may only shrink.
 ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset({
     ("kernelpilot.api", "kernelpilot.agents.mcp_server"),
-    ("kernelpilot.app.candidates", "kernelpilot.api_inductor"),
     ("kernelpilot.app.schemas", "kernelpilot.versions.records"),
     ("kernelpilot.app.validate", "kernelpilot.versions.records"),
     ("kernelpilot.kernels.contract", "kernelpilot.backends.registry"),

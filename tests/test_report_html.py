@@ -99,7 +99,7 @@ def replay_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session_run(tmp_path_factory):
-    from kernelpilot import api_session
+    from kernelpilot.api import session as api_session
 
     base = tmp_path_factory.mktemp("session")
     kernel = base / "k.py"

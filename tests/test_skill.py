@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from conftest import ROOT
 from kernelpilot import api
-from kernelpilot.api_skill import frontmatter, install_path, skill_text
+from kernelpilot.api.skill import frontmatter, install_path, skill_text
 from kernelpilot.cli import app
 from kernelpilot.errors import OptionError, SkillInstallError
 

@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from kernelpilot import api
-from kernelpilot.api_verify import STAGES as VERIFY_STAGES
+from kernelpilot.api.verification import STAGES as VERIFY_STAGES
 from kernelpilot.errors import KernelFailed
 from kernelpilot.records.evaluation import FAILURES, INTEGRITY_FAILURES, Status
 from kernelpilot.search.isolated import IsolatedKernel
@@ -177,7 +177,7 @@ def test_an_honest_kernel_passes_every_stage_and_records_the_seconds_of_each() -
 def test_bundle_bench_checks_each_entrys_jit_kernel_through_its_subset(tmp_path: Path) -> None:
     """The bundle's entries (exported for sm_90 without a GPU) are checked through the ``bundle_bench`` subset before
     any comparison: an honest kernel's pass, a cheat's are refused with the status every other command gives."""
-    from kernelpilot.api_bundle import check_entries
+    from kernelpilot.api.bundle import check_entries
     from kernelpilot.bundle.export import export_bundle
 
     export_bundle(VECTOR_ADD, tmp_path / "honest", arch="sm_90", shapes=[{"N": 4096}, {"N": 1000}])

@@ -150,5 +150,5 @@ def test_no_back_end_imports_profile_and_static_inspection_tests_no_suffix() -> 
                 [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             upward += [f"{path.relative_to(PACKAGE)}: {n}" for n in names if n.startswith("kernelpilot.profile")]
     assert upward == []
-    for rel in ("profile/static.py", "profile/static_isolated.py", "api_static.py"):
+    for rel in ("profile/static.py", "profile/static_isolated.py", "api/static.py"):
         assert '".cu"' not in (PACKAGE / rel).read_text(encoding="utf-8"), rel

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from conftest import EXAMPLES
 from kernelpilot import api
-from kernelpilot.api_verify import accepted_message
+from kernelpilot.api.verification import accepted_message
 from kernelpilot.cli import app
 from kernelpilot.search.stages import LOAD_STAGES, STAGE_NAMES, StageContext, run_stages
 

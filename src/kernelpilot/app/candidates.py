@@ -2,7 +2,7 @@
 
 After an ``optimize`` search on a GPU, the baselines say how fast PyTorch eager and torch.compile run the reference.
 When torch.compile beat the search's best by more than :data:`MARGIN`, Inductor generated a faster kernel for the
-same reference on the same GPU: :func:`inductor_candidate` imports it (:func:`kernelpilot.api_inductor.
+same reference on the same GPU: :func:`inductor_candidate` imports it (:func:`kernelpilot.inductor.importer.
 import_inductor`: Inductor's Triton kernels as a kernel file in kernelpilot's contract, their launch parameters as
 TUNABLES), searches that file's space with ``tune`` (the ``auto`` strategy: every check of every kernel, its own
 budget :data:`CANDIDATE_BUDGET_S`), and returns the candidate's best beside the decision: it replaces the search's
@@ -120,7 +120,7 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
                                 message="KernelBench solution: Inductor's kernel is not imported for a (solution, "
                                         "problem) pair yet; torch.compile's time is reported as the baseline")
     try:
-        from kernelpilot.api_inductor import import_inductor
+        from kernelpilot.inductor.importer import import_inductor
         from kernelpilot.inductor import NoTritonKernel
 
         from kernelpilot.inductor.capture import TRITON_GEMM_MODE

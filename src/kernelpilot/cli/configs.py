@@ -1,6 +1,6 @@
 """``kernelpilot configs list|lookup|export|import|merge|conflicts``: the config store of decided configs.
 
-Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api_configs`) and prints its result
+Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api.configs`) and prints its result
 (JSON with ``--json``: the same dict the Python function returns; else the tables and lines below). Exit codes
 (every command): 0 done (a lookup that finds nothing too: ``found`` is false, with the reason); 1 the store or a
 file cannot be used (``error:``/``hint:``, or ``{"error", "message", "hint"}`` with ``--json``); 2 a bad option

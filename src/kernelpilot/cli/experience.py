@@ -1,6 +1,6 @@
 """``kernelpilot experience add|recommend|search|list|stats|merge|export|import|mask|guide``: the experience log.
 
-Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api_experience`) and prints its
+Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api.experience`) and prints its
 result (JSON with ``--json``, else the tables and lines below). Exit codes (every command): 0 done; 1 the log or a
 file cannot be used (``error:``/``hint:``, or ``{"error", "message", "hint"}`` with ``--json``); 2 a bad option
 value. docs/experience.md lists each command's JSON keys.

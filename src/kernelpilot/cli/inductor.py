@@ -1,5 +1,5 @@
 """``kernelpilot inductor``: import torch.compile's (Inductor's) Triton kernels for a kernel file's reference as a
-kernel file of their own. Calls :func:`kernelpilot.api.import_inductor` (:mod:`kernelpilot.api_inductor`) and prints
+kernel file of their own. Calls :func:`kernelpilot.api.import_inductor` (:mod:`kernelpilot.api.inductor`) and prints
 what it wrote."""
 
 from __future__ import annotations

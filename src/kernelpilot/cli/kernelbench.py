@@ -1,7 +1,7 @@
 """``kernelpilot kernelbench run PROBLEMS SOLUTIONS``: a folder of KernelBench solutions checked and timed, each in
 its own isolated worker, with fast_p (docs/kernelbench.md).
 
-The command calls one :mod:`kernelpilot.api` function (:func:`kernelpilot.api_kernelbench.kernelbench_run`) and
+The command calls one :mod:`kernelpilot.api` function (:func:`kernelpilot.api.kernelbench.kernelbench_run`) and
 prints its result (``--json``: the same object); progress goes to stderr. It exits 0 when every pair was evaluated
 (incorrect or refused solutions are results, not errors), 1 with ``error:``/``hint:`` when the run could not be made.
 """

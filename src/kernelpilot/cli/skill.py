@@ -1,6 +1,6 @@
 """``kernelpilot skill show|install``: the agent skill shipped in the package (docs/agents.md).
 
-Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api_skill`) and prints its result
+Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api.skill`) and prints its result
 (``--json``: the same dict). ``install`` exits 1 with ``error:``/``hint:`` when a different file is in the way and
 ``--force`` was not given, 2 for an unknown ``--for``.
 """

@@ -1,7 +1,7 @@
 """``kernelpilot workload ranges|capture|buckets``: write a workload file, from ranges or from a real PyTorch
 program's calls to the reference, and show how ``tune --workload`` buckets it (docs/workloads.md).
 
-Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api_workload`) and prints its result
+Each command calls one :mod:`kernelpilot.api` function (from :mod:`kernelpilot.api.workload`) and prints its result
 (``--json``: the same dict).
 """
 

@@ -100,7 +100,7 @@ class ExperienceEntry(BaseModel):
             asked for.
         claim: None for a lesson on record: written by kernelpilot's own run (optimize, tune, session) when it
             ended, or added by hand with a source whose records validate and hold the entry's numbers
-            (:func:`kernelpilot.api_experience.source_problem`); else why it is only the user's claim (a made-up
+            (:func:`kernelpilot.api.experience.source_problem`); else why it is only the user's claim (a made-up
             source, records that do not validate, numbers that differ). Claims rank below lessons on record
             (:mod:`kernelpilot.experience.rank`). Not part of the key; never taken from the user's input.
 

@@ -2,7 +2,7 @@
 
 :mod:`.capture` compiles the reference on the GPU in an isolated worker and keeps Inductor's output code;
 :mod:`.convert` (pure: no GPU, no torch import) turns that code into a kernel file in kernelpilot's contract, its
-launch parameters as ``TUNABLES``. The API function is :func:`kernelpilot.api_inductor.import_inductor`.
+launch parameters as ``TUNABLES``. The API function is :func:`kernelpilot.inductor.importer.import_inductor` (``kernelpilot.api.import_inductor``).
 """
 
 from __future__ import annotations

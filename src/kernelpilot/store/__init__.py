@@ -7,7 +7,7 @@ conflict rule; a run-time lookup that imports neither torch nor Triton.
 Modules: :mod:`.model` (key, entry, normalisation, default path), :mod:`.schema` (the SQLite layout),
 :mod:`.lookup` (the run-time lookup and its rule), :mod:`.db` (:class:`ConfigStore`: put, export, import, merge),
 :mod:`.keys` (a kernel file and shape as key parts), :mod:`.runtime` (``configs_for``: cached, never raises, for
-library code). The commands: ``kernelpilot configs`` (:mod:`kernelpilot.api_configs`).
+library code). The commands: ``kernelpilot configs`` (:mod:`kernelpilot.api.configs`).
 """
 
 from kernelpilot.store.db import ConfigStore, MergeReport, read_jsonl

@@ -7,7 +7,7 @@ Every part is found out, not declared:
   build_kernel_file`): sha256 over the kernel file's bytes, then the reference file's when it is another file.
   :func:`source_hash` computes it for a ``.py`` kernel from the bytes alone (no import: library code can hash its
   own ``__file__``); a ``.cu`` kernel's hash also covers its local headers and sidecar, so take it from the loaded
-  ``KernelFile`` (the API, :mod:`kernelpilot.api_configs`, does).
+  ``KernelFile`` (the API, :mod:`kernelpilot.api.configs`, does).
 - **arch**: this machine's GPU as the CUDA driver reports it (:func:`this_arch`, through
   :class:`kernelpilot.bundle.driver.CudaDriver`, no torch), ``cpu`` without one (interpreted measurements serve
   no GPU); or given.

@@ -3,8 +3,8 @@ them, where the command's JSON output is such a dict).
 
 The CLI (:mod:`kernelpilot.cli`) only parses arguments, calls one of these and prints what it returns. The static
 commands (``inspect``, ``pipeline``), the search commands (``tune``, ``cache``) and the specs commands live in
-:mod:`kernelpilot.api_static`, :mod:`kernelpilot.api_search` and :mod:`kernelpilot.api_specs` (the experience log's
-in :mod:`kernelpilot.api_experience`, the config store's in :mod:`kernelpilot.api_configs`, the bundle commands in :mod:`kernelpilot.api_bundle`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
+:mod:`kernelpilot.api.static`, :mod:`kernelpilot.api.search` and :mod:`kernelpilot.api.specs` (the experience log's
+in :mod:`kernelpilot.api.experience`, the config store's in :mod:`kernelpilot.api.configs`, the bundle commands in :mod:`kernelpilot.api.bundle`) and are re-exported here, so ``from kernelpilot import api; api.tune(...)``
 works for every command.
 """
 
@@ -21,21 +21,21 @@ from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.kernels.contract import KernelFile, load_kernel, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload
-from kernelpilot.api_search import cache_clear, cache_list, cache_show, tune, tune_workload
-from kernelpilot.api_specs import specs_cite, specs_list, specs_measure, specs_show
-from kernelpilot.api_static import inspect, inspect_space, pipeline
-from kernelpilot.api_bundle import bundle_bench, bundle_verify, export
-from kernelpilot.api_verify import VerifyResult, verify
-from kernelpilot.api_inductor import InductorImport, import_inductor
-from kernelpilot.api_experience import (experience_add, experience_export, experience_guide, experience_import,
+from kernelpilot.api.search import cache_clear, cache_list, cache_show, tune, tune_workload
+from kernelpilot.api.specs import specs_cite, specs_list, specs_measure, specs_show
+from kernelpilot.api.static import inspect, inspect_space, pipeline
+from kernelpilot.api.bundle import bundle_bench, bundle_verify, export
+from kernelpilot.api.verification import VerifyResult, verify
+from kernelpilot.api.inductor import InductorImport, import_inductor
+from kernelpilot.api.experience import (experience_add, experience_export, experience_guide, experience_import,
                                         experience_list, experience_mask, experience_merge, experience_recommend,
                                         experience_search, experience_stats)
-from kernelpilot.api_configs import (configs_conflicts, configs_export, configs_import, configs_list,
+from kernelpilot.api.configs import (configs_conflicts, configs_export, configs_import, configs_list,
                                      configs_lookup, configs_merge)
-from kernelpilot.api_workload import workload_buckets, workload_capture, workload_ranges
-from kernelpilot.api_skill import skill_install, skill_show
-from kernelpilot.api_kernelbench import KernelBenchResult, kernelbench_frame, kernelbench_run
-from kernelpilot.api_session import (session_finish, session_mask, session_restart, session_start, session_status,
+from kernelpilot.api.workload import workload_buckets, workload_capture, workload_ranges
+from kernelpilot.api.skill import skill_install, skill_show
+from kernelpilot.api.kernelbench import KernelBenchResult, kernelbench_frame, kernelbench_run
+from kernelpilot.api.session import (session_finish, session_mask, session_restart, session_start, session_status,
                                      session_try, session_unmask)
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult

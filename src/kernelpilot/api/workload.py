@@ -1,6 +1,6 @@
 """The workload commands' Python API (``kernelpilot workload ranges|capture|buckets``; issue 26): write a workload
 file from ranges or from a real PyTorch program's calls to the reference, and show how it buckets. ``tune
---workload FILE`` (:func:`kernelpilot.api_search.tune_workload`) then tunes for it."""
+--workload FILE`` (:func:`kernelpilot.api.search.tune_workload`) then tunes for it."""
 
 from __future__ import annotations
 

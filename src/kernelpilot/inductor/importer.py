@@ -14,7 +14,7 @@ from kernelpilot.inductor import CapturedCode, capture_kernel
 from kernelpilot.inductor.convert import convert_capture
 from kernelpilot.options import check_kernel_path, positive
 
-__all__ = ["InductorImport", "import_inductor"]
+__all__ = ["MODES", "InductorImport", "import_inductor"]
 
 #: torch.compile's modes, and kernelpilot's ``max-autotune-triton`` (max-autotune with GEMMs from Inductor's Triton
 #: templates only: :data:`kernelpilot.inductor.capture.TRITON_GEMM_MODE`).
@@ -116,7 +116,7 @@ def import_inductor(kernel: str | Path, *, out: str | Path, ref: str | Path | No
     if validate:
         from kernelpilot.search.isolated import run_isolated
 
-        flags = run_isolated(out, "kernelpilot.api_inductor:_flags_in_worker", interpreted=None, timeout_s=timeout_s)
+        flags = run_isolated(out, "kernelpilot.inductor.importer:_flags_in_worker", interpreted=None, timeout_s=timeout_s)
     n = 1
     for values in conv.tunables.values():
         n *= len(values)

@@ -75,7 +75,7 @@ def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: d
     try:
         with IsolatedKernel(kernel, ref, interpreted=None, timeout_s=timeout_s) as iso:
             return VerifyResult.model_validate_json(
-                iso.call("kernelpilot.api_verify:_verify_in_worker", shape, config, strict))
+                iso.call("kernelpilot.api.verification:_verify_in_worker", shape, config, strict))
     except ScreenRefused as exc:
         return refused("screen", "screened", exc)
     except DeclarationError as exc:
