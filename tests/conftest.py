@@ -1,4 +1,5 @@
-"""Shared test helpers: kernel files written to a temp folder, and the GPU marker's skip."""
+"""Shared test helpers: kernel files written to a temp folder, the GPU marker's skip, and a report page opened
+offline in Chromium."""
 
 from __future__ import annotations
 
@@ -11,6 +12,45 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "src" / "kernelpilot" / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+#: The browser of the report tests: Debian's Chromium, never a Playwright download.
+CHROMIUM = os.environ.get("KERNELPILOT_CHROMIUM", "/usr/bin/chromium")
+
+
+def chromium_args() -> list[str]:
+    """Chromium's flags as scripts/screenshot_report.py launches it (headless, no network services)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("screenshot_report", ROOT / "scripts" / "screenshot_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.CHROMIUM_ARGS)
+
+
+def open_offline(browser, report: Path, *, timeout_ms: int = 30_000):
+    """``report`` (a report.html) opened in a new page of ``browser`` with every non-file request blocked, and what
+    the page did: ``(page, seen)``, ``seen`` holding console errors, page errors, requests, blocked requests and
+    dialogs (dismissed). Waits until the page says its charts are drawn (asserted)."""
+    seen: dict[str, list[str]] = {"console": [], "pageerror": [], "requests": [], "blocked": [], "dialogs": []}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+
+    def route(r):
+        if r.request.url.startswith("file:"):
+            r.continue_()
+        else:
+            seen["blocked"].append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("request", lambda r: seen["requests"].append(r.url))
+    page.on("console", lambda m: seen["console"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["pageerror"].append(str(e)))
+    page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+    page.goto(report.as_uri(), wait_until="load")
+    # the page draws once plotly is decompressed (asynchronous); a selector wait needs no eval, which the page's
+    # CSP refuses
+    page.wait_for_selector("body[data-charts]", state="attached", timeout=timeout_ms)
+    assert page.get_attribute("body", "data-charts") == "drawn", seen
+    return page, seen
 
 
 def has_gpu() -> bool:

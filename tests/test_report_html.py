@@ -17,9 +17,7 @@ download; without it these tests fail and say how to install it (CI installs it 
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,9 +27,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import EXAMPLES, FIXTURES, ROOT, TORCH_KERNEL
+from conftest import CHROMIUM, EXAMPLES, FIXTURES, ROOT, TORCH_KERNEL, chromium_args, open_offline
 
-CHROMIUM = os.environ.get("KERNELPILOT_CHROMIUM", "/usr/bin/chromium")
 DATA = Path(__file__).parent / "data" / "search"
 SCRIPT = ROOT / "scripts" / "screenshot_report.py"
 HOSTILE = '<script>alert(1)</script><img src=x onerror="alert(2)"> & "quoted"'
@@ -46,13 +43,6 @@ FAILING_BODY = '''if (BLOCK, num_warps) == (64, 8):
     out.copy_(x + y)'''
 
 
-def _script_module():
-    spec = importlib.util.spec_from_file_location("screenshot_report", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def browser():
     """One headless Chromium for the module (fails, never skips, when Chromium or Playwright is missing)."""
@@ -64,7 +54,7 @@ def browser():
     except ImportError:
         pytest.fail("playwright is not installed: python3 -m pip install -e '.[test]'")
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=_script_module().CHROMIUM_ARGS)
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=chromium_args())
         yield b
         b.close()
 
@@ -113,42 +103,17 @@ def session_run(tmp_path_factory):
 
 @pytest.fixture
 def browse(browser):
-    """Open a report.html offline (:func:`_open`); every page opened is closed after the test."""
+    """Open a report.html offline (:func:`conftest.open_offline`); every page opened is closed after the test."""
     pages = []
 
     def open_report(report: Path):
-        page, seen = _open(browser, report)
+        page, seen = open_offline(browser, report)
         pages.append(page)
         return page, seen
 
     yield open_report
     for page in pages:
         page.close()
-
-
-def _open(browser, report: Path):
-    """The page loaded offline, with what it did: console errors, page errors, requests, dialogs."""
-    seen: dict[str, list[str]] = {"console": [], "pageerror": [], "requests": [], "blocked": [], "dialogs": []}
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-
-    def route(r):
-        if r.request.url.startswith("file:"):
-            r.continue_()
-        else:
-            seen["blocked"].append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
-    page.on("request", lambda r: seen["requests"].append(r.url))
-    page.on("console", lambda m: seen["console"].append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: seen["pageerror"].append(str(e)))
-    page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
-    page.goto(report.as_uri(), wait_until="load")
-    # the page draws once plotly is decompressed (asynchronous); a selector wait needs no eval, which the page's
-    # CSP refuses
-    page.wait_for_selector("body[data-charts]", state="attached", timeout=30_000)
-    assert page.get_attribute("body", "data-charts") == "drawn", seen
-    return page, seen
 
 
 def _charts(page) -> dict[str, dict]:

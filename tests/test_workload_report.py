@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-import os
 import re
 import shutil
 import sys
@@ -15,15 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CHROMIUM, chromium_args, open_offline
 from kernelpilot import api
 
 REPO = Path(__file__).resolve().parents[1]
 VECTOR_ADD = REPO / "src" / "kernelpilot" / "examples" / "vector_add.py"
 WORKLOAD = [{"shape": {"N": 1024}, "weight": 1}, {"shape": {"N": 1536}, "weight": 2}, {"shape": {"N": 4096}, "weight": 3}]
-CHROMIUM = os.environ.get("KERNELPILOT_CHROMIUM", "/usr/bin/chromium")
-#: as scripts/screenshot_report.py launches it
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -154,25 +150,10 @@ def test_the_page_opens_offline_and_draws_every_cell(run) -> None:
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install -y chromium, or set KERNELPILOT_CHROMIUM)")
     playwright = pytest.importorskip("playwright.sync_api")
     out, result = run
-    seen: dict[str, list[str]] = {"console": [], "pageerror": [], "blocked": []}
     with playwright.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=chromium_args())
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-
-            def route(r):
-                if r.request.url.startswith("file:"):
-                    r.continue_()
-                else:
-                    seen["blocked"].append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("console", lambda m: seen["console"].append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: seen["pageerror"].append(str(e)))
-            page.goto((out / "report.html").as_uri(), wait_until="load")
-            page.wait_for_selector("body[data-charts]", state="attached", timeout=60_000)
-            assert page.get_attribute("body", "data-charts") == "drawn", seen
+            page, seen = open_offline(browser, out / "report.html", timeout_ms=60_000)
             drawn = page.evaluate("""Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
                 id: gd.id, w: gd.getBoundingClientRect().width, h: gd.getBoundingClientRect().height,
                 traces: gd.data.map(t => ({role: t.meta ? t.meta.role : null, z: t.z || null,
