@@ -299,40 +299,58 @@ def node_of(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def components(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one node, largest first (Tarjan, recursive: the graph has
-    a few dozen nodes)."""
+def strongly_connected(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected components with more than one node, in discovery order (Tarjan's algorithm, iterative:
+    the module-level graph of tests/test_layout.py has hundreds of nodes)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
+    on_stack: set[str] = set()
+    out: list[frozenset[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    advanced = True
                     break
-            if len(comp) > 1:
-                out.append(sorted(comp))
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = set()
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    members.add(top)
+                    if top == node:
+                        break
+                if len(members) > 1:
+                    out.append(frozenset(members))
+    return out
 
-    for v in sorted(graph):
-        if v not in index:
-            strong(v)
-    return sorted(out, key=lambda c: (-len(c), c))
+
+def components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """:func:`strongly_connected` as sorted lists, largest first."""
+    return sorted((sorted(c) for c in strongly_connected(graph)), key=lambda c: (-len(c), c))
 
 
 def layer_of(node: str, order: tuple[tuple[str, ...], ...] = TARGET_ORDER) -> int | None:

@@ -7,6 +7,7 @@ gets removed as soon as its module is split or its cycle broken.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from pathlib import Path
 
@@ -105,51 +106,12 @@ def _import_graph() -> dict[str, set[str]]:
 
 
 def _components(graph: dict[str, set[str]]) -> list[frozenset[str]]:
-    """Strongly connected components with more than one module (Tarjan's algorithm, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[frozenset[str]] = []
-    counter = 0
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            advanced = False
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                    advanced = True
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                members = set()
-                while True:
-                    top = stack.pop()
-                    on_stack.discard(top)
-                    members.add(top)
-                    if top == node:
-                        break
-                if len(members) > 1:
-                    out.append(frozenset(members))
-    return out
+    """Strongly connected components with more than one module: scripts/house_counts.py's
+    :func:`strongly_connected` (the layer contract's graph uses the same function)."""
+    spec = importlib.util.spec_from_file_location("house_counts", REPO / "scripts" / "house_counts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.strongly_connected(graph)
 
 
 def _one_cycle(graph: dict[str, set[str]], members: frozenset[str]) -> list[str]:
