@@ -116,6 +116,22 @@ def test_a_key_others_can_read_is_refused(tmp_path):
 # ---------------------------------------------------------------- a live search
 
 
+class AskedRunner(RunnerBase):
+    """A runner that answers every config with one median (ns) and records which configs it was asked for."""
+
+    parallel = 1
+
+    def __init__(self, median_ns: float) -> None:
+        self.median_ns, self.asked = median_ns, []
+
+    def evaluate(self, config, race_against_ns=None):
+        self.asked.append(config)
+        return timed(config["BLOCK"], self.median_ns)
+
+    def ab_samples(self, a, b, n):
+        return None
+
+
 @pytest.mark.parametrize("forge", [five_times_faster_median, five_times_faster_everything],
                          ids=["median-only", "median-and-samples"])
 def test_a_forged_line_is_refused_by_name_and_measured_again_live(tmp_path, forge):
@@ -129,24 +145,13 @@ def test_a_forged_line_is_refused_by_name_and_measured_again_live(tmp_path, forg
     assert "MAC does not match its content" in refused.why  # the signature is checked first, whatever was edited
     assert live.get(cfg(64)).duration_ns == pytest.approx(10_000.0)  # the honest lines are still answered
     # the evaluator measures the refused config again: the runner is asked, the forged time never leads
-    asked = []
-
-    class Runner(RunnerBase):
-        parallel = 1
-
-        def evaluate(self, config, race_against_ns=None):
-            asked.append(config)
-            return timed(config["BLOCK"], 8_100.0)
-
-        def ab_samples(self, a, b, n):
-            return None
-
+    runner = AskedRunner(8_100.0)
     space = SearchSpace({"BLOCK": [64, 128, 256], "num_warps": [4]})
-    ev = Evaluator(space, Runner(), cache=live, ab_samples=0, race=False)
+    ev = Evaluator(space, runner, cache=live, ab_samples=0, race=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CacheLineRefused)
         got = ev(cfg(128))
-    assert asked == [cfg(128)] and not got.cached and got.duration_ns == pytest.approx(8_100.0)
+    assert runner.asked == [cfg(128)] and not got.cached and got.duration_ns == pytest.approx(8_100.0)
     assert EvaluationCache(ctx(), tmp_path / "cache").get(cfg(128)).duration_ns == pytest.approx(8_100.0)
 
 
@@ -329,44 +334,32 @@ def test_a_raced_out_line_is_measured_again_by_a_run_that_does_not_race_it_out(t
     the config in full; a racing run whose incumbent it is clearly slower than races it out again on the stored
     samples; a racing run it is not clearly slower than measures it again. Found on an H100: the workload
     cross-check served an 8-sample raced-out median (47.9 µs against 12.7 µs measured in full) as a config's time."""
-    cache = EvaluationCache(ctx(), tmp_path / "cache")
     slow = [40_000.0 + 500 * i for i in range(8)]
-    cache.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
-                         worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
-    asked = []
-
-    class Runner(RunnerBase):
-        parallel = 1
-
-        def evaluate(self, config, race_against_ns=None):
-            asked.append(config)
-            return timed(config["BLOCK"], 12_000.0)
-
-        def ab_samples(self, a, b, n):
-            return None
-
+    raced = Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
+                       worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns")
     space = SearchSpace({"BLOCK": [64, 128], "num_warps": [4]})
-    plain = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache"), ab_samples=0, race=False)
-    got = plain(cfg(128))
-    assert asked == [cfg(128)] and not got.cached and got.duration_ns == pytest.approx(12_000.0)
-    assert len(got.samples_ns) == 5 and not got.raced_out
 
-    # the same stored line, read by racing runs: clearly slower than a 9 µs incumbent -> raced out again, unmeasured
-    cache2 = EvaluationCache(ctx(), tmp_path / "cache2")
-    cache2.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
-                          worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
-    cache2.put(timed(64, 9_000.0))
-    asked.clear()
-    racing = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache2"), ab_samples=0, race=True)
-    racing(cfg(64))
+    def evaluator(name: str, incumbent_ns: float | None, race: bool) -> tuple[Evaluator, AskedRunner]:
+        """A fresh cache holding the raced-out line (and an incumbent's, measured first), read by a new run."""
+        cache = EvaluationCache(ctx(), tmp_path / name)
+        cache.put(raced)
+        if incumbent_ns is not None:
+            cache.put(timed(64, incumbent_ns))
+        runner = AskedRunner(12_000.0)
+        ev = Evaluator(space, runner, cache=EvaluationCache(ctx(), tmp_path / name), ab_samples=0, race=race)
+        if incumbent_ns is not None:
+            ev(cfg(64))
+        return ev, runner
+
+    plain, runner = evaluator("plain", None, race=False)
+    got = plain(cfg(128))
+    assert runner.asked == [cfg(128)] and not got.cached and got.duration_ns == pytest.approx(12_000.0)
+    assert len(got.samples_ns) == 5 and not got.raced_out
+    # read by racing runs: clearly slower than a 9 µs incumbent -> raced out again on the stored samples, unmeasured
+    racing, runner = evaluator("fast-incumbent", 9_000.0, race=True)
     again = racing(cfg(128))
-    assert asked == [] and again.raced_out and again.cached
+    assert runner.asked == [] and again.raced_out and again.cached
     # not clearly slower than a 41 µs incumbent: measured again in full
-    cache3 = EvaluationCache(ctx(), tmp_path / "cache3")
-    cache3.put(Evaluation(config=cfg(128), status="ok", duration_ns=statistics.median(slow), samples_ns=slow,
-                          worker="cuda:0", message="raced out after 8 samples: median 41750 ns vs incumbent 9000 ns"))
-    cache3.put(timed(64, 41_000.0))
-    racing2 = Evaluator(space, Runner(), cache=EvaluationCache(ctx(), tmp_path / "cache3"), ab_samples=0, race=True)
-    racing2(cfg(64))
-    racing2(cfg(128))
-    assert asked == [cfg(128)]
+    racing, runner = evaluator("slow-incumbent", 41_000.0, race=True)
+    racing(cfg(128))
+    assert runner.asked == [cfg(128)]
