@@ -294,9 +294,15 @@ def test_the_triton_gemm_mode_is_max_autotune_with_cublas_left_out():
     from kernelpilot.api.inductor import MODES
     from kernelpilot.inductor.capture import TRITON_GEMM_MODE, mode_options
 
+    import torch._inductor.config as inductor_config
+
     got = mode_options(TRITON_GEMM_MODE)
     assert got["max_autotune_gemm_backends"] == "TRITON" and TRITON_GEMM_MODE in MODES
-    assert {k: v for k, v in got.items() if k != "max_autotune_gemm_backends"} == list_mode_options("max-autotune", False)
+    # the persistent TMA template is among the choices, under the name this torch's Inductor reads
+    assert got["triton.enable_persistent_tma_matmul"] is True
+    assert isinstance(inductor_config.triton.enable_persistent_tma_matmul, bool)
+    ours = ("max_autotune_gemm_backends", "triton.enable_persistent_tma_matmul")
+    assert {k: v for k, v in got.items() if k not in ours} == list_mode_options("max-autotune", False)
     assert mode_options("default") == list_mode_options("default", False)
 
 
@@ -375,6 +381,60 @@ def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_
         parse_output(_template_capture().codes[0].replace("buf0, 4, 1, 1, stream", "buf0, stream"))
     with pytest.raises(InductorConvertError, match="template kernel with grid type 'Grid1D'"):
         parse_output(_template_capture().codes[0].replace("'grid_type': 'FixedGrid'", "'grid_type': 'Grid1D'"))
+
+
+#: The persistent TMA template's form (torch 2.11's ``triton_persistent_tma_mm.py.jinja`` with Triton's device-side
+#: tensor descriptors): one program per SM-sized slice of the tiles, the host passing ``min(SMs, tiles)`` as the grid;
+#: the body is ours, at 64³ with 32×32×16 tiles.
+_TMA_TEMPLATE = _TEMPLATE.split("def triton_tem_fused_mm_0")[0] + """def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
+    BLOCK_M : tl.constexpr = 32
+    BLOCK_N : tl.constexpr = 32
+    BLOCK_K : tl.constexpr = 16
+    NUM_SMS : tl.constexpr = 3
+    M = 64
+    N = 64
+    K = 64
+    a_desc = tl.make_tensor_descriptor(base=arg_A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(base=arg_B, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(base=out_ptr0, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
+    for tile in tl.range(tl.program_id(0), (M // BLOCK_M) * (N // BLOCK_N), NUM_SMS):
+        rm = (tile // (N // BLOCK_N)) * BLOCK_M
+        rn = (tile % (N // BLOCK_N)) * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            acc += tl.dot(tl.load_tensor_descriptor(a_desc, [rm, k]), tl.load_tensor_descriptor(b_desc, [k, rn]))
+        tl.store_tensor_descriptor(c_desc, [rm, rn], acc.to(tl.bfloat16))
+"""
+
+
+def test_a_persistent_tma_template_converts_checks_and_gets_triton_scratch(tmp_path):
+    """Inductor's persistent TMA template (on in max-autotune-triton) builds tensor descriptors on the device, which
+    on a GPU needs Triton's scratch allocator: the converted file's launcher sets its own before each launch (as
+    Inductor's does), the persistent grid the host passes is kept, and the check passes under the interpreter."""
+    import importlib.util
+
+    from triton.runtime import _allocation
+
+    from kernelpilot import api
+
+    cap = _template_capture()
+    cap = cap.model_copy(update={"codes": [cap.codes[0].replace(_TEMPLATE, _TMA_TEMPLATE)
+                                           .replace("buf0, 4, 1, 1, stream", "buf0, 3, 1, 1, stream")]})
+    assert "make_tensor_descriptor" in cap.codes[0] and ", 3, 1, 1, stream" in cap.codes[0]
+    _write(cap, tmp_path / "mm.py")
+    result = api.check(tmp_path / "mm.py")
+    assert result.passed, result.summary
+    spec = importlib.util.spec_from_file_location("_kp_tma_mm", tmp_path / "mm.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import torch
+    a, b = (torch.randn(64, 64).to(torch.bfloat16) for _ in range(2))
+    c = torch.empty(64, 64, dtype=torch.bfloat16)
+    _allocation._allocator.set(_allocation._NULL_ALLOCATOR)
+    mod.run_kernel(a=a, b=b, c=c, M=64, N=64, K=64, **mod.DEFAULT_CONFIG)  # (its numbers: the check above)
+    assert _allocation._allocator.get() is mod._scratch
+    buf = mod._scratch(128, 64, None)
+    assert (buf.dtype, buf.numel()) == (torch.int8, 128)
 
 
 def test_a_kernelbench_solution_gets_no_half_made_inductor_candidate(tmp_path):

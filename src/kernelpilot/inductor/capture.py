@@ -116,18 +116,24 @@ def _chosen_configs(code: str) -> tuple[dict[str, dict[str, Any] | None], dict[s
 
 #: kernelpilot's own mode: ``max-autotune`` with Inductor's GEMM choices limited to its Triton templates
 #: (``torch._inductor.config.max_autotune_gemm_backends = "TRITON"``; the default, ``"ATEN,TRITON"``, lets cuBLAS win
-#: and leaves no Triton kernel to import).
+#: and leaves no Triton kernel to import), its persistent TMA template among them
+#: (``triton.enable_persistent_tma_matmul``, off by default in torch 2.11; Inductor offers it only where TMA is
+#: available, sm_90 and later): on an H100 the plain template's best at bf16/fp16 4096³ was 1.16x slower than the
+#: tutorial's best config (docs/device-runs/2026-11-26-h100-issue25, third session).
 TRITON_GEMM_MODE = "max-autotune-triton"
+
+#: The config patches :data:`TRITON_GEMM_MODE` adds to ``max-autotune``'s.
+TRITON_GEMM_PATCHES = {"max_autotune_gemm_backends": "TRITON", "triton.enable_persistent_tma_matmul": True}
 
 
 def mode_options(mode: str) -> dict[str, Any]:
     """Inductor's config patches for ``mode``: :func:`torch._inductor.list_mode_options` of a torch.compile mode, or
-    for :data:`TRITON_GEMM_MODE` those of ``max-autotune`` with ``max_autotune_gemm_backends="TRITON"``. Raises
-    whatever ``list_mode_options`` raises for an unknown mode."""
+    for :data:`TRITON_GEMM_MODE` those of ``max-autotune`` with :data:`TRITON_GEMM_PATCHES`. Raises whatever
+    ``list_mode_options`` raises for an unknown mode."""
     from torch._inductor import list_mode_options
 
     if mode == TRITON_GEMM_MODE:
-        return {**list_mode_options("max-autotune", False), "max_autotune_gemm_backends": "TRITON"}
+        return {**list_mode_options("max-autotune", False), **TRITON_GEMM_PATCHES}
     return dict(list_mode_options(mode, False))
 
 

@@ -12,19 +12,29 @@ def _cdiv(n, b):
     return -(n // -b)
 
 
+def _scratch(size, align, stream):
+    """Triton's global scratch allocator (``triton.set_allocator``): device-side tensor descriptors
+    (``tl.make_tensor_descriptor``, Inductor's persistent TMA GEMM template) need ``size`` bytes of it per launch; a
+    fresh int8 buffer on the current CUDA device (the CPU under the interpreter, which asks for none)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda" if torch.cuda.is_available() else "cpu")
+
+
 class _Launcher:
     """One kernel launched as Inductor's launcher does, at a config of this file: ``.run(*args, stream=...)`` takes
     the kernel's arguments less its block sizes (``params``), in order; the grid is Inductor's for ``grid_type``
     (torch._inductor.runtime.triton_heuristics: ``Grid1D`` (ceildiv(xnumel, XBLOCK),), ``Grid2D`` adds
     ceildiv(ynumel, YBLOCK), ``Grid3D`` ceildiv(znumel, ZBLOCK); an axis without its block in the config: its numel;
     ``FixedGrid``, a template's: the values the host code passes after the kernel's arguments).
-    The launch goes to the current stream, the one whose handle Inductor's code passes as ``stream``."""
+    Before each launch it sets :func:`_scratch` as Triton's allocator, which kernels that build tensor descriptors on
+    the device need. The launch goes to the current stream, the one whose handle Inductor's code passes as ``stream``."""
 
     def __init__(self, fn, params, grid_type, blocks, num_warps, num_stages):
         self.fn, self.params, self.grid_type, self.blocks = fn, params, grid_type, blocks
         self.num_warps, self.num_stages = num_warps, num_stages
 
     def run(self, *args, stream=None):
+        if hasattr(triton, "set_allocator"):  # as Inductor's launcher does before every launch
+            triton.set_allocator(_scratch)
         if self.grid_type == "FixedGrid":
             n = len(self.params)
             self.fn[tuple(args[n:])](*args[:n], **self.blocks, num_warps=self.num_warps, num_stages=self.num_stages)
