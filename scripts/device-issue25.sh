@@ -5,9 +5,12 @@
 #   bash scripts/device-issue25.sh table K...   # benchmarks/search/table.py over the given kernel files
 #   bash scripts/device-issue25.sh lanes        # on a machine of 4 GPUs: the issue's table, one lane of kernels
 #                                               # per GPU (CUDA_VISIBLE_DEVICES), side by side
-#   bash scripts/device-issue25.sh big          # the 10,800-config space: a long exhaustive tune over every GPU
-#                                               # of the machine (its cache comes back), then optimize at 25 % of
-#                                               # its wall on one GPU
+#   bash scripts/device-issue25.sh x4a          # on 4 GPUs, side by side: GPU 0 the tutorial matmul row (Inductor
+#                                               # candidate with its persistent TMA template); GPU 1 and 2 the
+#                                               # exhaustive tunes of the matmul example (1162) and torchao int8 mm
+#                                               # (960), cut at the call's end with SIGTERM (their --out folders come
+#                                               # back as ex-*.tgz; `x4b` resumes them); GPU 3 the GPU-marked tests
+#   bash scripts/device-issue25.sh x4b          # resume the exhaustive tunes carried in .dev26/ex-*/ (GPU 1, 2)
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -21,7 +24,7 @@ EX=src/kernelpilot/examples
 keep() {
   (cd /tmp/kp-table && tar czf "$OUT/runs.tgz" *.log --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
      --exclude='tc-*' --exclude='ic-*' opt-*/run.json opt-*/final_report.md opt-*/skipped.jsonl opt-*/benchmark.md \
-     opt-*/inductor/import.json opt-*/inductor/tune/tune.md opt-*/*.log 2>/dev/null)
+     opt-*/inductor/import.json opt-*/inductor/capture*.json opt-*/inductor/tune/tune.md opt-*/*.log 2>/dev/null)
   ls -la "$OUT"
 }
 case "$stage" in
@@ -85,6 +88,30 @@ g1|g2|g3|g4|g5|g6)  # one kernel at a time, each given what the call has left (T
       python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_inductor_import.py 2>&1 | tail -n 4 ;;
   esac
   keep; for f in /tmp/kp-table/opt-*.log; do echo "== $f"; tail -n 4 "$f"; done ;;
+x4a|x4b)
+  ex() {  # ex GPU KERNEL NAME: the exhaustive tune (x4a: fresh; x4b: --resume the folder carried in .dev26)
+    local dir=/tmp/ex-$3 left=$(( ${CALL_S:-570} - SECONDS - 25 ))
+    if [ "$stage" = x4b ]; then rm -rf "$dir"; cp -r ".dev26/ex-$3" "$dir"
+      CUDA_VISIBLE_DEVICES=$1 timeout $left python3 -m kernelpilot.cli tune --resume "$dir" --json > "$dir.json" 2> "$dir.log"
+    else
+      CUDA_VISIBLE_DEVICES=$1 timeout $left python3 -m kernelpilot.cli tune "$2" --strategy exhaustive --no-cache \
+        --out "$dir" --json > "$dir.json" 2> "$dir.log"
+    fi
+    echo "-- exhaustive $3 rc=$? after $SECONDS s" >> "$dir.log"
+    tar czf "$OUT/ex-$3.tgz" -C /tmp "ex-$3" "ex-$3.json" "ex-$3.log"
+  }
+  ( ex 1 $EX/matmul.py matmul ) &
+  ( ex 2 benchmarks/library/torchao_int8_mm.py torchao_int8_mm ) &
+  if [ "$stage" = x4a ]; then
+    ( CUDA_VISIBLE_DEVICES=3 timeout $(( ${CALL_S:-570} - 20 )) python3 -m pytest -q -m gpu -p no:cacheprovider \
+        --durations=20 tests > "$OUT/gputests.log" 2>&1; echo "-- gpu tests rc=$? after $SECONDS s" >> "$OUT/gputests.log" ) &
+    ( export CUDA_VISIBLE_DEVICES=0; rm -rf /tmp/kp-table/opt-triton_tutorial_matmul
+      python3 benchmarks/search/table.py benchmarks/library/triton_tutorial_matmul.py --skip-exhaustive \
+        --timeout-s $(( ${CALL_S:-570} - 40 )) --out /tmp/kp-table --json-out "$OUT/rows.jsonl" > /tmp/row.log 2>&1
+      echo "-- row rc=$? after $SECONDS s" >> /tmp/row.log; keep > /dev/null; cp /tmp/row.log "$OUT/" ) &
+  fi
+  wait
+  for f in /tmp/ex-*.log /tmp/row.log "$OUT/gputests.log"; do echo "== $f"; tail -n 6 "$f"; done ;;
 peers)
   timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --tools "${2:-}" --out /tmp/kp-peers \
     --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
