@@ -384,13 +384,13 @@ def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_
 
 
 #: The persistent TMA template's form (torch 2.11's ``triton_persistent_tma_mm.py.jinja`` with Triton's device-side
-#: tensor descriptors): one program per SM-sized slice of the tiles, the host passing ``min(SMs, tiles)`` as the grid;
+#: tensor descriptors): NUM_SMS programs stride over the tiles, the host passing ``min(NUM_SMS, tiles)`` as the grid;
 #: the body is ours, at 64³ with 32×32×16 tiles.
 _TMA_TEMPLATE = _TEMPLATE.split("def triton_tem_fused_mm_0")[0] + """def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
     BLOCK_M : tl.constexpr = 32
     BLOCK_N : tl.constexpr = 32
     BLOCK_K : tl.constexpr = 16
-    NUM_SMS : tl.constexpr = 3
+    NUM_SMS : tl.constexpr = 8
     M = 64
     N = 64
     K = 64
@@ -418,11 +418,19 @@ def test_a_persistent_tma_template_converts_checks_and_gets_triton_scratch(tmp_p
     from kernelpilot import api
 
     cap = _template_capture()
-    cap = cap.model_copy(update={"codes": [cap.codes[0].replace(_TEMPLATE, _TMA_TEMPLATE)
-                                           .replace("buf0, 4, 1, 1, stream", "buf0, 3, 1, 1, stream")]})
-    assert "make_tensor_descriptor" in cap.codes[0] and ", 3, 1, 1, stream" in cap.codes[0]
-    _write(cap, tmp_path / "mm.py")
+    cap = cap.model_copy(update={"codes": [cap.codes[0].replace(_TEMPLATE, _TMA_TEMPLATE)]})
+    # the host's grid is Inductor's: min(NUM_SMS, tiles) = 4 programs for its four 32 x 32 tiles
+    assert "make_tensor_descriptor" in cap.codes[0] and ", 4, 1, 1, stream" in cap.codes[0]
+    conv = _write(cap, tmp_path / "mm.py")
+    # persistent (NUM_SMS in its body): its tiles are tunables too, the launch is NUM_SMS programs
+    assert conv.tunables == {"BLOCK_M_0": [16, 32, 64], "BLOCK_N_0": [16, 32, 64], "BLOCK_K_0": [16, 32],
+                             "num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
+    assert conv.constraints == [] and "programs=8" in conv.text
     result = api.check(tmp_path / "mm.py")
+    assert result.passed, result.summary
+    # tiles other than Inductor's: 8 tiles of 16 x 32, which the host's 4 programs striding by 8 would half miss
+    other = {**conv.default_config, "BLOCK_M_0": 16, "BLOCK_N_0": 32, "BLOCK_K_0": 32}
+    result = api.check(tmp_path / "mm.py", config=other)
     assert result.passed, result.summary
     spec = importlib.util.spec_from_file_location("_kp_tma_mm", tmp_path / "mm.py")
     mod = importlib.util.module_from_spec(spec)
@@ -435,6 +443,21 @@ def test_a_persistent_tma_template_converts_checks_and_gets_triton_scratch(tmp_p
     assert _allocation._allocator.get() is mod._scratch
     buf = mod._scratch(128, 64, None)
     assert (buf.dtype, buf.numel()) == (torch.int8, 128)
+
+
+def test_the_persistent_tma_template_max_autotune_triton_chose_on_an_h200_is_read():
+    """The capture of Triton's matmul tutorial's reference on an H200 (torch 2.11, max-autotune-triton with the
+    persistent TMA template on): max-autotune chose the persistent template (128 x 256 x 64 tiles, 8 warps, 3
+    stages, NUM_SMS 132); its tiles move into the signature and the space is around that choice."""
+    cap = CapturedCode.model_validate_json((DATA / "triton_tutorial_matmul-persistent-tma-h200.json").read_text())
+    (k,) = parse_output(cap.codes[0]).kernels
+    assert (k.kind, k.persistent_sms, k.blocks) == ("template", 132, ["BLOCK_M", "BLOCK_N", "BLOCK_K"])
+    assert "BLOCK_M : tl.constexpr" not in k.source and "BLOCK_K: tl.constexpr):" in k.source
+    assert "make_tensor_descriptor" in k.source
+    conv = convert_capture(cap, "/nonexistent/kernel.py")
+    assert conv.default_config == {"BLOCK_M_0": 128, "BLOCK_N_0": 256, "BLOCK_K_0": 64, "num_warps_0": 8,
+                                   "num_stages_0": 3}
+    assert conv.tunables["BLOCK_N_0"] == [128, 256] and conv.tunables["BLOCK_K_0"] == [32, 64, 128]
 
 
 def test_a_kernelbench_solution_gets_no_half_made_inductor_candidate(tmp_path):

@@ -13,7 +13,8 @@ candidate, with where it came from.
 
 Where the default compile generated no Triton kernel because a GEMM went to cuBLAS (``extern_kernels.mm``), the
 candidate is captured again with Inductor's GEMM choices limited to its Triton templates (mode
-``max-autotune-triton``: max-autotune with ``max_autotune_gemm_backends="TRITON"``), both captures kept in
+``max-autotune-triton``: max-autotune with ``max_autotune_gemm_backends="TRITON"`` and the persistent TMA template
+on), both captures kept in
 ``RUN/inductor/``. Where there is still no Triton kernel, ``final.inductor.status`` says so and the search's best
 stays.
 """

@@ -132,8 +132,9 @@ def _run_kernel(cap: CapturedCode, names: list[str], handed: dict[str, bool], pa
         s = spaces[k.name]
         i = list(spaces).index(k.name)
         blocks = "{" + ", ".join(f"{b!r}: {t}" for b, t in s.blocks.items()) + "}"
+        programs = f", programs={k.persistent_sms}" if k.persistent_sms is not None else ""
         launchers.append(f"        {k.name!r}: _Launcher({k.name}, {k.params!r}, {k.grid_type!r}, {blocks}, "
-                         f"num_warps_{i}, num_stages_{i}),")
+                         f"num_warps_{i}, num_stages_{i}{programs}),")
     outs = ", ".join(n if handed.get(n) else "None" for n in names)
     lines += [f"    h = _Host({cap.arg_names[0]}.device, [{outs}], {{", *launchers, "    })",
               f"    got = call([{', '.join(cap.arg_names)}], h)"]

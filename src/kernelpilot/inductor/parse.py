@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kernelpilot.inductor.errors import InductorConvertError, NoTritonKernel
 
-__all__ = ["BLOCK_PARAMS", "GRID_TYPES", "KINDS", "InductorKernel", "ParsedOutput", "parse_output"]
+__all__ = ["BLOCK_PARAMS", "GRID_TYPES", "KINDS", "TILE_PARAMS", "InductorKernel", "ParsedOutput", "parse_output"]
 
 #: Launch parameters Inductor's configs set as constexpr kernel arguments (``triton.Config`` kwargs).
 BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
@@ -29,6 +29,9 @@ GRID_TYPES = ("Grid1D", "Grid2D", "Grid3D", "FixedGrid")
 #: ``template`` (Inductor's GEMM and convolution templates, chosen by max-autotune) fixes its tile sizes in its body
 #: and takes a fixed grid; its warps and stages are in the decorator.
 KINDS = ("pointwise", "reduction", "persistent_reduction", "template")
+#: A persistent template's tile sizes, fixed in its body by Inductor; the converter makes them constexpr arguments
+#: (see :attr:`InductorKernel.persistent_sms`).
+TILE_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 
 _HOST_RENAMES = ((r"\bempty_strided_cuda\(", "_h.empty("), (r"\btorch\.cuda\._DeviceGuard\(", "_h.guard("),
                  (r"\btorch\.cuda\.set_device\(", "_h.set_device("), (r"\bget_raw_stream\(", "_h.stream("))
@@ -47,7 +50,12 @@ class InductorKernel:
         fixed_blocks: block sizes the body fixes (``R0_BLOCK: tl.constexpr = 1024`` in a persistent reduction).
         size_hints: ``{"x": numel, "r0_": numel, ...}`` from the decorator. imports: the kernel module's imports.
         grid_args: how many grid values ``.run`` passes after ``params`` (a ``FixedGrid`` template's; else 0).
-        launch: a template's own ``{"kwargs": {}, "num_warps", "num_stages"}`` from its decorator (else None).
+        launch: a template's own ``{"kwargs": {}, "num_warps", "num_stages"}`` from its decorator (else None); a
+            persistent template's kwargs hold its tile sizes.
+        persistent_sms: a persistent template's ``NUM_SMS`` (torch 2.11's ``triton_persistent_tma_mm`` and
+            ``triton_persistent_mm``: ``NUM_SMS`` programs stride over every tile, so any tile size covers the output
+            with ``NUM_SMS`` programs): its tile sizes (:data:`TILE_PARAMS`) are moved from the body into the
+            signature as constexpr arguments and are in ``blocks``; None for any other kernel.
     """
 
     name: str
@@ -61,6 +69,7 @@ class InductorKernel:
     imports: list[str] = field(default_factory=list)
     grid_args: int = 0
     launch: dict | None = None
+    persistent_sms: int | None = None
 
 
 @dataclass
@@ -135,10 +144,44 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     lines = module_src.splitlines()
     body = "\n".join(lines[fn.lineno - 1:fn.end_lineno])
     imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    blocks = [a for a in args if a in BLOCK_PARAMS]
+    consts = _body_constexprs(fn) if kind == "template" else {}
+    sms = consts.get("NUM_SMS")
+    if launch is not None and sms is not None and all(t in consts for t in TILE_PARAMS):
+        body = _tiles_to_arguments(name, body)
+        blocks, launch = list(TILE_PARAMS), {**launch, "kwargs": {t: consts[t] for t in TILE_PARAMS}}
+    else:
+        sms = None
     return InductorKernel(name=name, kind=kind, grid_type=grid_type, source="@triton.jit\n" + body,
-                          params=[a for a in args if a not in BLOCK_PARAMS], blocks=[a for a in args if a in BLOCK_PARAMS],
+                          params=[a for a in args if a not in BLOCK_PARAMS], blocks=blocks,
                           fixed_blocks=fixed, size_hints={str(k): int(v) for k, v in size_hints.items()}, imports=imports,
-                          grid_args=grid_args, launch=launch)
+                          grid_args=grid_args, launch=launch, persistent_sms=sms)
+
+
+def _body_constexprs(fn: ast.FunctionDef) -> dict[str, int]:
+    """``NAME : tl.constexpr = <int>`` statements at the top of a kernel's body (a template's fixed parameters)."""
+    found: dict[str, int] = {}
+    for node in fn.body:
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and "constexpr" in
+                ast.unparse(node.annotation) and isinstance(node.value, ast.Constant)
+                and type(node.value.value) is int):
+            found[node.target.id] = node.value.value
+    return found
+
+
+def _tiles_to_arguments(name: str, body: str) -> str:
+    """A persistent template's ``def`` with its :data:`TILE_PARAMS` moved from body statements to constexpr
+    arguments at the end of its signature (raises InductorConvertError where the text is not as expected)."""
+    head = re.search(rf"def {re.escape(name)}\((.*?)\):", body, re.S)
+    gone = [re.compile(rf"^[ \t]*{t}[ \t]*:[ \t]*tl\.constexpr[ \t]*=[ \t]*\d+[ \t]*\n", re.M) for t in TILE_PARAMS]
+    if head is None or any(len(g.findall(body)) != 1 for g in gone):
+        raise InductorConvertError(f"{name}: its tile sizes are not one `NAME : tl.constexpr = N` line each",
+                                   "report the torch version; the converter knows torch 2.11's persistent templates")
+    for g in gone:
+        body = g.sub("", body, count=1)
+    params = head.group(1).rstrip().rstrip(",")
+    tiles = ", ".join(f"{t}: tl.constexpr" for t in TILE_PARAMS)
+    return body.replace(head.group(0), f"def {name}({params}, {tiles}):", 1)
 
 
 def _host_nodes(tree: ast.Module) -> list[ast.stmt]:

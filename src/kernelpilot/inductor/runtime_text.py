@@ -24,20 +24,23 @@ class _Launcher:
     the kernel's arguments less its block sizes (``params``), in order; the grid is Inductor's for ``grid_type``
     (torch._inductor.runtime.triton_heuristics: ``Grid1D`` (ceildiv(xnumel, XBLOCK),), ``Grid2D`` adds
     ceildiv(ynumel, YBLOCK), ``Grid3D`` ceildiv(znumel, ZBLOCK); an axis without its block in the config: its numel;
-    ``FixedGrid``, a template's: the values the host code passes after the kernel's arguments).
+    ``FixedGrid``, a template's: the values the host code passes after the kernel's arguments, computed for
+    Inductor's tiles; a persistent template whose tiles are tunables: ``programs`` (its ``NUM_SMS``) programs, which
+    stride over the tiles of any tile size).
     Before each launch it sets :func:`_scratch` as Triton's allocator, which kernels that build tensor descriptors on
     the device need. The launch goes to the current stream, the one whose handle Inductor's code passes as ``stream``."""
 
-    def __init__(self, fn, params, grid_type, blocks, num_warps, num_stages):
+    def __init__(self, fn, params, grid_type, blocks, num_warps, num_stages, programs=None):
         self.fn, self.params, self.grid_type, self.blocks = fn, params, grid_type, blocks
-        self.num_warps, self.num_stages = num_warps, num_stages
+        self.num_warps, self.num_stages, self.programs = num_warps, num_stages, programs
 
     def run(self, *args, stream=None):
         if hasattr(triton, "set_allocator"):  # as Inductor's launcher does before every launch
             triton.set_allocator(_scratch)
         if self.grid_type == "FixedGrid":
             n = len(self.params)
-            self.fn[tuple(args[n:])](*args[:n], **self.blocks, num_warps=self.num_warps, num_stages=self.num_stages)
+            grid = tuple(args[n:]) if self.programs is None else (self.programs, 1, 1)
+            self.fn[grid](*args[:n], **self.blocks, num_warps=self.num_warps, num_stages=self.num_stages)
             return
         named = dict(zip(self.params, args))
         grid = [_cdiv(named["xnumel"], self.blocks.get("XBLOCK", 1))]

@@ -8,7 +8,11 @@ power of two) and by Inductor's own block limits (``torch._inductor.runtime.hint
 Y and Z 1024, R0 65536, R1 32768), plus every value of Inductor's own config list within that window. A persistent
 reduction's R0 block is fixed in its body and is no tunable; so are a template's tile sizes (its grid, computed by
 Inductor's host code, depends on them): a template tunes ``num_warps_i`` (the same window) and ``num_stages_i``
-(Inductor's and its neighbours), from the warps and stages max-autotune chose. For a kernel of two or more block sizes (the fixed ones
+(Inductor's and its neighbours), from the warps and stages max-autotune chose. A persistent template
+(:attr:`~kernelpilot.inductor.parse.InductorKernel.persistent_sms`: its grid does not depend on its tiles) also tunes
+its tiles ``BLOCK_M_i``, ``BLOCK_N_i``, ``BLOCK_K_i``: powers of two within ``2**spread`` of Inductor's, from 16 to
+256 (Inductor's own GEMM configs stay within that range: torch/_inductor/template_heuristics/triton.py), with no
+tile constraint (a tile too large for shared memory or registers is pruned when compiled). For a kernel of two or more block sizes (the fixed ones
 included) a constraint keeps its tile (their product) at most four times the default's and at most 2**20 elements (Triton's
 largest tensor, ``TRITON_MAX_TENSOR_NUMEL``).
 """
@@ -77,9 +81,13 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
     tunables: dict[str, list[int]] = {}
     default: dict[str, int] = {}
     blocks: dict[str, str] = {}
+    tiles = (k.launch or {}).get("kwargs", {}) if k.persistent_sms is not None else {}
     for b in k.blocks:
         name = f"{b}_{i}"
-        value = int(cfg["kwargs"].get(b, 1))
+        value = int(cfg["kwargs"].get(b, tiles.get(b, 1)))
+        if b in tiles:
+            tunables[name], default[name], blocks[b] = _window(value, spread, 16, 256), value, name
+            continue
         hi = min(_MAX_BLOCK[b], _pow2_at_least(k.size_hints.get(_AXIS[b], _MAX_BLOCK[b])))
         vals = set(_window(value, spread, 1, hi))
         vals |= {int(c["kwargs"][b]) for c in listed if b in c.get("kwargs", {})
@@ -94,7 +102,7 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
                                    else sorted({1, 2, stages}))
     default[f"num_stages_{i}"] = stages
     constraints: list[str] = []
-    if len(blocks) + len(k.fixed_blocks) >= 2 and blocks:  # one block alone: the window bounds it
+    if len(blocks) + len(k.fixed_blocks) >= 2 and blocks and not tiles:  # one block alone: the window bounds it
         fixed = 1
         for v in k.fixed_blocks.values():
             fixed *= v
