@@ -11,6 +11,10 @@
 #                                               # (960), cut at the call's end with SIGTERM (their --out folders come
 #                                               # back as ex-*.tgz; `x4b` resumes them); GPU 3 the GPU-marked tests
 #   bash scripts/device-issue25.sh x4b          # resume the exhaustive tunes carried in .dev26/ex-*/ (GPU 1, 2)
+#   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
+#                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
+#                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
+#                                               # exhaustive tune over both
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -112,6 +116,24 @@ x4a|x4b)
   fi
   wait
   for f in /tmp/ex-*.log /tmp/row.log "$OUT/gputests.log"; do echo "== $f"; tail -n 6 "$f"; done ;;
+x4c)
+  row() {  # row GPU KERNEL MAX_S [x]: one table row on one GPU, given at most what the call has left
+    local left=$(( ${CALL_S:-570} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
+    [ $t -lt 60 ] && { echo "-- skipped $2: ${left} s left"; return; }
+    rm -rf "/tmp/kp-table/opt-$(basename "$2" .py)"
+    CUDA_VISIBLE_DEVICES=$1 python3 benchmarks/search/table.py "$2" ${4:+--skip-exhaustive} --timeout-s $t \
+      --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
+  }
+  ( row 0 benchmarks/library/triton_tutorial_matmul.py 260 x; row 0 benchmarks/library/torchao_int8_mm.py 330 x
+    ) > "$OUT/lane0.log" 2>&1 &
+  ( row 1 $EX/matmul.py 290 ) > "$OUT/lane1.log" 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=2,3 timeout $(( ${CALL_S:-570} - 25 )) python3 -m kernelpilot.cli tune \
+      benchmarks/library/torchao_int8_mm.py --strategy exhaustive --no-cache --out /tmp/ex-torchao_int8_mm --json \
+      > /tmp/ex-torchao_int8_mm.json 2> /tmp/ex-torchao_int8_mm.log
+    echo "-- exhaustive torchao rc=$? after $SECONDS s" >> /tmp/ex-torchao_int8_mm.log
+    tar czf "$OUT/ex-torchao_int8_mm.tgz" -C /tmp ex-torchao_int8_mm ex-torchao_int8_mm.json ex-torchao_int8_mm.log ) &
+  wait; keep > /dev/null
+  for f in "$OUT"/lane*.log /tmp/ex-*.log; do echo "== $f"; tail -n 8 "$f"; done ;;
 peers)
   timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --tools "${2:-}" --out /tmp/kp-peers \
     --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;
