@@ -20,11 +20,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
+from kernelpilot.errors import KernelpilotError
 from kernelpilot.records.evaluation import Evaluation, Status
 from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.versions.measure import ab_files, open_worker, same_check_problem
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
 
 __all__ = ["KERNEL_SUFFIXES", "VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
            "version_of", "version_space"]
@@ -91,7 +95,7 @@ class VersionRunner(RunnerBase):
         #: each evaluated version's starting config (its file's ``DEFAULT_CONFIG``), by index
         self.configs: dict[int, dict[str, Any]] = {}
         #: why an A/B of a version failed (its KernelpilotError), by the version's index
-        self.ab_errors: dict[int, Any] = {}
+        self.ab_errors: dict[int, KernelpilotError] = {}
 
     @classmethod
     def for_session(cls, root: Path, state: Any, roofline: Any, *, timeout_s: float,
@@ -124,8 +128,6 @@ class VersionRunner(RunnerBase):
         """Evaluate the version ``config`` names in its own worker (no racing: a version is timed in full).
         ``records`` holds the worker's ``correctness``/``timing`` records, ``kernel_config`` (the file's default
         config) and, for a failure only a session has, ``session_status``. Never raises for the version's faults."""
-        from kernelpilot.errors import KernelpilotError
-
         del race_against_ns
         t0, index = time.monotonic(), version_of(config)
         try:
@@ -156,8 +158,6 @@ class VersionRunner(RunnerBase):
         the same inputs in the worker of whichever was evaluated here (the other's file is loaded beside it). None
         when neither has a worker here, or the timing failed (the error is kept in :attr:`ab_errors` under the
         version that was evaluated)."""
-        from kernelpilot.errors import KernelpilotError
-
         ia, ib = version_of(a), version_of(b)
         here, other, swapped = (ia, ib, False) if ia in self.configs else (ib, ia, True)
         if here not in self.configs:
@@ -169,6 +169,10 @@ class VersionRunner(RunnerBase):
             self.ab_errors[here] = exc
             return None
         return (theirs, mine) if swapped else (mine, theirs)
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """Why the A/B of the version ``config`` names failed in its worker (kept by :meth:`ab_samples`), or None."""
+        return self.ab_errors.get(version_of(config))
 
     def close(self) -> None:
         """Stop every version's worker."""
@@ -186,7 +190,7 @@ class SampledOnce(RunnerBase):
         runner: the wrapped runner. samples: (key of a, key of b) -> (a's samples, b's samples), ns.
     """
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.samples: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
 
@@ -218,6 +222,10 @@ class SampledOnce(RunnerBase):
         if got:
             self.samples[(ka, kb)] = (list(got[0]), list(got[1]))
         return got
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """The wrapped runner's."""
+        return self.runner.ab_error(config)
 
     def close(self) -> None:
         """Close the wrapped runner."""

@@ -156,7 +156,7 @@ class SessionRecorder(RecorderBase):
                 continue
             cmp = compare_ab(runner, ev.config, version_config(other), n)
             if cmp is None:
-                exc = getattr(getattr(runner, "runner", runner), "ab_errors", {}).get(index)
+                exc = runner.ab_error(ev.config)
                 return _invalid(index, parent, hyp, getattr(exc, "failure", None) or "runtime_error",
                                 f"A/B timing failed: {exc.message if exc is not None else 'no samples'}", expects,
                                 before)
