@@ -200,7 +200,7 @@ def _evidence(s: Session, recorder: Any) -> Any:
                            max_profiles=0 if s.prior or search_first(s.strategy) else NCU_PROFILES_IN_SEARCH,
                            log=s.log)
     evidence.metrics = s.metrics_of
-    env_ncu = getattr(s.env, "ncu", None)
+    env_ncu = s.env.ncu if s.env is not None else None
     if env_ncu is not None and env_ncu.counters_readable is False:
         evidence.disable(f"profiling disabled: {env_ncu.counters_detail}")
         s.log(evidence.disabled)

@@ -163,7 +163,7 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     elif cfg is not None and cfg.config != out.config:
         problems.append(Problem(file=f"{v}/outcome.json", problem=f"config {out.config} is not config.json's "
                                 f"{cfg.config}", fix=fix))
-    replayed = getattr(info, "mode", "") == "replay" or out.cached
+    replayed = (info is not None and info.mode == "replay") or out.cached
     if out.ok and not replayed:
         if corr is None and not (run / v / "correctness.json").is_file():
             problems.append(Problem(file=f"{v}/correctness.json", problem="missing for a version that ran correctly",

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 
+from kernelpilot.backends.binary.models import StaticFailure
 from kernelpilot.cli.common import out, table
 
 
 def no_worker_failure(results: list[Any]) -> bool:
     """False when a config's worker exited, crashed or hung (the kernel file misbehaved: the command exits 1);
     compile and resource failures are results, not faults of the command."""
-    return not any(getattr(r, "stage", None) == "worker" for r in results)
+    return not any(isinstance(r, StaticFailure) and r.stage == "worker" for r in results)
 
 
 def _fmt_widths(widths: dict[Any, int]) -> str:
@@ -139,7 +140,7 @@ def pipelines(result: dict[str, Any]) -> None:
     """``pipeline``: one table per config (ratio, shared memory per stage, cliffs, advice); a failed config in one
     line."""
     for r in result["reports"]:
-        if getattr(r, "status", None) == "failed":
+        if isinstance(r, StaticFailure):
             out.print(f"[bold]{_config_text(r.config)}[/]: [red]{r.stage} failed[/] {r.error_type}: "
                       f"{r.message.splitlines()[0] if r.message else ''}")
             continue

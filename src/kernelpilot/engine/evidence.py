@@ -140,7 +140,8 @@ class NcuEvidence:
         self.metrics[ev.key] = metrics
         if self.on_metrics is not None:
             self.on_metrics(ev, metrics, [k.kernel_name for k in kernels])
-        check = confirm_floor_bytes(getattr(self.fallback.roofline, "bytes_moved", None), kernels)
+        roofline = self.fallback.roofline
+        check = confirm_floor_bytes(roofline.bytes_moved if roofline is not None else None, kernels)
         if check.verdict == "over_counted":
             self.log(f"  {what}: {check.message}")
         return _with_card(ev, card_from_metrics(metrics, verdict), self.kernel, floor_check=check.model_dump())

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport
 from kernelpilot.engine.seams import PrunerBase
 from kernelpilot.records.evaluation import config_key
 
@@ -259,9 +260,10 @@ class CompileAhead(PrunerBase):
         if i is not None and i not in self._started and self.timeout_s is not None:
             self._todo.appendleft(i)
 
-    def _record(self, key: str, res: Any) -> None:
+    def _record(self, key: str, res: StaticReport | StaticFailure) -> None:
         why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
-        if self.compute_unit and getattr(res, "opcode_counts", None) and self.declaration is None:
+        failed = isinstance(res, StaticFailure)
+        if self.compute_unit and not failed and res.opcode_counts and self.declaration is None:
             from kernelpilot.errors import DeclarationError
             from kernelpilot.kernels.compute_unit import check_unit_sass
 
@@ -271,13 +273,13 @@ class CompileAhead(PrunerBase):
             except DeclarationError as exc:
                 self.declaration = exc
         with self._cv:
-            self.report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
-            if not hasattr(res, "stage"):
+            self.report.compile_s += float(res.compile_s or 0.0)
+            if not failed:
                 self.report.static[key] = {"registers_per_thread": res.registers_per_thread, "spills": res.n_spills,
                                            "shared_bytes": res.shared_mem_bytes,
                                            "occupancy_pct": res.occupancy.occupancy_pct if res.occupancy else None}
             if why is not None:
-                if getattr(res, "stage", None) == "worker":
+                if failed and res.stage == "worker":
                     self.failures[key] = why[0]
                 self._reasons[why[0]] += 1
                 self.report.pruned[key] = f"{why[0]}: {why[1]}"

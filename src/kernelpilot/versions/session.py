@@ -165,7 +165,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     env = collect_env(probe_ncu=profile and ctx.device == "cuda")
     write_json(root / "env.json", env)
     write_text(root / "env.md", render_env_md(env))
-    cc = getattr(env.gpu, "compute_capability", None) if env.gpu else None
+    cc = env.gpu.compute_capability if env.gpu else None
     arch = f"sm_{str(cc).replace('.', '')}" if cc else None
     # a series' files are often named v0.py, v1.py ...: the session is then named after their folder
     name = kf.path.parent.name if re.fullmatch(r"v\d+", kf.name) else kf.name
