@@ -40,6 +40,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
+from kernelpilot.errors import OptionError, SearchError
 from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.integrity import HistoryCheck, check_history
 from kernelpilot.records.samples import unpack_samples
@@ -124,9 +125,11 @@ def _read(run: Path, rel: str, problems: list[Problem], tracked: set[str]) -> An
         parse = model.model_validate
     try:
         return parse(data)
-    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+    except (ValidationError, ValueError, TypeError, KeyError, OptionError, SearchError) as exc:
+        # OptionError / SearchError: a stored option out of range (the options models' own range checks)
         first = str(exc).splitlines()
-        where = " ".join(first[1:3]).strip() if len(first) > 1 else first[0]
+        where = exc.message if isinstance(exc, (OptionError, SearchError)) else (
+            " ".join(first[1:3]).strip() if len(first) > 1 else first[0])
         problems.append(Problem(file=rel, problem=f"does not match the {model.__name__} schema: {where}", fix=fix))
         return None
 
