@@ -1,6 +1,6 @@
 """Versions as the Evaluator's candidates: a session's candidate is a kernel *file*, not a config.
 
-A session evaluates ``vN/kernel.py`` (or ``.cu``) through the one
+A session evaluates ``vN/kernel.py`` (or another back end's file, e.g. ``.cu``) through the one
 :class:`~kernelpilot.engine.evaluator.Evaluator`, like ``optimize`` evaluates configs. The candidate is the config
 ``{"version": N}`` (:func:`version_config`) in a one-tunable space of the session's versions
 (:func:`version_space`); :class:`VersionRunner` is the :class:`~kernelpilot.engine.runner.Runner` that turns it into
@@ -30,17 +30,18 @@ from kernelpilot.versions.measure import ab_files, open_worker, same_check_probl
 if TYPE_CHECKING:
     from kernelpilot.engine.runner import Runner
 
-__all__ = ["KERNEL_SUFFIXES", "VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
+__all__ = ["VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
            "version_of", "version_space"]
 
-#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
-KERNEL_SUFFIXES = (".cu", ".py")
-
-
 def version_kernel(root: Path, index: int) -> Path:
-    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
+    """The kernel file of ``ROOT/vN``: of its ``kernel.*`` files, the one the others belong to
+    (:func:`kernelpilot.backends.registry.main_kernel`: ``kernel.cu`` beside its sidecar ``kernel.py``); else
+    ``ROOT/vN/kernel.py`` (a version not copied yet)."""
+    from kernelpilot.backends.registry import main_kernel
+
     vdir = Path(root) / f"v{index}"
-    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
+    found = main_kernel(vdir.glob("kernel.*")) if vdir.is_dir() else None
+    return vdir / (found.name if found is not None else "kernel.py")
 
 
 #: The one "tunable" of a session's space: the version index.
