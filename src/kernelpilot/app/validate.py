@@ -35,12 +35,15 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
 from kernelpilot.errors import OptionError, SearchError
+
+if TYPE_CHECKING:
+    from kernelpilot.records.models import RunInfo
 from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.integrity import HistoryCheck, check_history
 from kernelpilot.records.samples import unpack_samples
@@ -147,7 +150,7 @@ def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], fi
             f"({statistics.median(samples_ns):.6g} ns)"), fix=fix))
 
 
-def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
+def _check_version(run: Path, i: int, info: RunInfo | None, problems: list[Problem], tracked: set[str]) -> Any:
     """Read and cross-check version ``i``; returns its outcome (with the samples and card its folder keeps in
     ``timing.json`` and ``verdict.json``: :func:`kernelpilot.records.models.restored`) or None."""
     v = f"v{i}"

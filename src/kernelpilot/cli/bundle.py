@@ -11,6 +11,7 @@ import typer
 from kernelpilot.cli.common import ConfigOpt, JsonOpt, kv, out, run_command, table
 
 if TYPE_CHECKING:
+    from kernelpilot.bundle.bench import BundleBench
     from kernelpilot.bundle.manifest import BundleManifest, BundleVerify
     from kernelpilot.bundle.manifest2 import CudaManifest, RangeManifest
 
@@ -75,7 +76,7 @@ def _verify(v: BundleVerify) -> None:
         out.print(f"bundle_id {v.bundle_id} (pin it: kernelpilot bundle verify --expect-id, load(..., expect_id=))")
 
 
-def _bench(b: Any) -> None:
+def _bench(b: BundleBench) -> None:
     out.print(f"{b.kernel}: load {b.load_s * 1e3:.2f} ms, first call (module load + launch) {b.first_call_s * 1e3:.2f} ms")
     t = table("shape", "config", "identical", "JIT ns", "bundle ns", "bundle/JIT")
     for e in b.entries:

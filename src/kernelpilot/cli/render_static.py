@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-from kernelpilot.backends.binary.models import StaticFailure
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport, StaticSpace
 from kernelpilot.cli.common import out, table
 
 
@@ -22,7 +22,7 @@ def _fmt_widths(widths: dict[Any, int]) -> str:
     return " ".join(f"{k}B×{v}" for k, v in sorted(widths.items(), key=lambda kv: int(kv[0]))) or "—"
 
 
-def _occ(r: Any) -> tuple[str, str]:
+def _occ(r: StaticReport) -> tuple[str, str]:
     if r.occupancy is None:
         return "—", "—"
     return f"{r.occupancy.occupancy_pct:.1f}", r.occupancy.limiter
@@ -32,7 +32,7 @@ def _config_text(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
-def static(r: Any) -> None:
+def static(r: StaticReport) -> None:
     """``inspect``: one config's compile facts (threads, registers, spills, shared memory, occupancy, load/store
     widths, SASS size) and its static SASS instruction mix."""
     occ_pct, limiter = _occ(r)
@@ -73,7 +73,7 @@ def static(r: Any) -> None:
 _LIMITER_ABBR = {"registers": "regs", "shared_mem": "smem", "warps": "warps", "blocks": "blocks"}
 
 
-def _failure_code(r: Any) -> str:
+def _failure_code(r: StaticFailure) -> str:
     """A short status for a failed config: ``OOR smem``, ``OOR threads``, ``OOR regs``, ``rejected``, ``compile``."""
     if r.stage == "resources":
         msg = r.message or ""
@@ -86,7 +86,7 @@ def _failure_code(r: Any) -> str:
     return r.stage
 
 
-def space(space: Any) -> None:
+def space(space: StaticSpace) -> None:
     """The ``--all-configs`` table: one row per config, narrow enough for 100 columns (cells wrap on a narrower
     console, never cut); failures listed below it, each in full."""
     from rich import box

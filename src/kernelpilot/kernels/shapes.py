@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from pathlib import Path
 from typing import Any, Protocol
 
 from kernelpilot.errors import ContractError
@@ -54,7 +55,7 @@ _HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "<= BLOCK_N", "K": 16, "D": "power
          "(a multiple of the config's BM, at most BLOCK_N, a multiple of 16, a power of two, kept as declared)")
 
 
-def parse_rules(rules: Any, path: Any = "SHAPE_RULES") -> dict[str, int | str]:
+def parse_rules(rules: Any, path: str | Path = "SHAPE_RULES") -> dict[str, int | str]:
     """Validate a kernel file's ``SHAPE_RULES``: a dict from dimension name to a positive int, a tunable expression
     (a non-empty string other than the two keywords), :data:`POWER_OF_TWO` or :data:`FIXED`.
 
@@ -86,7 +87,7 @@ def is_prime(n: int) -> bool:
     return all(n % f for f in range(3, math.isqrt(n) + 1, 2))
 
 
-def _multiple(rule: int | str, config: dict[str, Any], name: str, path: Any) -> int:
+def _multiple(rule: int | str, config: dict[str, Any], name: str, path: str | Path) -> int:
     """The divisor a rule asks for, at ``config``."""
     if isinstance(rule, int):
         return rule
@@ -169,7 +170,7 @@ class ShapeDomain(Protocol):
     """What :func:`derived_shapes` and :func:`domain_notes` read of a kernel file
     (:class:`~kernelpilot.kernels.contract.KernelFile` has them all)."""
 
-    path: Any
+    path: str | Path
     shape_rules: dict[str, Any] | None
     default_config: dict[str, Any] | None
     tunables: dict[str, list[Any]] | None

@@ -29,6 +29,8 @@ from kernelpilot.versions.measure import ab_files, open_worker, same_check_probl
 
 if TYPE_CHECKING:
     from kernelpilot.engine.runner import Runner
+    from kernelpilot.hardware.roofline import Roofline
+    from kernelpilot.versions.records import SessionState
 
 __all__ = ["VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
            "version_of", "version_space"]
@@ -99,7 +101,7 @@ class VersionRunner(RunnerBase):
         self.ab_errors: dict[int, KernelpilotError] = {}
 
     @classmethod
-    def for_session(cls, root: Path, state: Any, roofline: Any, *, timeout_s: float,
+    def for_session(cls, root: Path, state: SessionState, roofline: Roofline | None, *, timeout_s: float,
                     step: Callable[[str], None] = lambda _w: None) -> VersionRunner:
         """The runner of a session folder ``root`` with its :class:`~kernelpilot.versions.records.SessionState`
         and roofline (None: no floor): its version files, frozen reference, shape, device and floor."""

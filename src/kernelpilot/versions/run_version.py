@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernelpilot.progress import Steps
 from kernelpilot.records.evaluation import Evaluation
@@ -29,6 +29,10 @@ from kernelpilot.versions.candidates import (SampledOnce, VersionRunner, version
                                              version_kernel, version_space)
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
+    from kernelpilot.hardware.roofline import Roofline
 
 __all__ = ["VersionRun", "copy_version", "remembered", "run_version", "standing_incumbent", "target_met",
            "version_kernel"]
@@ -79,8 +83,8 @@ class VersionRun:
         log: progress callback.
     """
 
-    def __init__(self, root: Path, state: SessionState, roofline: Any, *, profile: bool, timeout_s: float,
-                 log: Any = lambda _m: None) -> None:
+    def __init__(self, root: Path, state: SessionState, roofline: Roofline | None, *, profile: bool,
+                 timeout_s: float, log: Callable[[str], None] = lambda _m: None) -> None:
         self.root, self.state, self.roofline = Path(root), state, roofline
         self.profile, self.timeout_s, self.log = profile, timeout_s, log
         #: the version's numbered steps (:class:`kernelpilot.progress.Steps`), set by the session before it runs
@@ -169,7 +173,7 @@ def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_
 def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord], parent: MemoryRecord | None,
                 hypothesis: str = "", expects: list[Expectation] | None = None, change: str = "",
                 finalize: Callable[[MemoryRecord], str | None] = lambda _m: None,
-                runner: Any = None) -> tuple[MemoryRecord, str | None]:
+                runner: Runner | None = None) -> tuple[MemoryRecord, str | None]:
     """Evaluate ``vN``'s file through the Evaluator (see the module docstring) and record it.
 
     Args:

@@ -15,7 +15,7 @@ import difflib
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
@@ -29,6 +29,9 @@ from kernelpilot.versions.outcome import parse_expect
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, save_state
 from kernelpilot.versions.render import render_hypothesis_md, render_readme
 from kernelpilot.versions.run_version import VersionRun, copy_version, run_version, target_met, version_kernel
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
 
 __all__ = ["SessionStatus", "TryResult", "start", "try_version"]
 
@@ -193,7 +196,7 @@ def start(kernel: str | Path, options: SessionOptions | None = None, *, out: str
 
 def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryRecord | None, hypothesis: str,
               expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log,
-              runner: Any = None) -> TryResult:
+              runner: Runner | None = None) -> TryResult:
     """Evaluate version ``index`` through the Evaluator (:func:`kernelpilot.versions.run_version.run_version`); the
     session's part of its record — ``session.json`` (its incumbent is the Evaluator's), the experience log, the
     commit — is written as soon as ``memory.json`` is, also when the floor or a broken v0 then stops the session.
@@ -234,7 +237,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
 
 def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
                 parent: str | int | None = None, profile: bool | None = None, timeout_s: float | None = None,
-                log: Log = lambda _m: None, runner: Any = None) -> TryResult:
+                log: Log = lambda _m: None, runner: Runner | None = None) -> TryResult:
     """Evaluate the next version (see the module docstring). ``parent``: ``v2`` or ``2`` (default: the incumbent).
     ``profile`` / ``timeout_s`` (s): None: the session's (:attr:`SessionState.options`, stored by ``start``).
     ``runner``: what measures the versions (default: each version file in its own worker; see
