@@ -110,7 +110,7 @@ def known_archs() -> list[str]:
 
     caps: set[tuple[int, int]] = set(ARCH_LIMITS)
     for spec in list_specs():
-        cc = getattr(spec, "compute_capability", None)
+        cc = spec.compute_capability
         if cc:
             major, _, minor = str(cc).partition(".")
             if major.isdigit() and minor.isdigit():
