@@ -1,7 +1,8 @@
 """Capabilities on the protocols that use them (issue 28): the optional parts of a Runner (``timeout_s``, ``knows``,
-``audits``/``audit``, ``abort``), a Pruner (``failure``, ``facts``), a Recorder (``skipped``, ``describe``), a
-StopRule (``version_cap``) and a Strategy (``plan``, ``search_first``) are declared, have their defaults in a base
-class, and are called directly: no ``getattr``/``hasattr`` probe on those objects is left in the package."""
+``audits``/``audit``, ``ab_error``, ``abort``), a Pruner (``failure``, ``facts``), a Recorder (``skipped``,
+``describe``), a StopRule (``version_cap``), a Strategy (``plan``, ``search_first``) and what a strategy calls, an
+Evaluate (``parallel``, ``many``), are declared, have their defaults in a base class, and are called directly: no
+``getattr``/``hasattr`` probe on those objects is left in the package."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from typing import Any
 
 import pytest
 
-from kernelpilot.engine.evaluator import Evaluator, MaxVersions, PrunerBase, RecorderBase, TargetMet
-from kernelpilot.engine.runner import ReplayRunner, RunnerBase
-from kernelpilot.errors import SearchError
+from kernelpilot.engine.evaluator import (Evaluator, MaxVersions, Pruner, PrunerBase, Recorder, RecorderBase,
+                                          TargetMet)
+from kernelpilot.engine.runner import ReplayRunner, Runner, RunnerBase
+from kernelpilot.engine.stops import StopRule, StopRuleBase
+from kernelpilot.errors import KernelFailed, SearchError
 from kernelpilot.progress import ProgressLine
 from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.search.model import Budget, BudgetExhausted, Evaluate, EvaluateBase, OneByOne
+from kernelpilot.search.ray_pool import RayPool
 from kernelpilot.search.space import SearchSpace
-from kernelpilot.search.strategies import STRATEGIES, StrategyBase, get_strategy, register
+from kernelpilot.search.strategies import STRATEGIES, Strategy, StrategyBase, get_strategy, register
 from kernelpilot.search.worker import WorkerPool
+from kernelpilot.versions.candidates import SampledOnce, VersionRunner, version_config
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "kernelpilot"
 SPACE = SearchSpace({"B": [1, 2, 3, 4]})
@@ -166,13 +172,103 @@ def test_every_strategy_declares_plan_and_search_first_and_registration_refuses_
         STRATEGIES.pop("based-for-test", None)
 
 
+def test_a_plain_function_evaluates_one_config_at_a_time_and_the_tuner_declares_its_width():
+    asked: list[int] = []
+    budget = Budget(max_evals=2).start()
+
+    def fn(config: dict[str, Any]) -> Evaluation:
+        budget.check()
+        budget.charge()
+        asked.append(config["B"])
+        return Evaluation(config=config, status="ok", duration_ns=1000.0 / config["B"], samples_ns=[1.0] * 5)
+
+    one = OneByOne(fn)
+    assert one.parallel == 1
+    assert [e.config["B"] for e in one.many([{"B": 3}, {"B": 1}])] == [3, 1] == asked  # input order, one by one
+    with pytest.raises(BudgetExhausted):  # the budget stops the rest of a batch
+        one.many([{"B": 2}, {"B": 4}])
+    assert asked == [3, 1]
+
+    class Wide(Timed):
+        parallel = 3
+
+    ev = Evaluator(SPACE, Wide(), ab_samples=0, race=False)
+    assert ev.parallel == 3 and [e.config["B"] for e in ev.many([{"B": 2}, {"B": 1}])] == [2, 1]
+
+
+def test_a_runner_keeps_why_its_ab_failed_and_a_wrapper_passes_it_on():
+    failed = KernelFailed("A/B timing hung", failure="timeout")
+
+    class Failing(Timed):
+        def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> None:
+            return None
+
+        def ab_error(self, config: dict[str, Any]) -> KernelFailed | None:
+            return failed if config == version_config(1) else None
+
+    once = SampledOnce(Failing())
+    assert once.ab_samples(version_config(1), version_config(0), 5) is None
+    assert once.ab_error(version_config(1)) is failed and once.ab_error(version_config(0)) is None
+    assert Timed().ab_error(version_config(1)) is None  # the base keeps no error
+    assert SampledOnce(Timed()).ab_error(version_config(1)) is None
+
+
+def _members(protocol: type) -> set[str]:
+    """The names a Protocol declares: its methods, properties and annotated attributes (``__call__`` included)."""
+    own = {n for n in vars(protocol) if not n.startswith("_") or n == "__call__"}
+    return own | set(vars(protocol).get("__annotations__", {}))
+
+
+#: (protocol, base class with the defaults, what every implementation must define itself)
+PROTOCOLS = [
+    (Runner, RunnerBase, {"parallel", "evaluate", "map", "ab_samples"}),
+    (Pruner, PrunerBase, set()),
+    (Recorder, RecorderBase, {"before", "after"}),
+    (StopRule, StopRuleBase, {"check"}),
+    (Strategy, StrategyBase, {"name", "search"}),
+    (Evaluate, EvaluateBase, {"__call__"}),
+]
+
+#: the package's implementations of each protocol, each of which the callers use without a probe
+IMPLEMENTATIONS = {
+    Runner: [WorkerPool, RayPool, ReplayRunner, VersionRunner, SampledOnce],
+    Strategy: [get_strategy(n).__class__ for n in sorted(STRATEGIES)],
+    StopRule: [MaxVersions, TargetMet],
+    Evaluate: [Evaluator, OneByOne],
+}
+
+
+@pytest.mark.parametrize(("protocol", "base", "required"), PROTOCOLS, ids=[p[0].__name__ for p in PROTOCOLS])
+def test_every_optional_part_of_a_protocol_has_its_default_in_the_base_and_every_implementation_has_all(
+        protocol: type, base: type, required: set[str]):
+    members = _members(protocol)
+    assert required <= members, f"{protocol.__name__} does not declare {sorted(required - members)}"
+    optional = members - required
+    assert {n for n in optional if not hasattr(base, n)} == set(), f"{base.__name__} lacks a default"
+    public = {n for n in vars(base) if not n.startswith("_")} | set(vars(base).get("__annotations__", {}))
+    assert public <= members, f"{base.__name__} has parts {protocol.__name__} does not declare: {sorted(public - members)}"
+    for cls in IMPLEMENTATIONS.get(protocol, []):
+        missing = {n for n in members if not hasattr(cls, n)} - set(vars(protocol).get("__annotations__", {}))
+        assert missing == set(), f"{cls.__name__} lacks {sorted(missing)} of {protocol.__name__}"
+
+
+def test_the_protocol_list_catches_a_default_the_protocol_does_not_declare():
+    class Loose(RunnerBase):
+        def warm_up(self) -> None:
+            """Not on the Runner protocol."""
+
+    public = {n for n in vars(Loose) if not n.startswith("_")}
+    assert public - _members(Runner) == {"warm_up"}
+    assert _members(Evaluate) == {"parallel", "__call__", "many"}
+
+
 #: names the package gives the objects that implement the engine's and the search's protocols
-PROTOCOL_OBJECTS = {"runner", "pruner", "recorder", "strategy", "strat", "rule", "replay", "replayer"}
+PROTOCOL_OBJECTS = {"runner", "pruner", "recorder", "strategy", "strat", "rule", "replay", "replayer", "evaluate"}
 
 
 def _probes(tree: ast.AST) -> list[tuple[int, str]]:
     """``(line, text)`` of each ``getattr``/``hasattr`` call whose object is named as a protocol object (``runner``,
-    ``self.pruner``, ``s.recorder``, ...)."""
+    ``self.pruner``, ``s.recorder``, ``evaluate``, ...)."""
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
@@ -185,14 +281,13 @@ def _probes(tree: ast.AST) -> list[tuple[int, str]]:
 
 
 def test_the_probe_scan_finds_a_probe():
-    assert _probes(ast.parse("x = getattr(self.runner, 'knows', None)\ny = hasattr(strat, 'plan')")) == [
-        (1, "getattr(self.runner, 'knows', None)"), (2, "hasattr(strat, 'plan')")]
+    assert _probes(ast.parse("x = getattr(self.runner, 'knows', None)\ny = hasattr(strat, 'plan')\n"
+                             "z = getattr(evaluate, 'many', None)")) == [
+        (1, "getattr(self.runner, 'knows', None)"), (2, "hasattr(strat, 'plan')"),
+        (3, "getattr(evaluate, 'many', None)")]
 
 
 def test_no_capability_probe_on_a_protocol_object_is_left_in_the_package():
-    # the one left: versions/recorder.py reads the A/B error its own VersionRunner kept, through the SampledOnce
-    # wrapper or a test's scripted runner (listed in issue 28's closing note); this list may only shrink
-    allowed = {"versions/recorder.py: getattr(runner, 'runner', runner)"}
     left = {f"{path.relative_to(SRC).as_posix()}: {text}" for path in sorted(SRC.rglob("*.py"))
             for _line, text in _probes(ast.parse(path.read_text(), str(path)))}
-    assert left <= allowed, sorted(left - allowed)
+    assert left == set(), sorted(left)

@@ -396,11 +396,12 @@ def sentinel(tmp_path: Path) -> Path:
 
 
 def _options_given(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The options the command set in the options model it passed (TuneOptions / OptimizeOptions), by name."""
-    from kernelpilot.options import OptimizeOptions, TuneOptions
+    """The options the command set in the options model it passed (TuneOptions / OptimizeOptions /
+    SessionOptions), by name."""
+    from kernelpilot.options import OptimizeOptions, SessionOptions, TuneOptions
 
     for value in [*args, *kwargs.values()]:
-        if isinstance(value, (TuneOptions, OptimizeOptions)):
+        if isinstance(value, (TuneOptions, OptimizeOptions, SessionOptions)):
             return {k: getattr(value, k) for k in value.model_fields_set}
     return {}
 

@@ -199,5 +199,12 @@ def test_a_cuda_version_is_copied_with_its_sidecar_and_local_includes(tmp_path):
     (src / "bad.cu").write_text('#include "../outside.cuh"\nextern "C" void solve(float* y, int n) {}\n')
     with pytest.raises(ContractError, match="outside its folder"):
         copy_version(src / "bad.cu", root / "v2")
-    with pytest.raises(ContractError, match=".py \\(Triton\\) or .cu"):
+    assert not (root / "v2").exists()  # refused before anything is copied
+    with pytest.raises(ContractError, match="a back end reads: .*tile.cuh: a .cuh header has no solve"):
         copy_version(src / "inc" / "tile.cuh", root / "v3")
+    # a header named after the kernel keeps its name (only the sidecar is renamed with the kernel)
+    (src / "m.cuh").write_text("#define M 1\n")
+    (src / "m.cu").write_text('#include "m.cuh"\nextern "C" void solve(float* y, int n) {}\n')
+    dest = copy_version(src / "m.cu", root / "v4")
+    assert (root / "v4" / "m.cuh").is_file() and not (root / "v4" / "kernel.py").exists()
+    assert version_kernel(root, 4) == dest

@@ -8,7 +8,7 @@ from typing import Any
 
 from kernelpilot.engine.evaluator import Evaluator, PrunerBase
 from kernelpilot.search.guided import propose_moves
-from kernelpilot.search.model import Evaluation
+from kernelpilot.search.model import Evaluation, OneByOne
 from kernelpilot.search.space import SearchSpace
 from kernelpilot.search.strategies.guided import GuidedStrategy
 
@@ -46,7 +46,8 @@ def test_the_evaluator_marks_spilling_configs_and_guided_steps_down_from_them() 
         # the fastest config spills; the strategy must try the smaller tile next, not the other neighbours first
         return Evaluation(config=cfg, status="ok", duration_ns=1000.0 / cfg["BLOCK_M"], static=facts, accepted=True)
 
-    GuidedStrategy(card_for=lambda ev: None).search(space, evaluate, seed=0, start={"BLOCK_M": 128, "num_warps": 4})
+    GuidedStrategy(card_for=lambda ev: None).search(space, OneByOne(evaluate), seed=0,
+                                                    start={"BLOCK_M": 128, "num_warps": 4})
     assert order[:2] == [{"BLOCK_M": 128, "num_warps": 4}, {"BLOCK_M": 64, "num_warps": 4}]  # not warps up first
 
 

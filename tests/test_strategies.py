@@ -21,7 +21,7 @@ except ImportError:
     optuna = None
 
 from kernelpilot.errors import SearchError
-from kernelpilot.search.model import Budget, BudgetExhausted, Evaluation, config_key
+from kernelpilot.search.model import Budget, BudgetExhausted, EvaluateBase, Evaluation, OneByOne, config_key
 from kernelpilot.search.space import SearchSpace
 from kernelpilot.search.strategies import STRATEGIES, Strategy, get_strategy
 
@@ -67,7 +67,7 @@ def status_of(c: dict, scattered: bool = True) -> str:
     return "ok"
 
 
-class Recorder:
+class Recorder(EvaluateBase):
     """An evaluate for strategies: checks the budget, records each call, answers from the synthetic objective."""
 
     def __init__(self, space: SearchSpace, max_evals: int | None = None, *, scattered: bool = True,
@@ -299,7 +299,7 @@ def test_bayes_starts_from_a_valid_start_and_ignores_an_invalid_one(space):
 def test_guided_visits_each_config_once_and_ends():
     """The guided strategy (card-less here: exploration order) never repeats a config and stops when every
     connected config was tried, with or without a budget."""
-    from kernelpilot.search.model import Budget, BudgetExhausted, Evaluation, config_key
+    from kernelpilot.search.model import Budget, BudgetExhausted, Evaluation, OneByOne, config_key
     from kernelpilot.search.space import SearchSpace
     from kernelpilot.search.strategies import get_strategy
 
@@ -312,7 +312,8 @@ def test_guided_visits_each_config_once_and_ends():
         t = abs(config["BLOCK_M"] - 64) + abs(config["BLOCK_N"] - 128) + abs(config["num_warps"] - 4)
         return Evaluation(config=config, status="ok", duration_ns=1000.0 + t)
 
-    get_strategy("guided").search(space, evaluate, seed=0, start={"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 2})
+    get_strategy("guided").search(space, OneByOne(evaluate), seed=0,
+                                  start={"BLOCK_M": 32, "BLOCK_N": 32, "num_warps": 2})
     assert len(calls) == len(set(calls)) == space.size
     budget = Budget(max_evals=5).start()
     seen: list[str] = []
@@ -324,7 +325,7 @@ def test_guided_visits_each_config_once_and_ends():
         return evaluate(config)
 
     with pytest.raises(BudgetExhausted):
-        get_strategy("guided").search(space, limited, seed=0)
+        get_strategy("guided").search(space, OneByOne(limited), seed=0)
     assert len(seen) == len(set(seen)) == 5
 
 
@@ -402,8 +403,8 @@ def test_auto_measures_every_value_once_before_the_model_even_a_corner_variant()
         return evaluate(config)
 
     try:
-        get_strategy("auto").search(space, limited, seed=0, start={"BLOCK": 32, "num_warps": 2, "num_stages": 1,
-                                                                   "VARIANT": 0})
+        get_strategy("auto").search(space, OneByOne(limited), seed=0,
+                                    start={"BLOCK": 32, "num_warps": 2, "num_stages": 1, "VARIANT": 0})
     except BudgetExhausted:
         pass
     walk = next(i for i, c in enumerate(calls) if c["VARIANT"] == 1)

@@ -152,3 +152,21 @@ def test_no_back_end_imports_profile_and_static_inspection_tests_no_suffix() -> 
     assert upward == []
     for rel in ("profile/static.py", "profile/static_isolated.py", "api/static.py"):
         assert '".cu"' not in (PACKAGE / rel).read_text(encoding="utf-8"), rel
+
+
+def test_no_file_outside_backends_branches_on_a_cu_suffix() -> None:
+    """Which files belong to a kernel (a ``.cu`` file's sidecar and headers) and whether a file is a kernel at all are
+    the back ends' answers (``Backend.kernel_files``, the registry), not suffix tests elsewhere."""
+    found = {rel: lines for rel, lines in _mentions(r"""["']\.cu["']""").items() if not rel.startswith("backends/")}
+    assert found == {}, found
+
+
+def test_a_version_of_the_toy_is_its_one_file_and_is_found_again(toy: Path, tmp_path: Path) -> None:
+    from kernelpilot.backends.registry import kernel_files, main_kernel
+    from kernelpilot.versions.run_version import copy_version, version_kernel
+
+    assert kernel_files(toy, "kernel.py") == {toy.resolve(): Path("kernel.py")}
+    dest = copy_version(toy, tmp_path / "run" / "v1")
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["kernel.py"]
+    assert version_kernel(tmp_path / "run", 1) == dest
+    assert main_kernel([tmp_path / "run" / "v1" / "none.py"]) is None  # a file that is not there is no kernel

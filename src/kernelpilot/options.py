@@ -6,11 +6,12 @@ as the command line: a negative or zero time limit, a negative cap, zero seeds, 
 ``--shape`` value of the wrong type (``N=abc`` where ``SHAPE`` holds a number), an arch no spec or occupancy model
 knows.
 
-The options of the two searching commands are one typed record each (issue 28): :class:`TuneOptions`
-(``kernelpilot tune``) and :class:`OptimizeOptions` (``kernelpilot optimize``). The command line builds them from its
-flags, :mod:`kernelpilot.api` passes them, :func:`kernelpilot.app.tune.tune` and
-:func:`kernelpilot.app.optimize.optimize` take them, the run records store their JSON and ``--resume`` validates
-that JSON back into the model whole (:func:`stored_options`: a field it does not know, or a value of the wrong type,
+The options of the two searching commands and of a session are one typed record each (issue 28): :class:`TuneOptions`
+(``kernelpilot tune``), :class:`OptimizeOptions` (``kernelpilot optimize``) and :class:`SessionOptions`
+(``kernelpilot session start``). The command line builds them from its flags, :mod:`kernelpilot.api` passes them,
+:func:`kernelpilot.app.tune.tune`, :func:`kernelpilot.app.optimize.optimize` and
+:func:`kernelpilot.versions.session.start` take them, the run records store their JSON and ``--resume`` (a session's
+next command) validates that JSON back into the model whole (:func:`stored_options`: a field it does not know, or a value of the wrong type,
 is an error naming the file, not a value silently dropped).
 """
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from kernelpilot.errors import ContractError, OptionError, RunFolderError, SearchError
 
 __all__ = ["check_arch", "check_kernel_path", "check_shape_values", "known_archs", "positive", "at_least",
-           "OptimizeOptions", "PRUNE_MODES", "TuneOptions", "build_options", "stored_options"]
+           "OptimizeOptions", "PRUNE_MODES", "SessionOptions", "TuneOptions", "build_options", "stored_options"]
 
 
 def positive(option: str, value: float | None, example: str = "") -> None:
@@ -109,7 +110,7 @@ def known_archs() -> list[str]:
 
     caps: set[tuple[int, int]] = set(ARCH_LIMITS)
     for spec in list_specs():
-        cc = getattr(spec, "compute_capability", None)
+        cc = spec.compute_capability
         if cc:
             major, _, minor = str(cc).partition(".")
             if major.isdigit() and minor.isdigit():
@@ -286,7 +287,52 @@ class OptimizeOptions(BaseModel):
         return self
 
 
-_Options = TypeVar("_Options", TuneOptions, OptimizeOptions)
+class SessionOptions(BaseModel):
+    """Every option of ``kernelpilot session start`` (:func:`kernelpilot.versions.session.start`): what
+    ``session.json`` stores as ``options`` and every later command of the session (``try``, ``status``, ``finish``,
+    ...) reads back whole. ``try`` and ``finish`` run with the stored ``profile`` and ``timeout_s`` unless given
+    again. The kernel file, ``--out`` and the progress callback are arguments of the call, not options.
+
+    Attributes:
+        ref: a separate reference file (path as text; frozen into ``check/reference.py`` at start).
+        shape: overrides of SHAPE (CPU_SHAPE without a GPU); None: none.
+        gpu: spec name for the roofline (None: this GPU).
+        kernel_type: for the experience log (None: guessed from the file name).
+        profile: Nsight Compute cards (GPU only); False: light cards only.
+        git: a git history in the session folder.
+        timeout_s: seconds one step of a version may take in its worker (> 0).
+        experience_db: the experience log (path as text; None: ``$KERNELPILOT_EXPERIENCE`` or
+            ``~/.kernelpilot/experience.db``). no_experience: record nothing in a log.
+
+    Raises (when built):
+        OptionError: ``timeout_s`` not a positive number of seconds.
+        pydantic.ValidationError: a field it does not know, or a value of the wrong type (see :func:`build_options`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str | None = None
+    shape: dict[str, Any] | None = None
+    gpu: str | None = None
+    kernel_type: str | None = None
+    profile: bool = True
+    git: bool = True
+    timeout_s: float = 300.0
+    experience_db: str | None = None
+    no_experience: bool = False
+
+    @field_validator("ref", "experience_db", mode="before")
+    @classmethod
+    def _paths(cls, value: Any) -> Any:
+        return _path_text(value)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> "SessionOptions":
+        positive("--timeout-s", self.timeout_s, "300")
+        return self
+
+
+_Options = TypeVar("_Options", TuneOptions, OptimizeOptions, SessionOptions)
 
 
 def _first_problem(exc: ValidationError) -> tuple[str, str]:
@@ -321,11 +367,11 @@ def build_options(model: type[_Options], values: dict[str, Any] | None = None, /
 
 
 def stored_options(model: type[_Options], data: Any, where: str | Path) -> _Options:
-    """The options a run record stored (``options`` of ``tune-run.json`` or ``run.json``), validated back into
-    ``model`` whole: nothing in them is dropped or guessed.
+    """The options a run record stored (``options`` of ``tune-run.json``, ``run.json`` or ``session.json``), validated
+    back into ``model`` whole: nothing in them is dropped or guessed.
 
     Args:
-        model: :class:`TuneOptions` or :class:`OptimizeOptions`. data: the stored JSON object. where: the record
+        model: :class:`TuneOptions`, :class:`OptimizeOptions` or :class:`SessionOptions`. data: the stored JSON object. where: the record
             file, for the message.
 
     Raises:

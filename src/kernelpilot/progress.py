@@ -97,8 +97,7 @@ class ProgressLine(str):
 
 def step_of(message: str) -> Step | None:
     """The :class:`Step` a message carries (a :class:`ProgressLine`), or None for a plain line."""
-    step = getattr(message, "step", None)
-    return step if isinstance(step, Step) else None
+    return message.step if isinstance(message, ProgressLine) else None
 
 
 def is_milestone(done: int, total: int, lines: int = COUNTER_LINES) -> bool:

@@ -229,10 +229,10 @@ def build_server(api: ModuleType) -> Any:
 
     @tool()
     async def session_try(ctx: Context, run: str, kernel: str, hypothesis: str,
-                          expect: Optional[list[str]] = None, parent: Optional[str] = None, profile: bool = True,
-                          timeout_s: float = 300.0) -> Any:
+                          expect: Optional[list[str]] = None, parent: Optional[str] = None,
+                          profile: Optional[bool] = None, timeout_s: Optional[float] = None) -> Any:
         """`kernelpilot session try`: commit the hypothesis, then check, A/B-time, profile and classify a version
-        (expect: METRIC:up|down, e.g. duration:down)."""
+        (expect: METRIC:up|down, e.g. duration:down; profile / timeout_s: None keeps the session's, from start)."""
         return await call(ctx, lambda log: api.session_try(Path(run), Path(kernel), hypothesis=hypothesis,
                                                            expect=expect, parent=parent, profile=profile,
                                                            timeout_s=timeout_s, log=log))

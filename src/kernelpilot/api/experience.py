@@ -92,14 +92,10 @@ def _validated(kind: str, folder: Path, cache: dict[str, Any]) -> Any:
             found = validate.validate_run(folder)
             cache[key] = (found.problems, found.versions, read_json(folder / "run.json", RunInfo))
         else:
-            check = getattr(validate, "validate_session", None)  # added beside validate_run (issue 24)
-            if check is None:
-                cache[key] = (["this kernelpilot cannot validate session folders"], [], None)
-            else:
-                from kernelpilot.versions.records import load_memories, load_state
+            from kernelpilot.versions.records import load_memories, load_state
 
-                state = load_state(folder)
-                cache[key] = (check(folder).problems, load_memories(folder, state), state)
+            state = load_state(folder)
+            cache[key] = (validate.validate_session(folder).problems, load_memories(folder, state), state)
     return cache[key]
 
 
@@ -111,7 +107,7 @@ def _records_say(kind: str, folder: Path, index: Optional[int], entry: Experienc
     problems, items, info = _validated(kind, folder, cache)
     if problems:
         first = problems[0]
-        return f"its records do not validate: {getattr(first, 'file', '')} {getattr(first, 'problem', first)}".strip()
+        return f"its records do not validate: {first.file} {first.problem}".strip()
     if kind == "tune":
         true = entry_from_tune(items, run=str(folder), kernel=entry.kernel, kernel_type=entry.kernel_type)
         if true is None:

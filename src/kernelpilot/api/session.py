@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelpilot.options import SessionOptions
 from kernelpilot.versions import SessionStatus, TryResult
 
 __all__ = ["check_session_records", "session_finish", "session_mask", "session_restart", "session_start", "session_status", "session_try",
@@ -44,23 +45,38 @@ def check_session_records(run: str | Path, command: str) -> None:
                       [p.model_dump() for p in found.problems])
 
 
-def session_start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
-                  shape: dict[str, Any] | None = None, gpu: str | None = None, kernel_type: str | None = None,
-                  profile: bool = True, git: bool = True, timeout_s: float = 300.0,
-                  experience_db: str | Path | None = None, no_experience: bool = False,
-                  log: Callable[[str], None] = lambda _m: None) -> TryResult:
-    """Start a session and evaluate v0 (:func:`kernelpilot.versions.session.start`; its errors)."""
+def session_start(kernel: str | Path, options: SessionOptions | None = None, *, out: str | Path,
+                  log: Callable[[str], None] = lambda _m: None, **keywords: Any) -> TryResult:
+    """Start a session and evaluate v0 (:func:`kernelpilot.versions.session.start`; its errors).
+
+    Args:
+        kernel: v0's kernel file. out: the session folder (new or empty).
+        options: the session's :class:`kernelpilot.options.SessionOptions` (``ref``, ``shape``, ``gpu``,
+            ``kernel_type``, ``profile``, ``git``, ``timeout_s`` (seconds), ``experience_db``, ``no_experience``),
+            stored in ``session.json`` and read back by every later command. keywords: instead, its fields as
+            keywords (a None value means "not given"); the two together are an error.
+        log: called with one line per step.
+
+    Raises:
+        OptionError: options and keywords both given; an unknown option, a value of the wrong type or out of range.
+    """
+    from kernelpilot.errors import OptionError
+    from kernelpilot.options import build_options
     from kernelpilot.versions import start
 
-    return start(kernel, out=out, ref=ref, shape=shape, gpu=gpu, kernel_type=kernel_type, profile=profile, git=git,
-                 timeout_s=timeout_s, experience_db=experience_db, no_experience=no_experience, log=log)
+    if options is not None and keywords:
+        raise OptionError(f"api.session_start got options and keywords ({', '.join(sorted(keywords))})",
+                          "give one SessionOptions, or the options as keywords")
+    if options is None:
+        options = build_options(SessionOptions, **keywords)
+    return start(kernel, options, out=out, log=log)
 
 
 def session_try(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
-                parent: str | None = None, profile: bool = True, timeout_s: float = 300.0,
+                parent: str | None = None, profile: bool | None = None, timeout_s: float | None = None,
                 log: Callable[[str], None] = lambda _m: None) -> TryResult:
     """Evaluate the next version (:func:`kernelpilot.versions.session.try_version`; its errors; RecordError from
-    :func:`check_session_records`)."""
+    :func:`check_session_records`). ``profile`` / ``timeout_s`` (s): None: the session's stored options."""
     from kernelpilot.versions import try_version
 
     check_session_records(run, "try")

@@ -34,6 +34,7 @@ from kernelpilot.search.model import Budget, BudgetExhausted
 
 if TYPE_CHECKING:
     from kernelpilot.app.recorder import RunFolderRecorder
+    from kernelpilot.search.strategies import Strategy
 
 __all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc"]
 
@@ -152,7 +153,7 @@ def _baselines(runner: Any, shape: dict[str, Any], config: dict[str, Any], log: 
         return None
 
 
-def search_first(strategy: Any) -> bool:
+def search_first(strategy: Strategy) -> bool:
     """True when the strategy wants the GPU for the search alone until it ends (``auto``: its ``search_first``):
     no ncu profile of v0 (light cards during the search; ncu profiles the final best), the baselines timed after the
     search, and no roofline-target stop (only the budget and the space end it). Other strategies: v0 profiled, the
@@ -200,7 +201,7 @@ def _evidence(s: Session, recorder: Any) -> Any:
                            max_profiles=0 if s.prior or search_first(s.strategy) else NCU_PROFILES_IN_SEARCH,
                            log=s.log)
     evidence.metrics = s.metrics_of
-    env_ncu = getattr(s.env, "ncu", None)
+    env_ncu = s.env.ncu if s.env is not None else None
     if env_ncu is not None and env_ncu.counters_readable is False:
         evidence.disable(f"profiling disabled: {env_ncu.counters_detail}")
         s.log(evidence.disabled)

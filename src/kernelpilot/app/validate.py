@@ -35,11 +35,15 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from kernelpilot.app.schemas import model_for
+from kernelpilot.errors import OptionError, SearchError
+
+if TYPE_CHECKING:
+    from kernelpilot.records.models import RunInfo
 from kernelpilot.records.cards import read_texts, unpack_card
 from kernelpilot.records.integrity import HistoryCheck, check_history
 from kernelpilot.records.samples import unpack_samples
@@ -124,9 +128,11 @@ def _read(run: Path, rel: str, problems: list[Problem], tracked: set[str]) -> An
         parse = model.model_validate
     try:
         return parse(data)
-    except (ValidationError, ValueError, TypeError, KeyError) as exc:
+    except (ValidationError, ValueError, TypeError, KeyError, OptionError, SearchError) as exc:
+        # OptionError / SearchError: a stored option out of range (the options models' own range checks)
         first = str(exc).splitlines()
-        where = " ".join(first[1:3]).strip() if len(first) > 1 else first[0]
+        where = exc.message if isinstance(exc, (OptionError, SearchError)) else (
+            " ".join(first[1:3]).strip() if len(first) > 1 else first[0])
         problems.append(Problem(file=rel, problem=f"does not match the {model.__name__} schema: {where}", fix=fix))
         return None
 
@@ -144,7 +150,7 @@ def _check_median(rel: str, median_ns: float | None, samples_ns: list[float], fi
             f"({statistics.median(samples_ns):.6g} ns)"), fix=fix))
 
 
-def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracked: set[str]) -> Any:
+def _check_version(run: Path, i: int, info: RunInfo | None, problems: list[Problem], tracked: set[str]) -> Any:
     """Read and cross-check version ``i``; returns its outcome (with the samples and card its folder keeps in
     ``timing.json`` and ``verdict.json``: :func:`kernelpilot.records.models.restored`) or None."""
     v = f"v{i}"
@@ -163,7 +169,7 @@ def _check_version(run: Path, i: int, info: Any, problems: list[Problem], tracke
     elif cfg is not None and cfg.config != out.config:
         problems.append(Problem(file=f"{v}/outcome.json", problem=f"config {out.config} is not config.json's "
                                 f"{cfg.config}", fix=fix))
-    replayed = getattr(info, "mode", "") == "replay" or out.cached
+    replayed = (info is not None and info.mode == "replay") or out.cached
     if out.ok and not replayed:
         if corr is None and not (run / v / "correctness.json").is_file():
             problems.append(Problem(file=f"{v}/correctness.json", problem="missing for a version that ran correctly",

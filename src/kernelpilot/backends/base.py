@@ -112,6 +112,16 @@ class Backend(Protocol):
         """``config`` written the way the language's users write it (``triton.Config({...}, num_warps=4)``)."""
         ...
 
+    def kernel_files(self, path: Path, name: str | None = None) -> dict[Path, Path]:
+        """The files that make up the kernel file ``path`` (one this back end ``supports``), each resolved, mapped to
+        where it lies relative to the kernel's folder in a copy that names the kernel ``name`` (None: its own name);
+        ``path`` is the first key. What a copy of the kernel takes along (a session's version folder:
+        :func:`kernelpilot.versions.run_version.copy_version`) and what tells the kernel from its companions in such
+        a folder (:func:`kernelpilot.backends.registry.main_kernel`): CUDA's sidecar ``STEM.py`` is renamed with its
+        ``STEM.cu``, a header keeps its relative path (``../x.cuh`` for one outside the folder: the caller decides).
+        Read without importing anything of the file; a companion that is absent is left out. Raises nothing."""
+        ...
+
     def kernel_names(self, kf: KernelFile) -> list[str]:
         """Names of the GPU kernels the file itself defines, as the device's activity records name them (one of
         them must run when the file is launched: :mod:`kernelpilot.measure.activity`); empty when the file only

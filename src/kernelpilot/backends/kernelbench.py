@@ -203,6 +203,11 @@ class KernelBenchBackend:
         """:func:`load_pair` of ``path`` and its problem ``ref``. Raises ContractError."""
         return load_pair(Path(path).resolve(), ref, interpreted=interpreted, backend=self)
 
+    def kernel_files(self, path: Path, name: str | None = None) -> dict[Path, Path]:
+        """``{path: name}``: a KernelBench solution is its one file."""
+        path = Path(path).resolve()
+        return {path: Path(name or path.name)}
+
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """``ModelNew.forward`` on the inputs, its result copied into the output buffers. A solution with an
         ``@triton.autotune`` kernel has its configs as the space: the autotuner is pinned to ``config`` first

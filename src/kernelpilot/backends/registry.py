@@ -5,13 +5,16 @@ by a declaration alone); the first that says yes reads it (lazy imports, one ins
 A ``.py`` file may belong to several back ends: a KernelBench solution (``class ModelNew``), a plain-PyTorch
 "kernel", else a Triton kernel file (Triton takes every ``.py`` file, so it comes last of them). ``.cu`` -> CUDA C++ (``.cuh`` is refused by it: a header has no ``solve``). Anything else ->
 refused. Adding a back end is one line of :data:`BACKENDS` and its folder. :func:`require_runnable` refuses, up
-front, to run a kernel whose backend has no CPU emulation when no GPU is present.
+front, to run a kernel whose backend has no CPU emulation when no GPU is present. :func:`kernel_files` and
+:func:`main_kernel` say which files belong to a kernel (a ``.cu`` file's sidecar and headers), so nothing outside
+``backends/`` tests a suffix for that.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,6 +96,27 @@ def backend_for(path: str | Path) -> Backend:
     raise ContractError(f"{path}: {support.reason}",
                         "give a .py kernel file (setup/run_kernel/reference, README 'The kernel file') or a .cu file "
                         'with extern "C" void solve(...) (docs/cuda.md)')
+
+
+def kernel_files(path: str | Path, name: str | None = None) -> dict[Path, Path]:
+    """The files that make up the kernel file ``path``, each mapped to its path relative to the kernel's folder in a
+    copy that names the kernel ``name`` (its back end's :meth:`~kernelpilot.backends.base.Backend.kernel_files`: a
+    ``.cu`` file's sidecar and local headers).
+
+    Raises:
+        ContractError: no back end reads ``path`` (as :func:`backend_for`).
+    """
+    return backend_for(path).kernel_files(Path(path), name)
+
+
+def main_kernel(paths: Iterable[str | Path]) -> Path | None:
+    """Of files lying together (``vN/kernel.cu`` and ``vN/kernel.py``), the one kernel file the others belong to:
+    a file some back end reads that is not a companion (:func:`kernel_files` besides itself) of another such file;
+    the first in name order when several are. None when no file qualifies. Raises nothing."""
+    files = sorted(Path(p).resolve() for p in paths)
+    readable = [p for p in files if p.is_file() and language_of(p) is not None]
+    companions = {c for p in readable for c in kernel_files(p) if c != p}
+    return next((p for p in readable if p not in companions), None)
 
 
 def require_runnable(kf: KernelFile) -> None:

@@ -177,7 +177,9 @@ def find_dispatch(source: str | Path, dispatch: str | Path | None = None) -> Opt
         d = src
     else:
         return None
-    if src.is_file() and src.suffix in (".py", ".cu"):
+    from kernelpilot.backends.registry import language_of
+
+    if src.is_file() and language_of(src) is not None:  # a kernel file some back end reads
         return src, d
     from kernelpilot.dispatch import read_dispatch
 

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
 from kernelpilot.cli.common import ConfigOpt, JsonOpt, kv, out, run_command, table
+
+if TYPE_CHECKING:
+    from kernelpilot.bundle.bench import BundleBench
+    from kernelpilot.bundle.manifest import BundleManifest, BundleVerify
+    from kernelpilot.bundle.manifest2 import CudaManifest, RangeManifest
 
 __all__ = ["bundle_app", "register"]
 
@@ -16,8 +21,10 @@ __all__ = ["bundle_app", "register"]
 bundle_app = typer.Typer(no_args_is_help=True, help="Native code bundles: verify (no GPU), bench (GPU).")
 
 
-def _manifest(m: Any) -> None:
-    if getattr(m, "kind", "") == "cuda-so":
+def _manifest(m: BundleManifest | RangeManifest | CudaManifest) -> None:
+    from kernelpilot.bundle.manifest2 import CudaManifest, RangeManifest
+
+    if isinstance(m, CudaManifest):
         out.print(f"[bold]{m.kernel}[/] (.cu, solve) for {m.arch}: {len(m.libraries)} librar"
                   f"{'y' if len(m.libraries) == 1 else 'ies'} for {len(m.buckets)} buckets over {m.dispatch.keys}; "
                   f"{m.nvcc_version or 'nvcc ?'}; needs a CUDA {m.min_driver_cuda} driver")
@@ -26,7 +33,7 @@ def _manifest(m: Any) -> None:
             t.add_row(b.name, _ranges(b.ranges), _kv(b.config), m.libraries[b.library].file)
         out.print(t)
         return
-    if getattr(m, "kind", "") == "triton":
+    if isinstance(m, RangeManifest):
         from kernelpilot.bundle.rules import rule_text
 
         out.print(f"[bold]{m.kernel}[/] ({m.kernel_function}) for {m.arch}: {len(m.entries)} cubins for "
@@ -59,17 +66,17 @@ def _kv(d: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in d.items())
 
 
-def _verify(v: Any) -> None:
-    kind = getattr(v, "kind", "exact-shape")
+def _verify(v: BundleVerify) -> None:
+    kind = v.kind
     out.print(f"[green]ok[/] {v.bundle}: {v.kernel} for {v.arch}, {v.n_entries} "
               f"{'libraries' if kind == 'cuda-so' else 'entries'}, {v.n_files} files, hashes match"
               f"{', coverage holds at every bucket sample and range corner' if kind == 'triton' else ''}; "
               f"needs a CUDA {v.min_driver_cuda} driver")
-    if getattr(v, "bundle_id", ""):
+    if v.bundle_id:
         out.print(f"bundle_id {v.bundle_id} (pin it: kernelpilot bundle verify --expect-id, load(..., expect_id=))")
 
 
-def _bench(b: Any) -> None:
+def _bench(b: BundleBench) -> None:
     out.print(f"{b.kernel}: load {b.load_s * 1e3:.2f} ms, first call (module load + launch) {b.first_call_s * 1e3:.2f} ms")
     t = table("shape", "config", "identical", "JIT ns", "bundle ns", "bundle/JIT")
     for e in b.entries:

@@ -8,20 +8,21 @@ from pathlib import Path
 from typing import Any
 
 
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport, StaticSpace
 from kernelpilot.cli.common import out, table
 
 
 def no_worker_failure(results: list[Any]) -> bool:
     """False when a config's worker exited, crashed or hung (the kernel file misbehaved: the command exits 1);
     compile and resource failures are results, not faults of the command."""
-    return not any(getattr(r, "stage", None) == "worker" for r in results)
+    return not any(isinstance(r, StaticFailure) and r.stage == "worker" for r in results)
 
 
 def _fmt_widths(widths: dict[Any, int]) -> str:
     return " ".join(f"{k}B×{v}" for k, v in sorted(widths.items(), key=lambda kv: int(kv[0]))) or "—"
 
 
-def _occ(r: Any) -> tuple[str, str]:
+def _occ(r: StaticReport) -> tuple[str, str]:
     if r.occupancy is None:
         return "—", "—"
     return f"{r.occupancy.occupancy_pct:.1f}", r.occupancy.limiter
@@ -31,7 +32,7 @@ def _config_text(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
-def static(r: Any) -> None:
+def static(r: StaticReport) -> None:
     """``inspect``: one config's compile facts (threads, registers, spills, shared memory, occupancy, load/store
     widths, SASS size) and its static SASS instruction mix."""
     occ_pct, limiter = _occ(r)
@@ -72,7 +73,7 @@ def static(r: Any) -> None:
 _LIMITER_ABBR = {"registers": "regs", "shared_mem": "smem", "warps": "warps", "blocks": "blocks"}
 
 
-def _failure_code(r: Any) -> str:
+def _failure_code(r: StaticFailure) -> str:
     """A short status for a failed config: ``OOR smem``, ``OOR threads``, ``OOR regs``, ``rejected``, ``compile``."""
     if r.stage == "resources":
         msg = r.message or ""
@@ -85,7 +86,7 @@ def _failure_code(r: Any) -> str:
     return r.stage
 
 
-def space(space: Any) -> None:
+def space(space: StaticSpace) -> None:
     """The ``--all-configs`` table: one row per config, narrow enough for 100 columns (cells wrap on a narrower
     console, never cut); failures listed below it, each in full."""
     from rich import box
@@ -139,7 +140,7 @@ def pipelines(result: dict[str, Any]) -> None:
     """``pipeline``: one table per config (ratio, shared memory per stage, cliffs, advice); a failed config in one
     line."""
     for r in result["reports"]:
-        if getattr(r, "status", None) == "failed":
+        if isinstance(r, StaticFailure):
             out.print(f"[bold]{_config_text(r.config)}[/]: [red]{r.stage} failed[/] {r.error_type}: "
                       f"{r.message.splitlines()[0] if r.message else ''}")
             continue

@@ -32,7 +32,10 @@ session_app = typer.Typer(no_args_is_help=True, help="Versions you write, one hy
                           "3 version recorded as invalid.")
 RunArg = typer.Argument(..., help="The session folder (the --out of `session start`).")
 NoProfile = typer.Option(False, "--no-profile", help="No Nsight Compute: light cards only.")
-TimeoutOpt = typer.Option(300.0, "--timeout-s", help="Seconds one step of a version may take in its worker.")
+StartTimeoutOpt = typer.Option(None, "--timeout-s", help="Seconds one step of a version may take in its worker "
+                               "(default 300; the session keeps it for try and finish).")
+TimeoutOpt = typer.Option(None, "--timeout-s", help="Seconds one step of a version may take in its worker "
+                          "(default: the session's, from start).")
 
 
 def _tried(result) -> None:
@@ -74,17 +77,25 @@ def start_cmd(kernel: Path = typer.Argument(..., help="v0: the starting kernel f
                                                      "$KERNELPILOT_EXPERIENCE or ~/.kernelpilot/experience.db)."),
               no_experience: bool = typer.Option(False, "--no-experience", help="Record nothing in a log."),
               no_git: bool = typer.Option(False, "--no-git", help="No git history in the session folder."),
-              no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt,
+              no_profile: bool = NoProfile, timeout_s: float | None = StartTimeoutOpt, as_json: bool = JsonOpt,
               quiet: bool = QuietOpt) -> None:
     """Freeze the check, write README.md (specs, roofline, stop conditions) and evaluate v0."""
     from kernelpilot import api
 
+    from kernelpilot.options import SessionOptions, build_options
+
     shp = kv(shape, "--shape", as_json)
     log = Reporter(quiet=quiet)
-    _exit_invalid(as_json, lambda: api.session_start(kernel, out=output, ref=ref, shape=shp, gpu=gpu, kernel_type=kernel_type,
-                                         profile=not no_profile, git=not no_git, timeout_s=timeout_s,
-                                         experience_db=experience, no_experience=no_experience,
-                                         log=log), log)
+
+    def call():
+        # the flags as one SessionOptions (a flag not given is left unset: its default)
+        options = build_options(SessionOptions, ref=ref, shape=shp or None, gpu=gpu, kernel_type=kernel_type,
+                                profile=False if no_profile else None, git=False if no_git else None,
+                                timeout_s=timeout_s, experience_db=experience,
+                                no_experience=True if no_experience else None)
+        return api.session_start(kernel, options, out=output, log=log)
+
+    _exit_invalid(as_json, call, log)
 
 
 @session_app.command("try")
@@ -93,14 +104,15 @@ def try_cmd(run: Path = RunArg, kernel: Path = typer.Argument(..., help="The new
             expect: list[str] | None = typer.Option(None, "--expect", help="METRIC:up|down, e.g. "
                                                     "dram_throughput_pct:up or duration:down (repeatable)."),
             parent: str | None = typer.Option(None, "--parent", help="vN (default: the incumbent)."),
-            no_profile: bool = NoProfile, timeout_s: float = TimeoutOpt, as_json: bool = JsonOpt,
+            no_profile: bool = NoProfile, timeout_s: float | None = TimeoutOpt, as_json: bool = JsonOpt,
             quiet: bool = QuietOpt) -> None:
     """Commit the hypothesis, then check, A/B-time, profile and classify the new version."""
     from kernelpilot import api
 
     log = Reporter(quiet=quiet)
     _exit_invalid(as_json, lambda: api.session_try(run, kernel, hypothesis=hypothesis, expect=expect, parent=parent,
-                                               profile=not no_profile, timeout_s=timeout_s, log=log), log)
+                                               profile=False if no_profile else None, timeout_s=timeout_s, log=log),
+                  log)
 
 
 def _status(s) -> None:

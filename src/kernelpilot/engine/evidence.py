@@ -16,11 +16,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.errors import CountersNotPermitted, KernelpilotError, ToolMissingError
 from kernelpilot.progress import Phase
 from kernelpilot.records.evaluation import Evaluation
+
+if TYPE_CHECKING:
+    from kernelpilot.hardware.roofline import Roofline
 
 __all__ = ["LightEvidence", "NcuEvidence"]
 
@@ -47,7 +50,8 @@ class LightEvidence:
         arch: the compile target (None: this machine's GPU, else sm_90).
     """
 
-    def __init__(self, kernel: Path, shape: dict[str, Any], roofline: Any, device_name: str | None, kernel_name: str,
+    def __init__(self, kernel: Path, shape: dict[str, Any], roofline: Roofline | None, device_name: str | None,
+                 kernel_name: str,
                  reason: str, arch: str | None = None) -> None:
         self.kernel, self.shape, self.roofline = kernel, shape, roofline
         self.device_name, self.kernel_name, self.reason, self.arch = device_name, kernel_name, reason, arch
@@ -140,7 +144,8 @@ class NcuEvidence:
         self.metrics[ev.key] = metrics
         if self.on_metrics is not None:
             self.on_metrics(ev, metrics, [k.kernel_name for k in kernels])
-        check = confirm_floor_bytes(getattr(self.fallback.roofline, "bytes_moved", None), kernels)
+        roofline = self.fallback.roofline
+        check = confirm_floor_bytes(roofline.bytes_moved if roofline is not None else None, kernels)
         if check.verdict == "over_counted":
             self.log(f"  {what}: {check.message}")
         return _with_card(ev, card_from_metrics(metrics, verdict), self.kernel, floor_check=check.model_dump())

@@ -23,12 +23,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from kernelpilot.backends.binary.models import StaticFailure, StaticReport
 from kernelpilot.engine.seams import PrunerBase
 from kernelpilot.records.evaluation import config_key
+
+if TYPE_CHECKING:
+    from kernelpilot.search.space import SearchSpace
+    from kernelpilot.search.strategies import Strategy
 
 __all__ = ["DEFAULT_MAX_SPILLS", "CompileAhead", "PruneReport", "compile_order", "prune_reason"]
 
@@ -68,13 +73,12 @@ class PruneReport(BaseModel):
     waited_s: float = 0.0
 
 
-def prune_reason(res: Any, max_spills: int, min_occupancy_pct: float | None) -> tuple[str, str] | None:
+def prune_reason(res: StaticReport | StaticFailure, max_spills: int, min_occupancy_pct: float | None) -> tuple[str, str] | None:
     """Why one static inspection result (:class:`~kernelpilot.profile.static.StaticReport` or
     :class:`~kernelpilot.profile.static.StaticFailure`) can never win: ``(kind, reason)`` with kind ``shared memory``,
     ``spills``, ``occupancy`` or ``compile``, or the failure status (``timeout``, ``worker_crash``, ...) of a compile
     whose isolated worker hung or died (``stage="worker"``); None when the config must be measured. Raises nothing."""
     from kernelpilot.backends.binary.models import NO_BINARY
-    from kernelpilot.profile.static import StaticFailure
 
     if isinstance(res, StaticFailure):
         if res.stage == NO_BINARY:  # a back end without a binary (plain PyTorch): nothing known, so measure it
@@ -259,9 +263,10 @@ class CompileAhead(PrunerBase):
         if i is not None and i not in self._started and self.timeout_s is not None:
             self._todo.appendleft(i)
 
-    def _record(self, key: str, res: Any) -> None:
+    def _record(self, key: str, res: StaticReport | StaticFailure) -> None:
         why = prune_reason(res, self.max_spills, self.min_occupancy_pct)
-        if self.compute_unit and getattr(res, "opcode_counts", None) and self.declaration is None:
+        failed = isinstance(res, StaticFailure)
+        if self.compute_unit and not failed and res.opcode_counts and self.declaration is None:
             from kernelpilot.errors import DeclarationError
             from kernelpilot.kernels.compute_unit import check_unit_sass
 
@@ -271,13 +276,13 @@ class CompileAhead(PrunerBase):
             except DeclarationError as exc:
                 self.declaration = exc
         with self._cv:
-            self.report.compile_s += float(getattr(res, "compile_s", 0.0) or 0.0)
-            if not hasattr(res, "stage"):
+            self.report.compile_s += float(res.compile_s or 0.0)
+            if not failed:
                 self.report.static[key] = {"registers_per_thread": res.registers_per_thread, "spills": res.n_spills,
                                            "shared_bytes": res.shared_mem_bytes,
                                            "occupancy_pct": res.occupancy.occupancy_pct if res.occupancy else None}
             if why is not None:
-                if getattr(res, "stage", None) == "worker":
+                if failed and res.stage == "worker":
                     self.failures[key] = why[0]
                 self._reasons[why[0]] += 1
                 self.report.pruned[key] = f"{why[0]}: {why[1]}"
@@ -364,7 +369,7 @@ class CompileAhead(PrunerBase):
         return self.report
 
 
-def compile_order(strat: Any, space: Any, seed: int, start: dict[str, Any]) -> list[dict[str, Any]]:
+def compile_order(strat: Strategy, space: SearchSpace, seed: int, start: dict[str, Any]) -> list[dict[str, Any]]:
     """Every config of ``space``, in the order the strategy is expected to ask for them: its ``plan`` when it has one,
     else nearest the start first (breadth-first over one-step neighbours), then the rest in space order."""
     ordered: list[dict[str, Any]] = list(strat.plan(space, seed=seed, start=start) or [])

@@ -4,7 +4,7 @@ Three runners implement :class:`Runner`: :class:`kernelpilot.search.worker.Worke
 one per GPU), :class:`kernelpilot.search.ray_pool.RayPool` (Ray actors) and :class:`ReplayRunner` (answers from a
 filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` only speaks this protocol, and calls
 every part of it directly; :class:`~kernelpilot.search.runner_base.RunnerBase` gives the defaults of the parts most
-runners do not need (``timeout_s``, ``knows``, ``audits``/``audit``, ``abort``).
+runners do not need (``timeout_s``, ``knows``, ``audits``/``audit``, ``ab_error``, ``abort``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from kernelpilot.errors import KernelpilotError
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.cache import ReplayRunner as CacheReplay
 from kernelpilot.search.runner_base import RunnerBase
@@ -24,7 +25,7 @@ __all__ = ["Comparison", "ReplayRunner", "Runner", "RunnerBase", "compare_ab"]
 class Runner(Protocol):
     """Evaluates configs; never raises for a config's own faults (they are failure statuses). Subclass
     :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``knows``, ``audits``,
-    ``audit`` and ``abort``."""
+    ``audit``, ``ab_error`` and ``abort``."""
 
     @property
     def parallel(self) -> int:
@@ -58,6 +59,11 @@ class Runner(Protocol):
 
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
         """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (ns), or None when impossible."""
+        ...
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """Why :meth:`ab_samples` of a pair with ``config`` (the side this runner evaluated) answered None: the
+        error the timing raised, or None when it did not fail that way (no worker, no samples asked for)."""
         ...
 
     def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:

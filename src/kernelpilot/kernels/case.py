@@ -457,7 +457,7 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
             what = "input tensors that are not outputs" if key == "scratch" else "tensors among the inputs"
             raise ContractError(f"{kf.path}: setup()[{key!r}] must list {what}, got {names!r}", f"e.g. {example}")
         extra[key] = list(names)
-    extras = getattr(kf, "extras", None) or {}
+    extras = kf.extras or {}
     may_write = list(outputs) if extras.get("synthesized") and extras.get("signature") is not None else []
     declared = {"outputs": list(outputs), "inplace": list(inplace), "may_write": may_write, **extra}
     pristine = {name: inputs[name].detach().clone() for name in inplace}

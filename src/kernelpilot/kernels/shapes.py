@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from kernelpilot.errors import ContractError
 
-__all__ = ["POWER_OF_TWO", "FIXED", "derived_shapes", "domain_notes", "parse_rules", "is_prime"]
+__all__ = ["POWER_OF_TWO", "FIXED", "ShapeDomain", "derived_shapes", "domain_notes", "parse_rules", "is_prime"]
 
 POWER_OF_TWO = "power_of_two"
 FIXED = "fixed"
@@ -54,7 +55,7 @@ _HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "<= BLOCK_N", "K": 16, "D": "power
          "(a multiple of the config's BM, at most BLOCK_N, a multiple of 16, a power of two, kept as declared)")
 
 
-def parse_rules(rules: Any, path: Any = "SHAPE_RULES") -> dict[str, int | str]:
+def parse_rules(rules: Any, path: str | Path = "SHAPE_RULES") -> dict[str, int | str]:
     """Validate a kernel file's ``SHAPE_RULES``: a dict from dimension name to a positive int, a tunable expression
     (a non-empty string other than the two keywords), :data:`POWER_OF_TWO` or :data:`FIXED`.
 
@@ -86,7 +87,7 @@ def is_prime(n: int) -> bool:
     return all(n % f for f in range(3, math.isqrt(n) + 1, 2))
 
 
-def _multiple(rule: int | str, config: dict[str, Any], name: str, path: Any) -> int:
+def _multiple(rule: int | str, config: dict[str, Any], name: str, path: str | Path) -> int:
     """The divisor a rule asks for, at ``config``."""
     if isinstance(rule, int):
         return rule
@@ -165,7 +166,18 @@ def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom, roo
     return k * (units + r) if (units + r) / units <= room else k * (units - r)
 
 
-def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None = None,
+class ShapeDomain(Protocol):
+    """What :func:`derived_shapes` and :func:`domain_notes` read of a kernel file
+    (:class:`~kernelpilot.kernels.contract.KernelFile` has them all)."""
+
+    path: str | Path
+    shape_rules: dict[str, Any] | None
+    default_config: dict[str, Any] | None
+    tunables: dict[str, list[Any]] | None
+    check_shapes: list[dict[str, Any]] | None
+
+
+def derived_shapes(kf: ShapeDomain, shape: dict[str, Any], config: dict[str, Any] | None = None,
                    rng: secrets.SystemRandom | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The shapes correctness also runs at, drawn for this run, then ``CHECK_SHAPES`` (each merged over ``shape``);
     and notes for the record (the declared domain, a dimension left as declared).
@@ -184,9 +196,9 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
         ContractError: ``SHAPE_RULES`` names an expression that does not evaluate to a positive int at ``config``.
     """
     rng = rng or secrets.SystemRandom()
-    rules = getattr(kf, "shape_rules", None) or {}
-    config = dict(config if config is not None else getattr(kf, "default_config", {}) or {})
-    avoid = {int(v) for vals in (getattr(kf, "tunables", {}) or {}).values() for v in vals
+    rules = kf.shape_rules or {}
+    config = dict(config if config is not None else kf.default_config or {})
+    avoid = {int(v) for vals in (kf.tunables or {}).values() for v in vals
              if isinstance(v, int) and not isinstance(v, bool)}
     small, near = dict(shape), dict(shape)
     room = MAX_GROWTH
@@ -196,16 +208,16 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
             continue
         bound = None
         if isinstance(rule, str) and rule.startswith("<="):  # an upper bound, not a divisor
-            bound = _multiple(rule[2:].strip(), config, name, getattr(kf, "path", "kernel"))
+            bound = _multiple(rule[2:].strip(), config, name, kf.path)
             rule = None
-        k = 1 if rule in (None, POWER_OF_TWO) else _multiple(rule, config, name, getattr(kf, "path", "kernel"))
+        k = 1 if rule in (None, POWER_OF_TWO) else _multiple(rule, config, name, kf.path)
         if d % k:  # the declared shape itself is outside the declared domain: vary it freely
             k = 1
         small[name] = _smaller(d, rule, k, avoid, rng)
         near[name] = _near(d, rule, k, rng, room if bound is None else min(room, bound / d))
         room /= max(near[name] / d, 1.0)
     out: list[dict[str, Any]] = []
-    for s in (small, near, *({**shape, **c} for c in (getattr(kf, "check_shapes", None) or []))):
+    for s in (small, near, *({**shape, **c} for c in (kf.check_shapes or []))):
         if s != shape and s not in out:
             out.append(s)
     notes = domain_notes(kf, config)
@@ -214,13 +226,13 @@ def derived_shapes(kf: Any, shape: dict[str, Any], config: dict[str, Any] | None
     return out, notes
 
 
-def domain_notes(kf: Any, config: dict[str, Any] | None = None) -> list[str]:
+def domain_notes(kf: ShapeDomain, config: dict[str, Any] | None = None) -> list[str]:
     """What the file's ``SHAPE_RULES`` restrict, in words, for every verdict (a claim the drawn shapes respect and
     the record keeps): e.g. ``"declared domain: M a multiple of BM (=64); D a power of two"``; empty without rules."""
-    rules = getattr(kf, "shape_rules", None) or {}
+    rules = kf.shape_rules or {}
     if not rules:
         return []
-    config = dict(config if config is not None else getattr(kf, "default_config", {}) or {})
+    config = dict(config if config is not None else kf.default_config or {})
     parts = []
     for name, rule in rules.items():
         if rule == POWER_OF_TWO:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation, version_change
-from kernelpilot.records.models import RunInfo
+from kernelpilot.records.models import RunInfo, SkippedRow
 from kernelpilot.report.hypothesis import DECISION_RULE
 
 
@@ -83,21 +84,26 @@ def rest_summary(versions: list[Evaluation], shown: list[Evaluation]) -> list[st
     return [f"- {len(rest)} more versions not listed: {parts} (every version has its folder `vN/`)"]
 
 
-def skipped_summary(skipped: list[Any]) -> list[str]:
+def _reason_of(row: Evaluation | SkippedRow) -> str:
+    """A skipped row's reason, or a skipped evaluation's message."""
+    return (row.reason if isinstance(row, SkippedRow) else row.message) or ""
+
+
+def skipped_summary(skipped: Sequence[Evaluation | SkippedRow]) -> list[str]:
     """Markdown lines for the configs answered without a run (``Evaluation`` with ``index`` None, or
     :class:`~kernelpilot.records.models.SkippedRow`): a count, then one line per status and kind of reason with
     its count and one example config. Empty when none was skipped. Raises nothing."""
     if not skipped:
         return []
-    groups: dict[tuple[str, str], list[Any]] = {}
+    groups: dict[tuple[str, str], list[Evaluation | SkippedRow]] = {}
     for row in skipped:
-        reason = getattr(row, "reason", None) or getattr(row, "message", "")
+        reason = _reason_of(row)
         groups.setdefault((row.status, _reason_kind(reason)), []).append(row)
     out = [f"{len(skipped)} configs were answered without a run (no version; every one is a row of "
            "`skipped.jsonl` with its reason):", ""]
     for (status, _), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         ex = rows[0]
-        reason = (getattr(ex, "reason", None) or getattr(ex, "message", "") or "").replace("|", "/").replace("\n", " ")
+        reason = _reason_of(ex).replace("|", "/").replace("\n", " ")
         out.append(f"- {status} × {len(rows)}: {reason[:200]} (e.g. `{ex.config}`)")
     return out
 

@@ -2,8 +2,9 @@
 
 Every layer of the search speaks these types (Kernel Tuner's layering: strategy → runner → device → back end):
 
-* a **strategy** (``search/strategies``) proposes configs and calls an ``evaluate(config) -> Evaluation``
-  function until it is done or that function raises :class:`BudgetExhausted`;
+* a **strategy** (``search/strategies``) proposes configs and calls an :class:`Evaluate` (``evaluate(config) ->
+  Evaluation``, ``evaluate.many(configs)``, ``evaluate.parallel``) until it is done or it raises
+  :class:`BudgetExhausted`;
 * the **tuner** (``search/tune.py``) wraps the runner's evaluate with the cache, the budget and the
   incumbent's statistics;
 * the **runner** (``search/worker.py``, or ``search/cache.py``'s replay) produces the :class:`Evaluation`.
@@ -15,8 +16,8 @@ A failed config is data, never an exception: its ``status`` names the failure (:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -25,36 +26,67 @@ __all__ = [
     "Budget",
     "BudgetExhausted",
     "Evaluate",
+    "EvaluateBase",
     "Evaluation",
+    "OneByOne",
     "Status",
     "config_key",
-    "evaluate_many",
-    "parallelism",
 ]
 
-from kernelpilot.records.evaluation import FAILURES, Evaluation, Status, config_key  # noqa: E402,F401  (re-exported)
+from kernelpilot.records.evaluation import (  # noqa: E402,F401  (re-exported)
+    FAILURES, Candidate, Evaluation, Status, config_key)
 
 
-#: A runner: config -> evaluation. Never raises for a bad config (that is a failure status); may raise
-#: :class:`BudgetExhausted` when wrapped by the tuner's budget.
-Evaluate = Callable[[dict[str, Any]], Evaluation]
+class Evaluate(Protocol):
+    """What a strategy calls: config -> evaluation. Never raises for a bad config (that is a failure status); may
+    raise :class:`BudgetExhausted` when it holds the search's budget. The tuner's
+    :class:`~kernelpilot.engine.evaluator.Evaluator` implements it; :class:`EvaluateBase` gives the defaults of the
+    parallel parts and :class:`OneByOne` makes one of a plain function."""
+
+    @property
+    def parallel(self) -> int:
+        """How many configs it can run at once (the tuner's: one per worker, i.e. per GPU or Ray actor); strategies
+        propose that many configs per step. At least 1."""
+        ...
+
+    def __call__(self, config: dict[str, Any] | Candidate) -> Evaluation:
+        """Evaluate one config (or a :class:`~kernelpilot.records.evaluation.Candidate`: a config and its move)."""
+        ...
+
+    def many(self, configs: Sequence[dict[str, Any] | Candidate]) -> list[Evaluation]:
+        """Evaluate several configs (in parallel over the workers where it has several); results in input order,
+        each judged as if evaluated alone in that order.
+
+        Raises:
+            BudgetExhausted: the budget ran out (what was measured before is recorded by the tuner).
+        """
+        ...
 
 
-def parallelism(evaluate: Evaluate) -> int:
-    """How many configs ``evaluate`` can run at once: its ``parallel`` attribute (the tuner's: one per worker,
-    i.e. per GPU or Ray actor), else 1. Strategies propose that many configs per step."""
-    return max(1, int(getattr(evaluate, "parallel", 1) or 1))
+class EvaluateBase:
+    """Defaults of an :class:`Evaluate` that runs one config at a time: ``parallel`` 1, ``many`` calls itself on
+    each config in order. A subclass defines ``__call__``."""
+
+    parallel: int = 1
+
+    def many(self, configs: Sequence[dict[str, Any] | Candidate]) -> list[Evaluation]:
+        """Each config evaluated in turn, in input order (a :class:`BudgetExhausted` stops the rest)."""
+        return [self(c) for c in configs]  # type: ignore[operator]  # the subclass's __call__
 
 
-def evaluate_many(evaluate: Evaluate, configs: list[dict[str, Any]]) -> list[Evaluation]:
-    """Evaluate several configs, in parallel over the workers when ``evaluate`` offers ``many`` (the tuner), else
-    one after the other; results in input order, each judged as if evaluated alone in that order.
+class OneByOne(EvaluateBase):
+    """An :class:`Evaluate` of a plain function ``config -> Evaluation`` (one config at a time).
 
-    Raises:
-        BudgetExhausted: from ``evaluate`` (propagated; what was measured before is recorded by the tuner).
+    Args:
+        fn: the function; its exceptions (``BudgetExhausted``) propagate.
     """
-    many = getattr(evaluate, "many", None)
-    return many(configs) if many is not None else [evaluate(c) for c in configs]
+
+    def __init__(self, fn: Callable[[Any], Evaluation]) -> None:
+        self.fn = fn
+
+    def __call__(self, config: dict[str, Any] | Candidate) -> Evaluation:
+        """``fn(config)``."""
+        return self.fn(config)
 
 
 class BudgetExhausted(Exception):

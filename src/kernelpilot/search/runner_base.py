@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.errors import KernelpilotError
+
 __all__ = ["RunnerBase"]
 
 
@@ -35,6 +37,11 @@ class RunnerBase:
     def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
         """The device-activity audit of ``config``: ``{"status", "message"}`` of what it found, None when clean.
         The default audits nothing (None); it is called only when :attr:`audits` is True."""
+        return None
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """Why the A/B samples of a pair with ``config`` could not be taken; the default keeps no such error
+        (None)."""
         return None
 
     def close(self) -> None:

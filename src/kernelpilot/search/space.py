@@ -116,8 +116,7 @@ class SearchSpace:
         Raises:
             SearchError: as :class:`SearchSpace`; messages name the kernel file.
         """
-        path = getattr(kf, "path", "")
-        return cls(kf.tunables, list(getattr(kf, "constraints", []) or []), limits, source=str(path) if path else "")
+        return cls(kf.tunables, list(kf.constraints or []), limits, source=str(kf.path) if kf.path else "")
 
     def _add(self, text: str, label: str, *, auto: bool) -> None:
         check, skipped = parse_constraint(text, label, self.names, self.limits, auto=auto)

@@ -27,14 +27,14 @@ import functools
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from kernelpilot.store.model import (ConfigStoreError, canonical_json, normalize_arch, normalize_dtype,
                                      normalize_toolchain)
 
-__all__ = ["NO_DTYPE", "KeyParts", "describe", "key_parts", "literal_shape", "source_hash", "strides_of", "this_arch"]
+__all__ = ["NO_DTYPE", "KeyParts", "LoadedKernel", "describe", "key_parts", "literal_shape", "source_hash", "strides_of", "this_arch"]
 
 #: The dtype of a shape that has no ``dtype`` key (put and lookup agree on it).
 NO_DTYPE = "unspecified"
@@ -205,7 +205,17 @@ class KeyParts(BaseModel):
                          duration_ns, **extra)
 
 
-def key_parts(kernel: Any, shape: Optional[Mapping[str, Any]] = None, *, ref: str | Path | None = None,
+@runtime_checkable
+class LoadedKernel(Protocol):
+    """What :func:`key_parts` reads of a loaded kernel (a :class:`~kernelpilot.kernels.contract.KernelFile`, not
+    imported here: library code keys the store without torch): its source hash (a ``.cu`` kernel's covers its headers
+    and sidecar) and its ``SHAPE``."""
+
+    source_sha256: str
+    shape: dict[str, Any]
+
+
+def key_parts(kernel: LoadedKernel | str | Path, shape: Optional[Mapping[str, Any]] = None, *, ref: str | Path | None = None,
               base_shape: Optional[Mapping[str, Any]] = None, arch: Optional[str] = None,
               toolchain: Optional[Mapping[str, Any]] = None, dtype: Optional[str] = None,
               strides: Optional[str] = None, tensors: Any = None) -> KeyParts:
@@ -229,9 +239,9 @@ def key_parts(kernel: Any, shape: Optional[Mapping[str, Any]] = None, *, ref: st
     from kernelpilot.store.lookup import runtime_toolchain
 
     base: Optional[Mapping[str, Any]] = base_shape
-    if hasattr(kernel, "source_sha256"):
+    if isinstance(kernel, LoadedKernel):
         kernel_hash = str(kernel.source_sha256)
-        base = base if base is not None else getattr(kernel, "shape", None)
+        base = base if base is not None else kernel.shape
     elif isinstance(kernel, Path) or (isinstance(kernel, str)
                                       and (Path(kernel).is_file() or not _HEX.match(kernel))):
         kernel_hash = source_hash(kernel, ref)

@@ -1,6 +1,6 @@
 """Versions as the Evaluator's candidates: a session's candidate is a kernel *file*, not a config.
 
-A session evaluates ``vN/kernel.py`` (or ``.cu``) through the one
+A session evaluates ``vN/kernel.py`` (or another back end's file, e.g. ``.cu``) through the one
 :class:`~kernelpilot.engine.evaluator.Evaluator`, like ``optimize`` evaluates configs. The candidate is the config
 ``{"version": N}`` (:func:`version_config`) in a one-tunable space of the session's versions
 (:func:`version_space`); :class:`VersionRunner` is the :class:`~kernelpilot.engine.runner.Runner` that turns it into
@@ -20,23 +20,30 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
+from kernelpilot.errors import KernelpilotError
 from kernelpilot.records.evaluation import Evaluation, Status
 from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.versions.measure import ab_files, open_worker, same_check_problem
 
-__all__ = ["KERNEL_SUFFIXES", "VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
+    from kernelpilot.hardware.roofline import Roofline
+    from kernelpilot.versions.records import SessionState
+
+__all__ = ["VERSION", "SampledOnce", "VersionRunner", "version_config", "version_kernel",
            "version_of", "version_space"]
 
-#: Kernel files a version may be, in the order a version folder is searched (a ``.cu`` file's sidecar is ``.py``).
-KERNEL_SUFFIXES = (".cu", ".py")
-
-
 def version_kernel(root: Path, index: int) -> Path:
-    """``ROOT/vN/kernel.cu`` when present, else ``ROOT/vN/kernel.py``."""
+    """The kernel file of ``ROOT/vN``: of its ``kernel.*`` files, the one the others belong to
+    (:func:`kernelpilot.backends.registry.main_kernel`: ``kernel.cu`` beside its sidecar ``kernel.py``); else
+    ``ROOT/vN/kernel.py`` (a version not copied yet)."""
+    from kernelpilot.backends.registry import main_kernel
+
     vdir = Path(root) / f"v{index}"
-    return next((vdir / f"kernel{s}" for s in KERNEL_SUFFIXES if (vdir / f"kernel{s}").is_file()), vdir / "kernel.py")
+    found = main_kernel(vdir.glob("kernel.*")) if vdir.is_dir() else None
+    return vdir / (found.name if found is not None else "kernel.py")
 
 
 #: The one "tunable" of a session's space: the version index.
@@ -91,10 +98,10 @@ class VersionRunner(RunnerBase):
         #: each evaluated version's starting config (its file's ``DEFAULT_CONFIG``), by index
         self.configs: dict[int, dict[str, Any]] = {}
         #: why an A/B of a version failed (its KernelpilotError), by the version's index
-        self.ab_errors: dict[int, Any] = {}
+        self.ab_errors: dict[int, KernelpilotError] = {}
 
     @classmethod
-    def for_session(cls, root: Path, state: Any, roofline: Any, *, timeout_s: float,
+    def for_session(cls, root: Path, state: SessionState, roofline: Roofline | None, *, timeout_s: float,
                     step: Callable[[str], None] = lambda _w: None) -> VersionRunner:
         """The runner of a session folder ``root`` with its :class:`~kernelpilot.versions.records.SessionState`
         and roofline (None: no floor): its version files, frozen reference, shape, device and floor."""
@@ -124,8 +131,6 @@ class VersionRunner(RunnerBase):
         """Evaluate the version ``config`` names in its own worker (no racing: a version is timed in full).
         ``records`` holds the worker's ``correctness``/``timing`` records, ``kernel_config`` (the file's default
         config) and, for a failure only a session has, ``session_status``. Never raises for the version's faults."""
-        from kernelpilot.errors import KernelpilotError
-
         del race_against_ns
         t0, index = time.monotonic(), version_of(config)
         try:
@@ -156,8 +161,6 @@ class VersionRunner(RunnerBase):
         the same inputs in the worker of whichever was evaluated here (the other's file is loaded beside it). None
         when neither has a worker here, or the timing failed (the error is kept in :attr:`ab_errors` under the
         version that was evaluated)."""
-        from kernelpilot.errors import KernelpilotError
-
         ia, ib = version_of(a), version_of(b)
         here, other, swapped = (ia, ib, False) if ia in self.configs else (ib, ia, True)
         if here not in self.configs:
@@ -169,6 +172,10 @@ class VersionRunner(RunnerBase):
             self.ab_errors[here] = exc
             return None
         return (theirs, mine) if swapped else (mine, theirs)
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """Why the A/B of the version ``config`` names failed in its worker (kept by :meth:`ab_samples`), or None."""
+        return self.ab_errors.get(version_of(config))
 
     def close(self) -> None:
         """Stop every version's worker."""
@@ -186,7 +193,7 @@ class SampledOnce(RunnerBase):
         runner: the wrapped runner. samples: (key of a, key of b) -> (a's samples, b's samples), ns.
     """
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
         self.samples: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
 
@@ -218,6 +225,10 @@ class SampledOnce(RunnerBase):
         if got:
             self.samples[(ka, kb)] = (list(got[0]), list(got[1]))
         return got
+
+    def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:
+        """The wrapped runner's."""
+        return self.runner.ab_error(config)
 
     def close(self) -> None:
         """Close the wrapped runner."""

@@ -136,11 +136,12 @@ def restart(run: str | Path, *, from_version: str | int) -> SessionStatus:
     return status(root, recommend=False)
 
 
-def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
+def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float | None = None,
            log: Log = lambda _m: None) -> SessionStatus:
     """``final_report.md``, ``report.html`` (charts and cards) and (``benchmark``) ``benchmark.md``/
     ``benchmark.json``: the incumbent vs PyTorch eager and torch.compile on the same inputs, in the incumbent's
-    worker; ``finished_utc`` set; a commit. The status returned names the page (``report_html``).
+    worker; ``finished_utc`` set; a commit. The status returned names the page (``report_html``). ``timeout_s``
+    (s): None: the session's (stored by ``start``), else 300.
 
     Raises:
         RunFolderError: not a session.
@@ -156,7 +157,8 @@ def finish(run: str | Path, *, benchmark: bool = True, timeout_s: float = 300.0,
     if benchmark and state.incumbent is not None:
         timing = Phase(log, "baselines", f"v{state.incumbent} vs PyTorch eager and torch.compile")
         # the incumbent's own worker, as its evaluation had it (the session's floor and tolerance)
-        runner = VersionRunner.for_session(root, state, _roofline(root), timeout_s=timeout_s)
+        limit_s = timeout_s if timeout_s is not None else state.options.timeout_s if state.options else 300.0
+        runner = VersionRunner.for_session(root, state, _roofline(root), timeout_s=limit_s)
         try:
             try:
                 worker = runner.open(state.incumbent)

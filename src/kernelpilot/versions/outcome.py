@@ -21,9 +21,13 @@ it (e.g. an ncu metric where only a light card was possible).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.versions.records import Expectation, Outcome
+
+if TYPE_CHECKING:
+    from kernelpilot.profile.kernel_metrics import KernelMetrics
 
 __all__ = ["EXPECT_THRESHOLD_REL", "METRIC_ALIASES", "classify", "flat_metrics", "judge_expectations",
            "parse_expect"]
@@ -56,7 +60,7 @@ def parse_expect(items: list[str] | None) -> list[Expectation]:
     return out
 
 
-def flat_metrics(ev: Any, kernel_metrics: Any = None) -> dict[str, float]:
+def flat_metrics(ev: Evaluation, kernel_metrics: KernelMetrics | None = None) -> dict[str, float]:
     """The numbers a version is compared on: its median/IQR (ns) and % of roofline, the numeric fields of its ncu
     metrics (when profiled) and the numeric evidence of its card."""
     out: dict[str, float] = {}
@@ -68,7 +72,7 @@ def flat_metrics(ev: Any, kernel_metrics: Any = None) -> dict[str, float]:
         for name, value in kernel_metrics.model_dump().items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "duration_ns":
                 out.setdefault(name, float(value))
-    for item in (getattr(ev, "card", None) or {}).get("evidence", []):
+    for item in (ev.card or {}).get("evidence", []):
         if isinstance(item.get("value"), (int, float)):
             out.setdefault(item["metric"], float(item["value"]))
     return out

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.engine.seams import RecorderBase
 from kernelpilot.records.evaluation import Evaluation, Move
@@ -26,6 +26,11 @@ from kernelpilot.records.workspace import write_json
 from kernelpilot.versions.candidates import version_config, version_of
 from kernelpilot.versions.outcome import classify, flat_metrics, judge_expectations
 from kernelpilot.versions.records import Expectation, MemoryRecord, memory_path
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Comparison
+    from kernelpilot.profile.kernel_metrics import KernelMetrics
+    from kernelpilot.versions.run_version import VersionRun
 
 __all__ = ["SessionRecorder"]
 
@@ -40,7 +45,7 @@ def _invalid(index: int, parent: MemoryRecord | None, hypothesis: str, status: s
                         recorded_utc=now_utc())
 
 
-def _detail(cmp: Any) -> dict[str, Any]:
+def _detail(cmp: Comparison) -> dict[str, Any]:
     """A :class:`~kernelpilot.engine.runner.Comparison` as memory.json's ``vs_parent``/``vs_incumbent``: the
     forward :class:`~kernelpilot.search.stats.Decision`, ``reverse_replace`` (the other side faster beyond noise)
     and both medians (ns)."""
@@ -51,7 +56,8 @@ def _detail(cmp: Any) -> dict[str, Any]:
     return detail
 
 
-def _evidence(run: Any, index: int, ev: Evaluation, kernel_config: dict[str, Any]) -> tuple[Evaluation, Any]:
+def _evidence(run: VersionRun, index: int, ev: Evaluation,
+              kernel_config: dict[str, Any]) -> tuple[Evaluation, KernelMetrics | None]:
     """The version's card (ncu when possible, else light) and its ncu metrics (None without a profile); the card is
     made for the file at ``kernel_config`` (its default config; ``ev.config`` names the version) and ``ev`` keeps
     its own config."""
@@ -66,7 +72,7 @@ def _evidence(run: Any, index: int, ev: Evaluation, kernel_config: dict[str, Any
                           "no Nsight Compute profile (--no-profile)" if not run.profile else "ncu unavailable")
     got: dict[str, Any] = {}
 
-    def on_metrics(_ev: Any, metrics: Any, names: list[str]) -> None:
+    def on_metrics(_ev: Evaluation, metrics: KernelMetrics, names: list[str]) -> None:
         got["metrics"] = metrics
         write_json(vdir / "metrics.json", {"main_kernel": metrics.model_dump(), "all_kernels": names})
 
@@ -94,7 +100,7 @@ class SessionRecorder(RecorderBase):
         memory / commit: the version's record and commit, once :meth:`after` ran.
     """
 
-    def __init__(self, run: Any, *, parent: MemoryRecord | None, hypothesis: str, expects: list[Expectation],
+    def __init__(self, run: VersionRun, *, parent: MemoryRecord | None, hypothesis: str, expects: list[Expectation],
                  change: str, finalize: Callable[[MemoryRecord], str | None]) -> None:
         self.run, self.parent, self.hypothesis, self.expects = run, parent, hypothesis, expects
         self.change, self.finalize = change, finalize
@@ -156,7 +162,7 @@ class SessionRecorder(RecorderBase):
                 continue
             cmp = compare_ab(runner, ev.config, version_config(other), n)
             if cmp is None:
-                exc = getattr(getattr(runner, "runner", runner), "ab_errors", {}).get(index)
+                exc = runner.ab_error(ev.config)
                 return _invalid(index, parent, hyp, getattr(exc, "failure", None) or "runtime_error",
                                 f"A/B timing failed: {exc.message if exc is not None else 'no samples'}", expects,
                                 before)

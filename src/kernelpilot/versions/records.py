@@ -7,12 +7,14 @@ metrics before/after, outcome, pitfalls, masked). Both are pydantic models; thei
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kernelpilot.records.workspace import read_json, write_json
+from kernelpilot.options import SessionOptions, stored_options
+from kernelpilot.records.workspace import read_json, read_record, write_json
 
 __all__ = ["Expectation", "MemoryRecord", "Outcome", "SESSION_FILE", "SessionState", "load_memories",
            "load_state", "memory_path", "save_state"]
@@ -102,6 +104,8 @@ class SessionState(BaseModel):
         restarts: ``[{"from": N, "masked": [...], "at_utc": ...}]``.
         experience_db: the experience log the session writes to (None: none).
         finished_utc: set by ``finish``.
+        options: the :class:`~kernelpilot.options.SessionOptions` ``start`` was given (None in sessions from before
+            they were recorded); :func:`load_state` reads them back whole.
     """
 
     kernel_name: str
@@ -122,6 +126,7 @@ class SessionState(BaseModel):
     finished_utc: str | None = None
     git: bool = True
     extra: dict[str, Any] = Field(default_factory=dict)
+    options: SessionOptions | None = None
 
 
 def memory_path(root: Path, index: int) -> Path:
@@ -141,7 +146,24 @@ def load_state(root: Path) -> SessionState:
     if not path.is_file():
         raise RunFolderError(f"{root} is not a kernelpilot session folder (no {SESSION_FILE})",
                              "start one with `kernelpilot session start KERNEL --out RUN`")
-    return read_json(path, SessionState)
+    return read_record(path, lambda text: _state_from_json(text, path))
+
+
+def _state_from_json(text: str, path: Path) -> SessionState:
+    """``session.json``'s text as a :class:`SessionState`, its ``options`` validated back into
+    :class:`~kernelpilot.options.SessionOptions` whole first (:func:`kernelpilot.options.stored_options`).
+
+    Raises:
+        RunFolderError: the stored options hold a field SessionOptions does not know, a value of the wrong type or
+            out of range (the message names the file and the field). ValueError / ValidationError: not JSON, or the
+            rest does not match (:func:`~kernelpilot.records.workspace.read_record` names the file).
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("session.json is not a JSON object")
+    if data.get("options") is not None:
+        data["options"] = stored_options(SessionOptions, data["options"], path)
+    return SessionState.model_validate(data)
 
 
 def save_state(root: Path, state: SessionState) -> Path:

@@ -21,59 +21,57 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernelpilot.progress import Steps
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.versions.candidates import (KERNEL_SUFFIXES, SampledOnce, VersionRunner, version_config,
+from kernelpilot.versions.candidates import (SampledOnce, VersionRunner, version_config,
                                              version_kernel, version_space)
 from kernelpilot.versions.measure import AB_SAMPLES_CPU, AB_SAMPLES_GPU
 from kernelpilot.versions.records import Expectation, MemoryRecord, SessionState
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
+    from kernelpilot.hardware.roofline import Roofline
 
 __all__ = ["VersionRun", "copy_version", "remembered", "run_version", "standing_incumbent", "target_met",
            "version_kernel"]
 
 
 def copy_version(src: Path, vdir: Path) -> Path:
-    """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>``; for a ``.cu`` file also its sidecar
-    (``STEM.py`` → ``kernel.py``) and every local ``#include`` it reaches, at the same relative paths. Returns the
-    copied kernel.
+    """Copy a version's kernel file into ``vdir`` as ``kernel<suffix>`` with every file that belongs to it, where its
+    back end puts it (:func:`kernelpilot.backends.registry.kernel_files`: for a ``.cu`` file its sidecar as
+    ``kernel.py`` and its local ``#include``s at their relative paths). Nothing is copied when it is refused. Returns
+    the copied kernel.
 
     Raises:
-        ContractError: a suffix no backend reads, or a ``.cu`` whose local include lies outside its folder (the
-            copy could not find it: keep the includes beside the file or below it).
+        ContractError: no back end reads the file, or a companion lies outside the kernel's folder (the copy could
+            not find it: keep the includes beside the file or below it).
     """
     import shutil
 
+    from kernelpilot.backends.registry import kernel_files
     from kernelpilot.errors import ContractError
     from kernelpilot.records.seal import note_written
 
     src = Path(src).resolve()
-    if src.suffix not in KERNEL_SUFFIXES:
-        raise ContractError(f"{src}: a version must be a .py (Triton) or .cu (CUDA) file",
-                            "pass the version's kernel file")
-    vdir.mkdir(parents=True, exist_ok=True)
-    dest = vdir / f"kernel{src.suffix}"
-    shutil.copy2(src, dest)
-    note_written(dest)  # the write journal: a session commit stages only what kernelpilot wrote
-    if src.suffix == ".cu":
-        from kernelpilot.backends.cuda.signature import local_includes
-
-        side = src.with_suffix(".py")
-        if side.is_file():
-            shutil.copy2(side, vdir / "kernel.py")
-            note_written(vdir / "kernel.py")
-        for inc in local_includes(src):
-            try:
-                rel = Path(inc).resolve().relative_to(src.parent)
-            except ValueError:
-                raise ContractError(f"{src}: it includes {inc}, outside its folder; a session copies each version "
-                                    "into its own folder and could not find it there",
-                                    "keep the version's local includes beside it or below its folder") from None
-            (vdir / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(inc, vdir / rel)
-            note_written(vdir / rel)
-    return dest
+    name = f"kernel{src.suffix}"
+    try:
+        files = kernel_files(src, name)
+    except ContractError as exc:
+        raise ContractError(f"a version must be a kernel file a back end reads: {exc.message}",
+                            "pass the version's kernel file") from None
+    for path, rel in files.items():
+        if rel.is_absolute() or ".." in rel.parts:
+            raise ContractError(f"{src}: it includes {path}, outside its folder; a session copies each version "
+                                "into its own folder and could not find it there",
+                                "keep the version's local includes beside it or below its folder")
+    for path, rel in files.items():
+        dest = vdir / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+        note_written(dest)  # the write journal: a session commit stages only what kernelpilot wrote
+    return vdir / name
 
 
 class VersionRun:
@@ -85,8 +83,8 @@ class VersionRun:
         log: progress callback.
     """
 
-    def __init__(self, root: Path, state: SessionState, roofline: Any, *, profile: bool, timeout_s: float,
-                 log: Any = lambda _m: None) -> None:
+    def __init__(self, root: Path, state: SessionState, roofline: Roofline | None, *, profile: bool,
+                 timeout_s: float, log: Callable[[str], None] = lambda _m: None) -> None:
         self.root, self.state, self.roofline = Path(root), state, roofline
         self.profile, self.timeout_s, self.log = profile, timeout_s, log
         #: the version's numbered steps (:class:`kernelpilot.progress.Steps`), set by the session before it runs
@@ -175,7 +173,7 @@ def target_met(state: SessionState, memories: Sequence[MemoryRecord], baselines_
 def run_version(run: VersionRun, index: int, *, memories: Sequence[MemoryRecord], parent: MemoryRecord | None,
                 hypothesis: str = "", expects: list[Expectation] | None = None, change: str = "",
                 finalize: Callable[[MemoryRecord], str | None] = lambda _m: None,
-                runner: Any = None) -> tuple[MemoryRecord, str | None]:
+                runner: Runner | None = None) -> tuple[MemoryRecord, str | None]:
     """Evaluate ``vN``'s file through the Evaluator (see the module docstring) and record it.
 
     Args:

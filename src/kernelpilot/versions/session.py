@@ -15,11 +15,12 @@ import difflib
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
+from kernelpilot.options import SessionOptions
 from kernelpilot.progress import Steps
 from kernelpilot.records.models import now_utc
 from kernelpilot.records.seal import note_written
@@ -28,6 +29,9 @@ from kernelpilot.versions.outcome import parse_expect
 from kernelpilot.versions.records import MemoryRecord, SessionState, load_memories, load_state, save_state
 from kernelpilot.versions.render import render_hypothesis_md, render_readme
 from kernelpilot.versions.run_version import VersionRun, copy_version, run_version, target_met, version_kernel
+
+if TYPE_CHECKING:
+    from kernelpilot.engine.runner import Runner
 
 __all__ = ["SessionStatus", "TryResult", "start", "try_version"]
 
@@ -139,11 +143,10 @@ def _target_met(state: SessionState, mems: dict[int, MemoryRecord],
     return target_met(state, list(mems.values()), baselines_ns)
 
 
-def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
-          shape: dict[str, Any] | None = None, gpu: str | None = None, kernel_type: str | None = None,
-          profile: bool = True, git: bool = True, timeout_s: float = 300.0, experience_db: str | Path | None = None,
-          no_experience: bool = False, log: Log = lambda _m: None) -> TryResult:
+def start(kernel: str | Path, options: SessionOptions | None = None, *, out: str | Path,
+          log: Log = lambda _m: None) -> TryResult:
     """Start a session on ``kernel`` in the new folder ``out`` and evaluate v0 (see the module docstring).
+    ``options`` (None: the defaults) are stored in ``session.json`` whole; later commands read them back.
 
     Raises:
         ContractError / ScreenRefused: the kernel file (or ``ref``) breaks the contract or is refused by the screen.
@@ -154,7 +157,8 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     from kernelpilot.experience.from_runs import guess_kernel_type
     from kernelpilot.measure.env import collect_env, render_env_md
 
-    ctx = prepare(kernel, ref=ref, shape=shape, gpu=gpu, search=False)
+    o = options if options is not None else SessionOptions()
+    ctx = prepare(kernel, ref=o.ref, shape=o.shape, gpu=o.gpu, search=False)
     kf = ctx.kf
     ws = Workspace.create(Path(out))
     root = ws.root
@@ -162,20 +166,20 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     shutil.copy2(kf.reference_path, root / "check" / "reference.py")
     note_written(root / "check" / "reference.py")  # the write journal (records/seal.py): committed below
     copy_version(kf.path, ws.version_dir(0))
-    env = collect_env(probe_ncu=profile and ctx.device == "cuda")
+    env = collect_env(probe_ncu=o.profile and ctx.device == "cuda")
     write_json(root / "env.json", env)
     write_text(root / "env.md", render_env_md(env))
-    cc = getattr(env.gpu, "compute_capability", None) if env.gpu else None
+    cc = env.gpu.compute_capability if env.gpu else None
     arch = f"sm_{str(cc).replace('.', '')}" if cc else None
     # a series' files are often named v0.py, v1.py ...: the session is then named after their folder
     name = kf.path.parent.name if re.fullmatch(r"v\d+", kf.name) else kf.name
-    state = SessionState(kernel_name=name, kernel_type=kernel_type or guess_kernel_type(name),
+    state = SessionState(kernel_name=name, kernel_type=o.kernel_type or guess_kernel_type(name),
                          backend=(kf.backend.name if kf.backend is not None else "triton"), device=ctx.device,
                          device_name=env.gpu.name if env.gpu else None, arch=arch, shape=ctx.shape,
                          floor_ns=ctx.roofline.floor_ns if ctx.roofline else None,
                          target_ns=ctx.roofline.target_ns if ctx.roofline else None,
-                         experience_db=None if no_experience else _experience_path(experience_db),
-                         started_utc=now_utc(), git=git)
+                         experience_db=None if o.no_experience else _experience_path(o.experience_db),
+                         started_utc=now_utc(), git=o.git, options=o)
     if ctx.roofline is not None:
         write_json(root / "roofline.json", ctx.roofline)
     tol = (f"atol={kf.atol}, rtol={kf.rtol} (set by the reference file)" if kf.atol is not None or kf.rtol is not None
@@ -187,12 +191,12 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     _commit(root, state, [root], "session: start — check frozen, environment, roofline, stop conditions, v0 file")
     log(f"session {root}: {kf.name} at {ctx.shape} on {state.device_name or 'the CPU (interpreter)'}")
     return _evaluate(root, state, 0, parent=None, hypothesis="the starting kernel", expects=[], change="",
-                     profile=profile, timeout_s=timeout_s, log=log)
+                     profile=o.profile, timeout_s=o.timeout_s, log=log)
 
 
 def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryRecord | None, hypothesis: str,
               expects: list[Any], change: str, profile: bool, timeout_s: float, log: Log,
-              runner: Any = None) -> TryResult:
+              runner: Runner | None = None) -> TryResult:
     """Evaluate version ``index`` through the Evaluator (:func:`kernelpilot.versions.run_version.run_version`); the
     session's part of its record — ``session.json`` (its incumbent is the Evaluator's), the experience log, the
     commit — is written as soon as ``memory.json`` is, also when the floor or a broken v0 then stops the session.
@@ -232,9 +236,10 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
 
 
 def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect: list[str] | None = None,
-                parent: str | int | None = None, profile: bool = True, timeout_s: float = 300.0,
-                log: Log = lambda _m: None, runner: Any = None) -> TryResult:
+                parent: str | int | None = None, profile: bool | None = None, timeout_s: float | None = None,
+                log: Log = lambda _m: None, runner: Runner | None = None) -> TryResult:
     """Evaluate the next version (see the module docstring). ``parent``: ``v2`` or ``2`` (default: the incumbent).
+    ``profile`` / ``timeout_s`` (s): None: the session's (:attr:`SessionState.options`, stored by ``start``).
     ``runner``: what measures the versions (default: each version file in its own worker; see
     :func:`kernelpilot.versions.run_version.run_version`).
 
@@ -278,8 +283,10 @@ def try_version(run: str | Path, kernel: str | Path, *, hypothesis: str, expect:
     write_text(vdir / "hypothesis.md", render_hypothesis_md(index, p, hypothesis, expects, change))
     _commit(root, state, [vdir], f"v{index}: hypothesis — {hypothesis.strip()[:100]}")
     log(f"v{index}: {hypothesis.strip()[:120]} (parent v{p}, {change})")
+    stored = state.options if state.options is not None else SessionOptions()
     return _evaluate(root, state, index, parent=mems[p], hypothesis=hypothesis.strip(), expects=expects,
-                     change=change, profile=profile, timeout_s=timeout_s, log=log, runner=runner)
+                     change=change, profile=stored.profile if profile is None else profile,
+                     timeout_s=stored.timeout_s if timeout_s is None else timeout_s, log=log, runner=runner)
 
 
 def _version_index(value: str | int, state: SessionState) -> int:

@@ -179,6 +179,21 @@ class CudaBackend:
             libs[key] = lib
         return libs[key]
 
+    def kernel_files(self, path: Path, name: str | None = None) -> dict[Path, Path]:
+        """``path`` (as ``name``), its sidecar (``STEM.py`` when present, renamed with it) and every local
+        ``#include "..."`` it reaches (:func:`~kernelpilot.backends.cuda.signature.local_includes`; the sidecar is
+        not imported, so ``INCLUDE_DIRS`` are not searched), each at its path relative to ``path``'s folder."""
+        path = Path(path).resolve()
+        own = Path(name or path.name)
+        files = {path: own}
+        side = _sidecar(path)
+        if side is not None:
+            files[side.resolve()] = own.with_suffix(".py")
+        for inc in local_includes(path):
+            inc = Path(inc).resolve()
+            files.setdefault(inc, Path(os.path.relpath(inc, path.parent)))
+        return files
+
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """Call ``solve`` once: each buffer parameter gets its tensor's ``data_ptr()``, each scalar its value, in
         signature order, on the current (legacy default) stream. Asynchronous: ``solve``'s own

@@ -72,6 +72,11 @@ class TorchRefBackend:
         module = import_module_file(Path(path), "kernel")
         return build_kernel_file(Path(path), module, ref, interpreted=interpreted, backend=self)
 
+    def kernel_files(self, path: Path, name: str | None = None) -> dict[Path, Path]:
+        """``{path: name}``: a plain-PyTorch kernel is its one file."""
+        path = Path(path).resolve()
+        return {path: Path(name or path.name)}
+
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """``run_kernel(**inputs, **config)``; its own exceptions propagate."""
         kf.run_kernel(**inputs, **config)

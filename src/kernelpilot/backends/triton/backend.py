@@ -88,6 +88,11 @@ class TritonBackend:
                              "checked under the interpreter, run on a GPU")
         return "; ".join(n for n in notes if n) or None
 
+    def kernel_files(self, path: Path, name: str | None = None) -> dict[Path, Path]:
+        """``{path: name}``: a Triton kernel file (its kernels are defined in it) is its one file."""
+        path = Path(path).resolve()
+        return {path: Path(name or path.name)}
+
     def launch(self, kf: KernelFile, inputs: dict[str, Any], config: dict[str, Any]) -> None:
         """``run_kernel(**inputs, **config)``; for an autotuned kernel the autotuner's config list becomes the one
         pinned ``triton.Config`` (so it launches without benchmarking, with that config's ``pre_hook``) and

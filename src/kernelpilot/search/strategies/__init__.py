@@ -4,7 +4,8 @@ A strategy is a class with a ``name`` and a method::
 
     search(self, space: SearchSpace, evaluate: Evaluate, *, seed: int, start: dict | None = None) -> None
 
-that proposes valid configs of ``space`` and calls ``evaluate(config)`` (an
+that proposes valid configs of ``space`` and calls ``evaluate(config)`` or ``evaluate.many(configs)`` (an
+:class:`~kernelpilot.search.model.Evaluate`, ``evaluate.parallel`` configs at a time; an
 :class:`~kernelpilot.search.model.Evaluation` comes back; a failure has ``objective == inf``) until it has
 nothing left to try or ``evaluate`` raises :class:`~kernelpilot.search.model.BudgetExhausted`, which it lets
 propagate (the tuner catches it). A strategy never evaluates the same config twice, and never an invalid one; it

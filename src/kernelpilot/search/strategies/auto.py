@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpilot.records.evaluation import Candidate
 from kernelpilot.search.guided import propose_moves
-from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
+from kernelpilot.search.model import Evaluation, config_key
 from kernelpilot.search.strategies.base import StrategyBase
 from kernelpilot.search.strategies.bayes import BayesStrategy
 from kernelpilot.search.strategies.guided import CardFor, stored_card
@@ -83,10 +83,10 @@ class AutoStrategy(StrategyBase):
         """The prior: v0, then the card's first-ranked untried moves from the incumbent, one per worker per step,
         until no move is left or ``patience`` (times the workers) in a row were not accepted. Returns the
         incumbent."""
-        width = parallelism(evaluate)
+        width = evaluate.parallel
 
         def run(batch: list[Any]) -> list[Evaluation]:
-            evs = evaluate_many(evaluate, batch)
+            evs = evaluate.many(batch)
             for ev in evs:
                 tried[ev.key] = ev
             return evs
@@ -134,5 +134,5 @@ class AutoStrategy(StrategyBase):
                 if options:
                     best = min(options, key=distance)
                     picked[config_key(best)] = best
-        for ev in evaluate_many(evaluate, list(picked.values())):
+        for ev in evaluate.many(list(picked.values())):
             tried[ev.key] = ev

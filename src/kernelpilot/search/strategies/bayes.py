@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.search.model import config_key, evaluate_many, parallelism
+from kernelpilot.search.model import config_key
 from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class BayesStrategy(StrategyBase):
             return
         distributions = {n: CategoricalDistribution(list(v)) for n, v in space.tunables.items()}
         tried: dict[str, float] = {}
-        width = parallelism(evaluate)
+        width = evaluate.parallel
 
         def told(value: float) -> float:
             return value if math.isfinite(value) else PENALTY
@@ -131,7 +131,7 @@ class BayesStrategy(StrategyBase):
                             exhausted = True
                             break
                         batch.append((None, substitute))
-                    evs = evaluate_many(evaluate, [c for _, c in batch])
+                    evs = evaluate.many([c for _, c in batch])
                     for (trial, config), ev in zip(batch, evs):
                         tried[config_key(config)] = ev.objective
                         if trial is None:

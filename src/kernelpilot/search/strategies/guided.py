@@ -11,7 +11,7 @@ replay gives the card stored with the evaluation. When every neighbour of the in
 steps from the best evaluated config whose neighbourhood still has untried configs, so every call makes
 progress and a budget is never left unspent while the space has connected configs; it stops when none is left.
 
-With several workers (``parallelism(evaluate)`` > 1: one per GPU or Ray actor) each step evaluates the card's
+With several workers (``evaluate.parallel`` > 1: one per GPU or Ray actor) each step evaluates the card's
 top moves at once, one per worker, and keeps the last one the tuner accepted (each is judged against the
 incumbent of the moment, in rank order); with one worker it is the sequential walk above.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernelpilot.records.evaluation import Candidate
 from kernelpilot.search.guided import propose_moves
-from kernelpilot.search.model import Evaluation, config_key, evaluate_many, parallelism
+from kernelpilot.search.model import Evaluation, config_key
 from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
@@ -59,10 +59,10 @@ class GuidedStrategy(StrategyBase):
             return
         start = start if start is not None and space.is_valid(start) else configs[0]
         tried: dict[str, Evaluation] = {}
-        width = parallelism(evaluate)
+        width = evaluate.parallel
 
         def run(batch: list[dict[str, Any]]) -> list[Evaluation]:
-            evs = evaluate_many(evaluate, batch)
+            evs = evaluate.many(batch)
             for ev in evs:
                 tried[ev.key] = ev
             return evs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
-from kernelpilot.search.model import config_key, evaluate_many
+from kernelpilot.search.model import config_key
 from kernelpilot.search.strategies.base import StrategyBase
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ class LocalStrategy(StrategyBase):
     config drawn uniformly from the untried ones. Failures have an infinite objective: a failed neighbour is
     never moved to, and a failed start moves to any neighbour that ran. It ends when every valid config was tried
     or after ``max_restarts`` restarts. A config's untried neighbours are evaluated as one batch, in parallel over
-    the workers when there are several (:func:`kernelpilot.search.model.evaluate_many`).
+    the workers when there are several (:meth:`kernelpilot.search.model.Evaluate.many`).
 
     Args:
         adjacent: neighbourhood of one step in a tunable's list (True) or of any other value (False).
@@ -67,7 +67,7 @@ class LocalStrategy(StrategyBase):
 
         def objectives(configs: list[dict[str, Any]]) -> list[float]:
             new = [c for c in configs if config_key(c) not in tried]
-            for ev in evaluate_many(evaluate, new):
+            for ev in evaluate.many(new):
                 tried[ev.key] = ev.objective
             return [tried[config_key(c)] for c in configs]
 
