@@ -121,15 +121,22 @@ class OutputCheck(BaseModel):
     reason: str
 
 
-def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> OutputCheck:
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
+            device: Any = None) -> OutputCheck:
     """Compare one output with its reference (the module docstring's rule).
 
     Args:
         out: the kernel's output, any dtype and device.
         ref: the reference, same number of elements (compared in float64 on ``out``'s device; on the host when
-            the device runs out of memory).
+            the device runs out of memory). A large one (float64 bytes of at least
+            :data:`~kernelpilot.measure.memory.LARGE_BYTES`) is compared chunk by chunk (:func:`kernelpilot.measure.compare_chunked.compare_chunked`: the same rule, no
+            float64 temporary of the whole output).
+        device: where a chunked comparison computes (default: a GPU among ``out``'s and ``ref``'s devices, else the
+            host).
     """
     import torch
+
+    from kernelpilot.measure.memory import is_large
 
     base = dict(name=name, dtype=str(out.dtype).removeprefix("torch."), shape=list(out.shape),
                 n_elements=out.numel(), atol=atol, rtol=rtol)
@@ -143,6 +150,12 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
         out = flat(torch.view_as_real(out.detach().resolve_conj()))
         base = {**base, "shape": list(out.shape), "n_elements": out.numel()}
     exact = atol == 0 and rtol == 0 and not (out.dtype.is_floating_point or out.dtype.is_complex)
+    if not exact and is_large(ref.numel() * 8):
+        from kernelpilot.measure.compare_chunked import compare_chunked
+
+        where = device if device is not None else next(
+            (t.device for t in (out, ref) if t.device.type != "cpu"), torch.device("cpu"))
+        return compare_chunked(base, out, ref, atol, rtol, torch.device(where))
     try:  # on the output's device: a 64 M-element comparison on the host costs seconds per seed
         if exact:
             return _compare_exact(base, out, ref, out.device)
@@ -253,19 +266,23 @@ def _compare(base: dict[str, Any], out: torch.Tensor, ref: torch.Tensor, atol: f
         flat = int(torch.nonzero(mismatch)[0])
         first_idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))] if shape else []
         first_vals = tuple(v if math.isfinite(v) else None for v in (float(o[flat]), float(r[flat])))
-    n = base["n_elements"]
-    if n_nonfinite:
-        passed, reason = False, f"{n_nonfinite} of {n} elements are NaN/Inf where the reference is finite " \
-                                "(unwritten or overflowed)"
-    elif n_mismatched:
-        passed, reason = False, f"{n_mismatched} of {n} elements outside atol*rms(row) + rtol*|ref|"
-    elif worst_rel is not None and worst_rel > rtol:
-        passed, reason = False, f"segment {worst} (a row) has relative L2 error {worst_rel:.3g} > rtol {rtol:g}"
-    elif rel_l2 > rtol:
-        passed, reason = False, f"relative L2 error {rel_l2:.3g} > rtol {rtol:g}"
-    else:
-        passed, reason = True, f"relative L2 error {rel_l2:.3g} <= {rtol:g}; every element and row within tolerance"
+    passed, reason = verdict(base["n_elements"], n_nonfinite, n_mismatched, worst, worst_rel, rel_l2, rtol)
     return OutputCheck(**base, n_nonfinite=n_nonfinite, n_mismatched=n_mismatched, rel_l2_error=rel_l2,
                        max_abs_error=max_abs, scale=whole, n_segments=int(seg_r.shape[0]), worst_segment=worst,
                        worst_segment_rel_error=worst_rel, first_bad_index=first_idx, first_bad_values=first_vals,
                        passed=passed, reason=reason)
+
+
+def verdict(n: int, n_nonfinite: int, n_mismatched: int, worst: int | None, worst_rel: float | None, rel_l2: float,
+            rtol: float) -> tuple[bool, str]:
+    """(passed, reason) from the counts and errors of one comparison (the module docstring's rule, in the order its
+    failures are told: non-finite elements, elements out of tolerance, the worst segment, the whole tensor)."""
+    if n_nonfinite:
+        return False, f"{n_nonfinite} of {n} elements are NaN/Inf where the reference is finite (unwritten or overflowed)"
+    if n_mismatched:
+        return False, f"{n_mismatched} of {n} elements outside atol*rms(row) + rtol*|ref|"
+    if worst_rel is not None and worst_rel > rtol:
+        return False, f"segment {worst} (a row) has relative L2 error {worst_rel:.3g} > rtol {rtol:g}"
+    if rel_l2 > rtol:
+        return False, f"relative L2 error {rel_l2:.3g} > rtol {rtol:g}"
+    return True, f"relative L2 error {rel_l2:.3g} <= {rtol:g}; every element and row within tolerance"

@@ -20,6 +20,13 @@ tensor and call costs milliseconds: the first version of this module added ~16 m
 with a stored copy): the check's seeds, the same in every evaluation of a search, are computed once per worker.
 The cache holds at most :data:`CACHE_BYTES`.
 
+Memory (:mod:`kernelpilot.measure.memory`): pure outputs (``blank``: written in full, never read) are not staged;
+the server makes their zeros itself. Results of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more come back
+in a third buffer of their exact size, allocated once by the worker (``stage_big``) and returned as views, never
+cloned: they are valid until the next call (a call made while a view of the last large results is alive gets a
+new buffer). After a large request the server returns its cached device memory to the driver
+(``torch.cuda.empty_cache``), so the worker's next allocations find it.
+
 The server dies with its worker (``PR_SET_DEATHSIG`` on Linux; EOF on its pipe otherwise). Cost: one interpreter
 start per worker, overlapped with the worker's own start (it is spawned before the kernel file is imported), one
 copy of each input set per call, and none of the float64 work the cache saves.
@@ -89,20 +96,26 @@ class ReferenceProcess:
         self.calls = self.hits = 0
         self.stage_in: Any = None  # bytes on the device, allocated here, mapped once by the server (inputs)
         self.stage_out: Any = None  # likewise, for the results
+        self.stage_big: Any = None  # likewise, for large results: returned as views (module docstring)
+        self._big_uses = 0  # the use count of stage_big's storage with no view of it alive
 
     def serves(self, kf: Any) -> bool:
         """True when this process serves ``kf``'s reference: the same file (its sha256 was checked against the
         worker's when the server imported it) and the server still alive."""
         return str(Path(kf.reference_path).resolve()) == self.path and self.proc.is_alive()
 
-    def outputs(self, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, Any], str]:
+    def outputs(self, inputs: dict[str, Any], outputs: list[str],
+                blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, Any], str]:
         """The reference's results for ``outputs`` on ``inputs`` (name -> tensor or scalar).
 
         Tensors are copied (contiguous) into a staging buffer the server mapped once, and the results come back
-        through a second one: one device-to-device copy each way, no per-call IPC handles.
+        through a second one: one device-to-device copy each way, no per-call IPC handles. ``blank``: pure outputs
+        (observed written in full, never read): not copied; the server passes zeros of their dtype and shape.
 
         Returns:
-            (output name -> float64 tensor (native dtype when float64 failed), the worker's own copy; the precision).
+            (output name -> float64 tensor (native dtype when float64 failed): the worker's own copy, or, for
+            results of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more, views of ``stage_big`` valid until
+            the next call; the precision).
 
         Raises:
             Exception: what the reference raised (re-raised here with its type name and message), or
@@ -110,11 +123,16 @@ class ReferenceProcess:
         """
         import torch
 
+        from kernelpilot.measure import memory
+
         self._wait_ready()
-        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in blank}
+        blanks = {k: (str(v.dtype), tuple(v.shape)) for k, v in inputs.items()
+                  if isinstance(v, torch.Tensor) and k in blank}
         layout = _layout({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
         need = max((off + n for _, _, off, n in layout.values()), default=0)
         if self.stage_in is None or self.stage_in.numel() < need:
+            self.stage_in = None  # freed before the larger one is allocated (the server drops its mapping too)
             self.stage_in = _alloc(need, self.device)
             self._send(("stage_in", self.stage_in))
         with torch.no_grad():
@@ -126,19 +144,31 @@ class ReferenceProcess:
                     self.stage_in[off + n:end].zero_()
         if self.device == "cuda":
             torch.cuda.synchronize()
-        scalars = {k: v for k, v in inputs.items() if k not in tensors}
+        if self.stage_big is not None and (self._big_uses < 0 or _use_count(self.stage_big) != self._big_uses):
+            self.stage_big = None  # a view of the last large results is still alive: never written over
+            self._send(("stage_big", None))
+        scalars = {k: v for k, v in inputs.items() if k not in tensors and k not in blanks}
         kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
-                                    scalars, list(outputs)))
+                                    scalars, list(outputs), blanks, memory.LARGE_BYTES))
         self.calls += 1
         if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
             self.stage_out = _alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
             self._send(("stage_out", self.stage_out))        # may have been held by another thread at the fork)
             kind, payload = self._send(("fetch",))
+        elif kind == "grow_big":  # large results: a buffer of their exact size, kept for the next large call
+            self.stage_big = None
+            self._send(("stage_big", None))
+            self.stage_big = _alloc(payload, self.device, exact=True)
+            self._big_uses = _use_count(self.stage_big)
+            self._send(("stage_big", self.stage_big))
+            kind, payload = self._send(("fetch",))
         if kind == "raised":
             name, _, message = payload.partition(": ")
             raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
-        out_layout, precision, hit = payload
+        out_layout, precision, hit, big = payload
         self.hits += int(hit)
+        if big:
+            return {n: _view(self.stage_big, *out_layout[n]) for n in outputs}, precision
         refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
         return refs, precision
 
@@ -259,6 +289,7 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
     cache = _Cache(device)
     stage_in: Any = None
     stage_out: Any = None
+    stage_big: Any = None
     pending: Any = None
     while True:
         try:
@@ -267,37 +298,75 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             return
         if msg[0] == "stop":
             return
-        if msg[0] in ("stage_in", "stage_out"):
-            stage_in, stage_out = (msg[1], stage_out) if msg[0] == "stage_in" else (stage_in, msg[1])
+        if msg[0] in ("stage_in", "stage_out", "stage_big"):
+            if msg[0] == "stage_in":
+                stage_in = msg[1]
+            elif msg[0] == "stage_out":
+                stage_out = msg[1]
+            else:
+                stage_big = msg[1]
             continue
         try:
             if msg[0] == "fetch":
-                out_layout, precision, hit, refs = pending
+                out_layout, precision, hit, refs, big = pending
             else:
                 if reference is None:
                     raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
-                _, layout, scalars, outputs = msg
-                inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
+                _, layout, scalars, outputs, blanks, large_bytes = msg
+                inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()},
+                          **{k: _zeros(d, sh, device) for k, (d, sh) in blanks.items()}}
                 need = max((v[2] + v[3] for v in layout.values()), default=0)
-                refs, precision, hit = cache.answer(reference, inputs, outputs, layout, stage_in[:need])
+                refs, precision, hit = cache.answer(reference, inputs, outputs, (layout, blanks),
+                                                    stage_in[:need] if stage_in is not None else None)
+                del inputs
                 out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
                 need = max((off + n for _, _, off, n in out_layout.values()), default=0)
-                if stage_out is None or stage_out.numel() < need:
-                    pending = (out_layout, precision, hit, refs)
-                    conn.send(("grow", need))
+                big = need >= large_bytes
+                target = stage_big if big else stage_out
+                if target is None or target.numel() < need:
+                    pending = (out_layout, precision, hit, refs, big)
+                    conn.send(("grow_big" if big else "grow", need))
                     continue
+            target = stage_big if big else stage_out
             for name, t in refs.items():
                 _, _, off, n = out_layout[name]
-                stage_out[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
+                target[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
+            del target
             if device == "cuda":
                 import torch
 
                 torch.cuda.synchronize()
-            pending = None
+            pending = refs = None
+            if big and device == "cuda":  # the float64 work's cached blocks back to the driver, for the worker
+                import gc
+
+                import torch
+
+                gc.collect()
+                torch.cuda.empty_cache()
             conn.send(("ok", ({k: (str(d), sh, off, n) for k, (d, sh, off, n) in out_layout.items()}, precision,
-                              hit)))
+                              hit, big)))
         except BaseException as exc:  # noqa: BLE001 - the reference's own failure is the check's business
+            pending = refs = None
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
+
+
+def _zeros(dtype: str, shape: tuple[int, ...], device: str) -> Any:
+    """Zeros of a pure output's dtype (by name) and shape, made by the server (never staged)."""
+    import torch
+
+    return torch.zeros(shape, dtype=getattr(torch, dtype.removeprefix("torch.")), device=device)
+
+
+def _use_count(t: Any) -> int:
+    """How many tensors use ``t``'s storage (torch's own count; -1 where this torch lacks it: then a buffer with a
+    view alive cannot be told apart, and every large call gets a new one)."""
+    import torch
+
+    counter = getattr(torch._C, "_storage_Use_Count", None)
+    if counter is None:
+        return -1
+    return int(counter(t.untyped_storage()._cdata))
 
 
 #: Byte alignment of every tensor in a staging buffer (the largest any dtype or vector load needs).
@@ -331,11 +400,18 @@ def _view(stage: Any, dtype: Any, shape: tuple[int, ...], off: int, n: int) -> A
     return stage[off:off + n].view(dtype).view(shape)
 
 
-def _alloc(nbytes: int, device: str) -> Any:
-    """A staging buffer of at least ``nbytes`` (rounded up to a power of two, 1 MiB at least, so it grows rarely)."""
+def _alloc(nbytes: int, device: str, exact: bool = False) -> Any:
+    """A staging buffer of at least ``nbytes`` (rounded up to a power of two, 1 MiB at least, so it grows rarely;
+    ``exact``, or ``nbytes`` of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more: rounded up to 1 MiB only,
+    where a power of two could waste a third of the device)."""
     import torch
 
-    size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
+    from kernelpilot.measure.memory import is_large
+
+    if exact or is_large(nbytes):
+        size = max(1 << 20, -(-nbytes // (1 << 20)) * (1 << 20))
+    else:
+        size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
     buf = torch.empty(size, dtype=torch.uint8, device=device)
     if device == "cpu":
         buf.share_memory_()
