@@ -38,6 +38,7 @@ from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_c
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
 from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles
+from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy
 from kernelpilot.measure.reference_run import reference_outputs_local
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
@@ -258,8 +259,23 @@ def _compare_all(kf: KernelFile, case: Case, got: dict[str, torch.Tensor], refs:
     out = []
     for name in case.outputs:
         tol = tolerance_for(case.inputs[name].dtype, kf)
-        out.append(compare(name, got[name], refs[name], tol.atol, tol.rtol))
+        out.append(compare(name, got[name], refs[name], tol.atol, tol.rtol, device=case.inputs[name].device))
     return out
+
+
+def _pristine(kf: KernelFile, case: Case, blank: list[str]) -> dict[str, Any]:
+    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
+    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
+    in-place outputs as :attr:`Case.pristine` holds them. With a reference process, the copies are made straight
+    into its input staging buffer (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as
+    the reference's inputs and as the record that the kernel left its inputs alone."""
+    from kernelpilot.measure.refproc import serving
+
+    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
+    server = serving(kf)
+    if server is not None:
+        return server.stage(source, blank)
+    return {k: (v if k in blank else _clone(v)) for k, v in source.items()}
 
 
 def _fail(seed: int, shape: Shape, stage: Stage, error: str) -> SeedCheck:
@@ -283,8 +299,9 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     problem = aliasing_problem(case)
     if problem:
         return _fail(seed, shape, "aliasing", problem), "", None
-    pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}
-    watched = {k: v.detach().clone() for k, v in case.inputs.items()
+    blank = [n for n in case.outputs if n not in case.inplace]
+    pristine = _pristine(kf, case, blank)
+    watched = {k: pristine[k] for k, v in case.inputs.items()
                if watch_inputs and _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:
         _run_poisoned(kf, case, config, device, poison_outputs)
@@ -295,10 +312,10 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     problem = _mutated(watched, case)
     if problem:
         return _fail(seed, shape, "inputs", problem), "", None
-    first = {n: case.inputs[n].clone() for n in case.outputs}
+    # the first run's result: kept (on the host when large) only where a second run follows
+    first = {n: (keep_copy(case.inputs[n]) if second_run else case.inputs[n]) for n in case.outputs}
     try:
-        refs, precision = reference_outputs(kf, pristine, case.outputs,
-                                            [n for n in case.outputs if n not in case.inplace])
+        refs, precision = reference_outputs(kf, pristine, case.outputs, blank)
     except Exception as exc:
         domain = " (at a shape kernelpilot drew: a problem defined at some sizes only declares them in SHAPE_RULES)"
         return _fail(seed, shape, stage, f"reference raised {type(exc).__name__}: {exc}"
@@ -318,7 +335,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
             bad = next(c for c in again if not c.passed)
             return SeedCheck(seed=seed, passed=False, outputs=again, stage=stage, shape=shape,
                              error=f"second run on the same inputs: {bad.name}: {bad.reason}"), precision, False
-        deterministic = all(bitwise_equal(first[n], case.inputs[n]) for n in case.outputs)
+        deterministic = all(bits_equal(first[n], case.inputs[n]) for n in case.outputs)
     return SeedCheck(seed=seed, passed=all(c.passed for c in checks), outputs=checks, stage=stage,
                      shape=shape), precision, deterministic
 
@@ -354,7 +371,7 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     source = draw_values(case).text
     for name, saved in case.pristine.items():
         saved.copy_(case.inputs[name])
-    previous = {n: case.inputs[n].detach().clone() for n in case.outputs if isinstance(case.inputs.get(n), torch.Tensor)
+    previous = {n: keep_copy(case.inputs[n]) for n in case.outputs if isinstance(case.inputs.get(n), torch.Tensor)
                 and n not in case.pristine}
     check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
     del seed
@@ -377,11 +394,14 @@ def _stale_or_recomputed(kf: KernelFile, case: Case, failed: list[str], previous
 
     try:
         refs, _ = reference_outputs(kf, case.inputs, failed)
-        for n in failed:
-            out, ref = case.inputs[n], refs[n].to(case.inputs[n].device, torch.float64)
-            prev = previous[n].to(torch.float64)
-            if bool(((out == previous[n]) & ~torch.isclose(prev, ref, rtol=1e-3, atol=1e-6)).any()):
-                return STALE_NOTE
+        for n in failed:  # in chunks: the previous result may be in host memory, the reference too (large outputs)
+            out, prev, ref = (t.detach().reshape(-1) for t in (case.inputs[n], previous[n], refs[n]))
+            for a in range(0, out.numel(), CHUNK_ELEMENTS):
+                o = out[a:a + CHUNK_ELEMENTS]
+                p = prev[a:a + CHUNK_ELEMENTS].to(o.device)
+                r = ref[a:a + CHUNK_ELEMENTS].to(o.device, torch.float64)
+                if bool(((o == p) & ~torch.isclose(p.to(torch.float64), r, rtol=1e-3, atol=1e-6)).any()):
+                    return STALE_NOTE
     except Exception:  # noqa: BLE001 - no second reference: keep the stricter reading
         return STALE_NOTE
     return RECOMPUTED_NOTE

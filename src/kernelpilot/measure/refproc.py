@@ -37,6 +37,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view, zeros
+from kernelpilot.measure.staging import layout as pack
+
 __all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "serving", "shutdown",
            "start_for"]
 
@@ -129,22 +132,10 @@ class ReferenceProcess:
         tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in blank}
         blanks = {k: (str(v.dtype), tuple(v.shape)) for k, v in inputs.items()
                   if isinstance(v, torch.Tensor) and k in blank}
-        layout = _layout({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
-        need = max((off + n for _, _, off, n in layout.values()), default=0)
-        if self.stage_in is None or self.stage_in.numel() < need:
-            self.stage_in = None  # freed before the larger one is allocated (the server drops its mapping too)
-            self.stage_in = _alloc(need, self.device)
-            self._send(("stage_in", self.stage_in))
-        with torch.no_grad():
-            for name, t in tensors.items():
-                _, _, off, n = layout[name]
-                self.stage_in[off:off + n].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
-                end = off + -(-max(n, 1) // _ALIGN) * _ALIGN
-                if end > off + n:  # the alignment gap: zeros, so equal inputs are equal bytes (the server's cache)
-                    self.stage_in[off + n:end].zero_()
-        if self.device == "cuda":
-            torch.cuda.synchronize()
-        if self.stage_big is not None and (self._big_uses < 0 or _use_count(self.stage_big) != self._big_uses):
+        layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        if not self._staged(tensors, layout):
+            self._copy_in(tensors, layout)
+        if self.stage_big is not None and (self._big_uses < 0 or use_count(self.stage_big) != self._big_uses):
             self.stage_big = None  # a view of the last large results is still alive: never written over
             self._send(("stage_big", None))
         scalars = {k: v for k, v in inputs.items() if k not in tensors and k not in blanks}
@@ -152,14 +143,15 @@ class ReferenceProcess:
                                     scalars, list(outputs), blanks, memory.LARGE_BYTES))
         self.calls += 1
         if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
-            self.stage_out = _alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
+            self.stage_out = alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
             self._send(("stage_out", self.stage_out))        # may have been held by another thread at the fork)
             kind, payload = self._send(("fetch",))
         elif kind == "grow_big":  # large results: a buffer of their exact size, kept for the next large call
             self.stage_big = None
             self._send(("stage_big", None))
-            self.stage_big = _alloc(payload, self.device, exact=True)
-            self._big_uses = _use_count(self.stage_big)
+            where = "cpu" if self.device == "cuda" and host_room(payload) else self.device  # off the GPU if room
+            self.stage_big = alloc(payload, where, exact=True)
+            self._big_uses = use_count(self.stage_big)
             self._send(("stage_big", self.stage_big))
             kind, payload = self._send(("fetch",))
         if kind == "raised":
@@ -168,9 +160,51 @@ class ReferenceProcess:
         out_layout, precision, hit, big = payload
         self.hits += int(hit)
         if big:
-            return {n: _view(self.stage_big, *out_layout[n]) for n in outputs}, precision
-        refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
+            return {n: view(self.stage_big, *out_layout[n]) for n in outputs}, precision
+        refs = {n: view(self.stage_out, *out_layout[n]).clone() for n in outputs}
         return refs, precision
+
+    def stage(self, inputs: dict[str, Any], blank: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+        """Copy ``inputs``' tensors (but the ``blank`` ones) into the input staging buffer now, before the kernel runs:
+        ``inputs`` with each of them replaced by its copy there, a view of the buffer (the blank ones and scalars as
+        given). An :meth:`outputs` call with exactly these views sends them without copying again; the views are
+        overwritten by the next call of either method. The check takes its pristine copies this way: one copy of
+        the inputs serves as the reference's inputs and as the record of what they were."""
+        import torch
+
+        self._wait_ready()  # a fork replaced by a spawned process drops what was sent to it: ready first
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in blank}
+        layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        self._copy_in(tensors, layout)
+        return {k: (view(self.stage_in, *layout[k]) if k in layout else v) for k, v in inputs.items()}
+
+    def _staged(self, tensors: dict[str, Any], layout: dict[str, Any]) -> bool:
+        """True when every tensor is already the view :meth:`stage` made at its place in the input buffer."""
+        if self.stage_in is None or not tensors:
+            return False
+        base = self.stage_in.data_ptr()
+        return all(t.data_ptr() == base + layout[k][2] and t.is_contiguous() and t.device == self.stage_in.device
+                   and self.stage_in.numel() >= layout[k][2] + layout[k][3] for k, t in tensors.items())
+
+    def _copy_in(self, tensors: dict[str, Any], layout: dict[str, Any]) -> None:
+        """Copy ``tensors`` into the input staging buffer at ``layout``'s places (grown and shared first when short),
+        alignment gaps zeroed; waits for the copies."""
+        import torch
+
+        need = max((off + n for _, _, off, n in layout.values()), default=0)
+        if self.stage_in is None or self.stage_in.numel() < need:
+            self.stage_in = None  # freed before the larger one is allocated (the server drops its mapping too)
+            self.stage_in = alloc(need, self.device)
+            self._send(("stage_in", self.stage_in))
+        with torch.no_grad():
+            for name, t in tensors.items():
+                _, _, off, n = layout[name]
+                self.stage_in[off:off + n].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
+                end = off + -(-max(n, 1) // ALIGN) * ALIGN
+                if end > off + n:  # the alignment gap: zeros, so equal inputs are equal bytes (the server's cache)
+                    self.stage_in[off + n:end].zero_()
+        if self.device == "cuda":
+            torch.cuda.synchronize()
 
     def _wait_ready(self) -> None:
         """Wait for the server's first message; a fork that cannot use CUDA is replaced by a spawned process once."""
@@ -313,13 +347,13 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
                 if reference is None:
                     raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
                 _, layout, scalars, outputs, blanks, large_bytes = msg
-                inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()},
-                          **{k: _zeros(d, sh, device) for k, (d, sh) in blanks.items()}}
+                inputs = {**scalars, **{k: view(stage_in, *v) for k, v in layout.items()},
+                          **{k: zeros(d, sh, device) for k, (d, sh) in blanks.items()}}
                 need = max((v[2] + v[3] for v in layout.values()), default=0)
                 refs, precision, hit = cache.answer(reference, inputs, outputs, (layout, blanks),
                                                     stage_in[:need] if stage_in is not None else None)
                 del inputs
-                out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
+                out_layout = pack({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
                 need = max((off + n for _, _, off, n in out_layout.values()), default=0)
                 big = need >= large_bytes
                 target = stage_big if big else stage_out
@@ -330,7 +364,7 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             target = stage_big if big else stage_out
             for name, t in refs.items():
                 _, _, off, n = out_layout[name]
-                target[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
+                target[off:off + n].copy_(t.contiguous().reshape(-1).view(uint8()))
             del target
             if device == "cuda":
                 import torch
@@ -349,73 +383,6 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
         except BaseException as exc:  # noqa: BLE001 - the reference's own failure is the check's business
             pending = refs = None
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
-
-
-def _zeros(dtype: str, shape: tuple[int, ...], device: str) -> Any:
-    """Zeros of a pure output's dtype (by name) and shape, made by the server (never staged)."""
-    import torch
-
-    return torch.zeros(shape, dtype=getattr(torch, dtype.removeprefix("torch.")), device=device)
-
-
-def _use_count(t: Any) -> int:
-    """How many tensors use ``t``'s storage (torch's own count; -1 where this torch lacks it: then a buffer with a
-    view alive cannot be told apart, and every large call gets a new one)."""
-    import torch
-
-    counter = getattr(torch._C, "_storage_Use_Count", None)
-    if counter is None:
-        return -1
-    return int(counter(t.untyped_storage()._cdata))
-
-
-#: Byte alignment of every tensor in a staging buffer (the largest any dtype or vector load needs).
-_ALIGN = 256
-
-
-def _uint8() -> Any:
-    import torch
-
-    return torch.uint8
-
-
-def _layout(specs: dict[str, tuple[Any, tuple[int, ...]]]) -> dict[str, tuple[Any, tuple[int, ...], int, int]]:
-    """name -> (dtype, shape, byte offset, byte count) of tensors packed one after the other, each aligned."""
-    import math
-
-    out, off = {}, 0
-    for name, (dtype, shape) in specs.items():
-        n = math.prod(shape) * dtype.itemsize
-        out[name] = (dtype, shape, off, n)
-        off += -(-max(n, 1) // _ALIGN) * _ALIGN
-    return out
-
-
-def _view(stage: Any, dtype: Any, shape: tuple[int, ...], off: int, n: int) -> Any:
-    """The tensor at ``off`` in a staging buffer (``dtype`` may be given by name: ``"torch.float64"``)."""
-    import torch
-
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype.removeprefix("torch."))
-    return stage[off:off + n].view(dtype).view(shape)
-
-
-def _alloc(nbytes: int, device: str, exact: bool = False) -> Any:
-    """A staging buffer of at least ``nbytes`` (rounded up to a power of two, 1 MiB at least, so it grows rarely;
-    ``exact``, or ``nbytes`` of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more: rounded up to 1 MiB only,
-    where a power of two could waste a third of the device)."""
-    import torch
-
-    from kernelpilot.measure.memory import is_large
-
-    if exact or is_large(nbytes):
-        size = max(1 << 20, -(-nbytes // (1 << 20)) * (1 << 20))
-    else:
-        size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
-    buf = torch.empty(size, dtype=torch.uint8, device=device)
-    if device == "cpu":
-        buf.share_memory_()
-    return buf
 
 
 class _Cache:
