@@ -38,7 +38,7 @@ from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_c
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
 from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles
-from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy
+from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy, pristine_copies, release_cached
 from kernelpilot.measure.reference_run import reference_outputs_local
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
@@ -108,8 +108,9 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
                       blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, torch.Tensor], str]:
     """Run the reference on float64 copies of the inputs (native copies if that fails): in the reference process
     that serves this worker (:mod:`kernelpilot.measure.refproc`: a process that never ran the kernel), else here.
-    ``blank``: pure outputs (observed written in full, never read): sent as zeros, so their leftover contents do not
-    defeat the reference process's content cache.
+    ``blank``: pure outputs (observed written in full, never read): the reference gets zeros of their dtype and
+    shape, made where it runs (never copied from the worker's tensor, whose leftover contents would also defeat
+    the reference process's content cache).
 
     Returns:
         (output name -> reference tensor, the precision used: ``"float64"`` or ``"native (...)"``).
@@ -120,12 +121,10 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     """
     from kernelpilot.measure.refproc import serving
 
-    if blank:
-        inputs = {k: (v.new_zeros(v.shape) if k in blank and _is_tensor(v) else v) for k, v in inputs.items()}
     server = serving(kf)
     if server is not None:
-        return server.outputs(inputs, outputs)
-    return reference_outputs_local(kf.reference, inputs, outputs)
+        return server.outputs(inputs, outputs, blank)
+    return reference_outputs_local(kf.reference, inputs, outputs, blank)
 
 
 def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> RoleReport | None:
@@ -155,6 +154,7 @@ def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> 
         report.notes = check_claims(report, kf.path, judge_partial=not derived)
         cache[key] = report
         kf.extras["roles"] = report
+        release_cached(case)
     report = cache[key].model_copy(deep=True)
     case.apply_roles(report)
     return report
@@ -263,21 +263,6 @@ def _compare_all(kf: KernelFile, case: Case, got: dict[str, torch.Tensor], refs:
     return out
 
 
-def _pristine(kf: KernelFile, case: Case, blank: list[str]) -> dict[str, Any]:
-    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
-    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
-    in-place outputs as :attr:`Case.pristine` holds them. With a reference process, the copies are made straight
-    into its input staging buffer (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as
-    the reference's inputs and as the record that the kernel left its inputs alone."""
-    from kernelpilot.measure.refproc import serving
-
-    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
-    server = serving(kf)
-    if server is not None:
-        return server.stage(source, blank)
-    return {k: (v if k in blank else _clone(v)) for k, v in source.items()}
-
-
 def _fail(seed: int, shape: Shape, stage: Stage, error: str) -> SeedCheck:
     return SeedCheck(seed=seed, passed=False, error=error, stage=stage, shape=shape)
 
@@ -300,7 +285,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     if problem:
         return _fail(seed, shape, "aliasing", problem), "", None
     blank = [n for n in case.outputs if n not in case.inplace]
-    pristine = _pristine(kf, case, blank)
+    pristine = pristine_copies(kf, case, blank)
     watched = {k: pristine[k] for k, v in case.inputs.items()
                if watch_inputs and _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "is_large", "keep_copy", "nbytes"]
+__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "is_large", "keep_copy", "nbytes", "pristine_copies",
+           "release_cached"]
 
 #: Bytes from which a copy is large (1 GiB: a float64 result of 128 M elements; a search's 64 M-element float32
 #: problems stay below it, their results' float64 copies included).
@@ -68,3 +69,32 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         if not bitwise_equal(part, fb[start:start + CHUNK_ELEMENTS]):
             return False
     return True
+
+
+def pristine_copies(kf: Any, case: Any, blank: list[str]) -> dict[str, Any]:
+    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
+    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
+    in-place outputs as ``case.pristine`` holds them (:class:`~kernelpilot.kernels.case.Case`). With a reference
+    process, the copies are made straight into its input staging buffer (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as
+    the reference's inputs and as the record that the kernel left its inputs alone."""
+    import torch
+
+    from kernelpilot.measure.refproc import serving
+
+    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
+    server = serving(kf)
+    if server is not None:
+        return server.stage(source, blank)
+    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) and k not in blank else v)
+            for k, v in source.items()}
+
+
+def release_cached(case: Any) -> None:
+    """After a large case's role observation (copies of every tensor, the reference run in this process): the
+    device memory it freed goes back to the driver (``torch.cuda.empty_cache``), where the reference process's
+    float64 work finds it; below :data:`~kernelpilot.measure.memory.LARGE_BYTES` nothing is done."""
+    import torch
+
+    tensors = [v for v in case.inputs.values() if isinstance(v, torch.Tensor)]
+    if any(t.is_cuda for t in tensors) and is_large(sum(nbytes(t) for t in tensors)):
+        torch.cuda.empty_cache()

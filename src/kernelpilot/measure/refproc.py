@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view, zeros
+from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view
 from kernelpilot.measure.staging import layout as pack
 
 __all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "serving", "shutdown",
@@ -135,12 +135,14 @@ class ReferenceProcess:
         layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
         if not self._staged(tensors, layout):
             self._copy_in(tensors, layout)
+        if self.device == "cuda" and memory.is_large(sum(memory.nbytes(v) for v in inputs.values())):
+            torch.cuda.empty_cache()  # this worker's free cached blocks back to the driver: the server's float64 work
         if self.stage_big is not None and (self._big_uses < 0 or use_count(self.stage_big) != self._big_uses):
             self.stage_big = None  # a view of the last large results is still alive: never written over
             self._send(("stage_big", None))
         scalars = {k: v for k, v in inputs.items() if k not in tensors and k not in blanks}
         kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
-                                    scalars, list(outputs), blanks, memory.LARGE_BYTES))
+                                    scalars, list(outputs), blanks, list(inputs), memory.LARGE_BYTES))
         self.calls += 1
         if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
             self.stage_out = alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
@@ -346,12 +348,12 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             else:
                 if reference is None:
                     raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
-                _, layout, scalars, outputs, blanks, large_bytes = msg
-                inputs = {**scalars, **{k: view(stage_in, *v) for k, v in layout.items()},
-                          **{k: zeros(d, sh, device) for k, (d, sh) in blanks.items()}}
+                _, layout, scalars, outputs, blanks, order, large_bytes = msg
+                inputs = {k: (view(stage_in, *layout[k]) if k in layout else _meta(*blanks[k]) if k in blanks
+                              else scalars[k]) for k in order}
                 need = max((v[2] + v[3] for v in layout.values()), default=0)
                 refs, precision, hit = cache.answer(reference, inputs, outputs, (layout, blanks),
-                                                    stage_in[:need] if stage_in is not None else None)
+                                                    stage_in[:need] if stage_in is not None else None, list(blanks))
                 del inputs
                 out_layout = pack({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
                 need = max((off + n for _, _, off, n in out_layout.values()), default=0)
@@ -385,6 +387,14 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
 
 
+def _meta(dtype: str, shape: tuple[int, ...]) -> Any:
+    """A pure output's stand-in: its dtype (by name) and shape on the ``meta`` device, no memory (the reference gets
+    zeros made for the run: :func:`~kernelpilot.measure.reference_run.reference_outputs_local`)."""
+    import torch
+
+    return torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")), device="meta")
+
+
 class _Cache:
     """Reference results by the exact bytes of the inputs (server side).
 
@@ -401,9 +411,11 @@ class _Cache:
         self.bytes = 0
 
     def answer(self, reference: Any, inputs: dict[str, Any], outputs: list[str], layout: Any = None,
-               staged: Any = None) -> tuple[dict[str, Any], str, bool]:
+               staged: Any = None, blank: list[str] | None = None) -> tuple[dict[str, Any], str, bool]:
         """(results, precision, cache hit) for one request; ``staged``: the request's input bytes (one tensor),
-        ``layout``: its layout key. The results are the server's own tensors."""
+        ``layout``: its layout key; ``blank``: pure outputs among ``inputs`` (``meta`` stand-ins), passed as zeros
+        (:func:`~kernelpilot.measure.reference_run.reference_outputs_local`). The results are the server's own
+        tensors."""
         import torch
 
         from kernelpilot.measure.reference_run import reference_outputs_local
@@ -414,7 +426,7 @@ class _Cache:
             if k == key and staged is not None and raw.numel() == staged.numel() and torch.equal(raw, staged):
                 self.entries.append(self.entries.pop(i))  # most recently used last
                 return refs, precision, True
-        refs, precision = reference_outputs_local(reference, inputs, outputs)
+        refs, precision = reference_outputs_local(reference, inputs, outputs, blank or ())
         size = sum(t.numel() * t.element_size() for t in refs.values() if isinstance(t, torch.Tensor))
         size += staged.numel() if staged is not None else 0
         if staged is None or size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):

@@ -1,18 +1,11 @@
 """The staging buffers of the reference process (:mod:`kernelpilot.measure.refproc`): their layout, views, allocation
-and where large ones may live, and the server's zeros for pure outputs (which are never staged)."""
+and where large ones may live."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ALIGN", "alloc", "host_room", "layout", "uint8", "use_count", "view", "zeros"]
-
-
-def zeros(dtype: str, shape: tuple[int, ...], device: str) -> Any:
-    """Zeros of a pure output's dtype (by name) and shape, made by the server (never staged)."""
-    import torch
-
-    return torch.zeros(shape, dtype=getattr(torch, dtype.removeprefix("torch.")), device=device)
+__all__ = ["ALIGN", "alloc", "host_room", "layout", "uint8", "use_count", "view"]
 
 
 def host_room(n_bytes: int) -> bool:
