@@ -153,7 +153,6 @@ class ReferenceProcess:
             self._send(("stage_big", None))
             where = "cpu" if self.device == "cuda" and host_room(payload) else self.device  # off the GPU if room
             self.stage_big = alloc(payload, where, exact=True)
-            self._big_uses = use_count(self.stage_big)
             self._send(("stage_big", self.stage_big))
             kind, payload = self._send(("fetch",))
         if kind == "raised":
@@ -161,7 +160,8 @@ class ReferenceProcess:
             raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
         out_layout, precision, hit, big = payload
         self.hits += int(hit)
-        if big:
+        if big:  # the count with no view alive: a different count at the next call means one still is
+            self._big_uses = use_count(self.stage_big)
             return {n: view(self.stage_big, *out_layout[n]) for n in outputs}, precision
         refs = {n: view(self.stage_out, *out_layout[n]).clone() for n in outputs}
         return refs, precision

@@ -77,7 +77,9 @@ def alloc(nbytes: int, device: str, exact: bool = False) -> Any:
         size = max(1 << 20, -(-nbytes // (1 << 20)) * (1 << 20))
     else:
         size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
-    buf = torch.empty(size, dtype=torch.uint8, device=device)
-    if device == "cpu":
-        buf.share_memory_()
-    return buf
+    if device == "cpu":  # made in shared memory at once (share_memory_ would copy it there: twice the bytes)
+        new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
+        if new_shared is not None:
+            return torch.empty(0, dtype=torch.uint8).set_(new_shared(size))
+        return torch.empty(size, dtype=torch.uint8).share_memory_()
+    return torch.empty(size, dtype=torch.uint8, device=device)

@@ -81,6 +81,7 @@ def check_timed(kf: KernelFile, refresher: Refresher, *, tags: dict[str, str] | 
             error = (f"{where} (of {refresher.launches}, kept in secret) on {draw.text}: {bad.name}: {bad.reason} "
                      "(a kernel that does less when it is timed is wrong on the launches that were timed)")
             break
+        refs = None  # released before the next call: large results are views of one buffer (measure/refproc.py)
     return TimedCheck(passed=error is None, launches=refresher.launches, checked=rows, error=error)
 
 
