@@ -153,8 +153,10 @@ def test_a_large_problem_is_checked_with_few_problem_sized_tensors_alive(tmp_pat
 @pytest.mark.gpu
 def test_on_a_gpu_a_problem_of_a_twelfth_of_free_memory_per_tensor_stays_under_the_bound(tmp_path: Path) -> None:
     """A KernelBench ReLU whose input and output are each about 1/12 of the free device memory (S = 1/6 of it),
-    checked with the reference in its own process: the worker's ``max_memory_allocated`` stays under 3.5·S (the
-    census bound; the float64 results and kept outputs go to host memory where there is room, else 4.5·S)."""
+    checked (roles, three seeds, a second run) and re-checked with the reference in its own process: the worker's
+    ``max_memory_allocated`` stays under 3.5·S (the role observation's copies; the check itself holds 2·S, 3.5·S
+    when the float64 results cannot go to host memory) plus 2 GiB of comparison chunks (2**25 elements, a few
+    float64 and bool temporaries each). The code before needed about 11 tensors (5.5·S)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     free, _ = torch.cuda.mem_get_info()
@@ -174,5 +176,5 @@ def test_on_a_gpu_a_problem_of_a_twelfth_of_free_memory_per_tensor_stays_under_t
         refproc.install(None)
         if server is not None:
             server.close()
-    bound = (3.5 if refproc.host_room(2 * tensor_bytes) else 4.5) * 2 * tensor_bytes
-    assert torch.cuda.max_memory_allocated() <= bound, (torch.cuda.max_memory_allocated() / tensor_bytes)
+    peak = torch.cuda.max_memory_allocated()
+    assert peak <= 3.5 * 2 * tensor_bytes + (2 << 30), peak / tensor_bytes
