@@ -29,8 +29,8 @@ DATA = Path(__file__).parent / "data" / "kernelbench"
 
 PROBLEM = (DATA / "1_ReLU_small.py").read_text().replace("batch_size = 16", "batch_size = ROWS") \
     .replace("dim = 300", "dim = COLS")
-SOLUTION = (DATA / "1_ReLU_small_triton.py").read_text().replace("triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)",
-                                                                  "triton.cdiv(n, 65536),)](x, out, n, BLOCK_SIZE=65536)")
+SOLUTION = (DATA / "1_ReLU_small_triton.py").read_text().replace(  # few programs: the interpreter runs it in a blink
+    "triton.cdiv(n, 1024),)](x, out, n, BLOCK_SIZE=1024)", "triton.cdiv(n, 65536),)](x, out, n, BLOCK_SIZE=65536)")
 
 
 class Census(TorchDispatchMode):
@@ -90,7 +90,8 @@ def test_the_chunked_comparison_gives_the_whole_comparisons_verdict(monkeypatch:
             cases[2][5], cases[2][-3] = float("nan"), cases[2][-3] + 1.0
             inf_ref = ref.clone().reshape(-1)
             inf_ref[2] = float("inf")
-            for out, r in [(c.reshape(shape), ref) for c in cases] + [(cases[0].reshape(shape), inf_ref.reshape(shape))]:
+            pairs = [(c.reshape(shape), ref) for c in cases] + [(cases[0].reshape(shape), inf_ref.reshape(shape))]
+            for out, r in pairs:
                 whole = compare("x", out, r, 1e-5, 1e-3)
                 base = dict(name="x", dtype="float32", shape=list(shape), n_elements=out.numel(), atol=1e-5, rtol=1e-3)
                 part = compare_chunked(base, out, r, 1e-5, 1e-3, torch.device("cpu"))

@@ -129,8 +129,9 @@ def compare(name: str, out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: 
         out: the kernel's output, any dtype and device.
         ref: the reference, same number of elements (compared in float64 on ``out``'s device; on the host when
             the device runs out of memory). A large one (float64 bytes of at least
-            :data:`~kernelpilot.measure.memory.LARGE_BYTES`) is compared chunk by chunk (:func:`kernelpilot.measure.compare_chunked.compare_chunked`: the same rule, no
-            float64 temporary of the whole output).
+            :data:`~kernelpilot.measure.memory.LARGE_BYTES`) is compared chunk by chunk
+            (:func:`kernelpilot.measure.compare_chunked.compare_chunked`: the same rule, no float64 temporary of the
+            whole output).
         device: where a chunked comparison computes (default: a GPU among ``out``'s and ``ref``'s devices, else the
             host).
     """
@@ -278,7 +279,8 @@ def verdict(n: int, n_nonfinite: int, n_mismatched: int, worst: int | None, wors
     """(passed, reason) from the counts and errors of one comparison (the module docstring's rule, in the order its
     failures are told: non-finite elements, elements out of tolerance, the worst segment, the whole tensor)."""
     if n_nonfinite:
-        return False, f"{n_nonfinite} of {n} elements are NaN/Inf where the reference is finite (unwritten or overflowed)"
+        return False, (f"{n_nonfinite} of {n} elements are NaN/Inf where the reference is finite (unwritten or "
+                       "overflowed)")
     if n_mismatched:
         return False, f"{n_mismatched} of {n} elements outside atol*rms(row) + rtol*|ref|"
     if worst_rel is not None and worst_rel > rtol:

@@ -9,7 +9,14 @@ rule is one threshold, :data:`LARGE_BYTES`: a copy of at least that many bytes i
 - the check's copies of large outputs (the first run's result for the determinism test, the re-check's previous
   result, the outputs of timed launches kept in secret) are kept in host memory (:func:`keep_copy`);
 - a large comparison goes chunk by chunk (:func:`kernelpilot.measure.compare.compare`): no float64 temporary of the
-  whole output on the device.
+  whole output on the device;
+- a large case gives the device memory it freed back to the driver after its role observation, and before each
+  reference call (:func:`release_cached`, :meth:`kernelpilot.measure.refproc.ReferenceProcess.outputs`), so the
+  reference process's float64 work finds it.
+
+At every size: pure outputs are never copied to the reference (it gets zeros made where it runs), and the
+pristine copy of the inputs is made straight into the reference process's staging buffer
+(:func:`pristine_copies`).
 
 Below the threshold nothing changes (the copies stay on the device, comparisons are whole-tensor): a search's
 evaluations of problems of a few hundred megabytes keep their speed.
@@ -75,8 +82,8 @@ def pristine_copies(kf: Any, case: Any, blank: list[str]) -> dict[str, Any]:
     """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
     outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
     in-place outputs as ``case.pristine`` holds them (:class:`~kernelpilot.kernels.case.Case`). With a reference
-    process, the copies are made straight into its input staging buffer (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as
-    the reference's inputs and as the record that the kernel left its inputs alone."""
+    process, the copies are made straight into its input staging buffer
+    (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as the reference's inputs and as the record that the kernel left its inputs alone."""
     import torch
 
     from kernelpilot.measure.refproc import serving
