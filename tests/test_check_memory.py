@@ -179,3 +179,36 @@ def test_on_a_gpu_a_problem_of_a_twelfth_of_free_memory_per_tensor_stays_under_t
             server.close()
     peak = torch.cuda.max_memory_allocated()
     assert peak <= 3.5 * 2 * tensor_bytes + (2 << 30), peak / tensor_bytes
+
+
+def test_the_reference_process_stages_no_pure_output_and_never_writes_over_live_large_results(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pure outputs reach the reference as zeros (whatever the worker's tensor holds, and without defeating the
+    content cache); inputs staged before a kernel runs are what the reference sees, whatever the kernel does to
+    the originals; large results come back as views of one buffer, reused only when no view of the last results
+    is alive (a held result is never overwritten by the next call)."""
+    monkeypatch.setattr(memory, "LARGE_BYTES", 1 << 10)
+    path = tmp_path / "ref.py"
+    path.write_text("import torch\ndef reference(x, out):\n    return x * 2 + out\n")
+    server = refproc.ReferenceProcess(path, hashlib.sha256(path.read_bytes()).hexdigest(), "cpu")
+    try:
+        x = torch.randn(4096)
+        garbage = torch.full((4096,), 7.0)
+        first, _ = server.outputs({"x": x, "out": garbage}, ["out"], blank=["out"])
+        assert torch.equal(first["out"], x.double() * 2)  # zeros, not the worker's 7s
+        big = server.stage_big
+        assert big is not None and first["out"].untyped_storage().data_ptr() == big.untyped_storage().data_ptr()
+        y = torch.randn(4096)
+        staged = server.stage({"x": y, "out": garbage}, blank=["out"])
+        y.fill_(0.0)  # "the kernel" overwrites its input after the copy: the reference still sees the values
+        second, _ = server.outputs(staged, ["out"], blank=["out"])
+        assert server.stage_big is not big  # `first` is alive: a new buffer, the old results untouched
+        assert torch.equal(first["out"], x.double() * 2) and not torch.equal(second["out"], first["out"])
+        kept, buffer = second["out"].clone(), server.stage_big
+        del first, second
+        third, _ = server.outputs({"x": x, "out": torch.zeros(4096)}, ["out"], blank=["out"])
+        assert server.hits == 1  # the first call's inputs, the pure output's content aside: from the cache
+        assert torch.equal(third["out"], x.double() * 2) and not torch.equal(kept, third["out"])
+        assert server.stage_big is buffer  # no view alive: the buffer is reused
+    finally:
+        server.close()
