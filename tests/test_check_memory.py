@@ -21,7 +21,7 @@ from kernelpilot.kernels import case as case_module
 from kernelpilot.kernels.contract import load_kernel, make_case
 from kernelpilot.measure import memory, refproc
 from kernelpilot.measure.compare import compare
-from kernelpilot.measure.compare_chunked import compare_chunked
+from kernelpilot.measure.compare import compare_chunked
 from kernelpilot.measure.correctness import check_correctness, recheck
 from kernelpilot.measure.timed_check import KEEP, check_timed
 

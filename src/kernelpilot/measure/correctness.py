@@ -38,7 +38,9 @@ from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_c
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
 from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles
-from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy, pristine_copies, release_cached
+from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy, release_cached
+from kernelpilot.measure.memory import bitwise_equal as bitwise_equal  # noqa: PLC0414 - re-exported
+from kernelpilot.measure.refproc import pristine_copies
 from kernelpilot.measure.reference_run import reference_outputs_local
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
@@ -216,26 +218,6 @@ def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str, poiso
         import torch
 
         torch.cuda.synchronize()
-
-
-#: Integer dtypes of each element size, for comparing tensors bit for bit (NaN payloads included).
-_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when two tensors of one dtype and shape hold the same bits (so NaN equals the same NaN, and -0.0 differs
-    from 0.0): one pass over both, through integer views of the same element size; dtypes without one (complex128)
-    compare their real and imaginary parts the same way."""
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.is_complex:
-        return bitwise_equal(torch.view_as_real(a), torch.view_as_real(b))
-    bits = _BITS.get(a.element_size())
-    if bits is None or a.dtype == torch.bool:
-        return torch.equal(a, b)
-    return torch.equal(a.view(getattr(torch, bits)), b.view(getattr(torch, bits)))
 
 
 def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:

@@ -16,7 +16,7 @@ rule is one threshold, :data:`LARGE_BYTES`: a copy of at least that many bytes i
 
 At every size: pure outputs are never copied to the reference (it gets zeros made where it runs), and the
 pristine copy of the inputs is made straight into the reference process's staging buffer
-(:func:`pristine_copies`).
+(:func:`kernelpilot.measure.refproc.pristine_copies`).
 
 Below the threshold nothing changes (the copies stay on the device, comparisons are whole-tensor): a search's
 evaluations of problems of a few hundred megabytes keep their speed.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "is_large", "keep_copy", "nbytes", "pristine_copies",
+__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "bitwise_equal", "is_large", "keep_copy", "nbytes",
            "release_cached"]
 
 #: Bytes from which a copy is large (1 GiB: a float64 result of 128 M elements; a search's 64 M-element float32
@@ -64,8 +64,6 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when two tensors of one dtype and shape hold the same bits, wherever each is (one on the host, one on the
     device): compared in chunks of :data:`CHUNK_ELEMENTS` on ``b``'s device
     (:func:`kernelpilot.measure.correctness.bitwise_equal` per chunk)."""
-    from kernelpilot.measure.correctness import bitwise_equal
-
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.device == b.device and not is_large(nbytes(a)):
@@ -78,24 +76,6 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return True
 
 
-def pristine_copies(kf: Any, case: Any, blank: list[str]) -> dict[str, Any]:
-    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
-    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
-    in-place outputs as ``case.pristine`` holds them (:class:`~kernelpilot.kernels.case.Case`). With a reference
-    process, the copies are made straight into its input staging buffer
-    (:meth:`~kernelpilot.measure.refproc.ReferenceProcess.stage`): one copy serves as the reference's inputs and as the record that the kernel left its inputs alone."""
-    import torch
-
-    from kernelpilot.measure.refproc import serving
-
-    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
-    server = serving(kf)
-    if server is not None:
-        return server.stage(source, blank)
-    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) and k not in blank else v)
-            for k, v in source.items()}
-
-
 def release_cached(case: Any) -> None:
     """After a large case's role observation (copies of every tensor, the reference run in this process): the
     device memory it freed goes back to the driver (``torch.cuda.empty_cache``), where the reference process's
@@ -105,3 +85,23 @@ def release_cached(case: Any) -> None:
     tensors = [v for v in case.inputs.values() if isinstance(v, torch.Tensor)]
     if any(t.is_cuda for t in tensors) and is_large(sum(nbytes(t) for t in tensors)):
         torch.cuda.empty_cache()
+
+
+#: Integer dtypes of each element size, for comparing tensors bit for bit (NaN payloads included).
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """True when two tensors of one dtype and shape hold the same bits (so NaN equals the same NaN, and -0.0 differs
+    from 0.0): one pass over both, through integer views of the same element size; dtypes without one (complex128)
+    compare their real and imaginary parts the same way."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_complex:
+        return bitwise_equal(torch.view_as_real(a), torch.view_as_real(b))
+    bits = _BITS.get(a.element_size())
+    if bits is None or a.dtype == torch.bool:
+        return torch.equal(a, b)
+    return torch.equal(a.view(getattr(torch, bits)), b.view(getattr(torch, bits)))

@@ -40,8 +40,8 @@ from typing import Any
 from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view
 from kernelpilot.measure.staging import layout as pack
 
-__all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "serving", "shutdown",
-           "start_for"]
+__all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "pristine_copies", "serving",
+           "shutdown", "start_for"]
 
 #: Bytes the server's content cache keeps (each entry: its input bytes and its float64 results), least recently
 #: used dropped first: the check's three seeds of a 1 GiB problem fit.
@@ -259,6 +259,23 @@ def serving(kf: Any) -> ReferenceProcess | None:
     """The reference process that serves ``kf``'s reference, or None (then the reference runs in this process)."""
     server = _CURRENT
     return server if server is not None and server.serves(kf) else None
+
+
+def pristine_copies(kf: Any, case: Any, blank: list[str]) -> dict[str, Any]:
+    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
+    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
+    in-place outputs as ``case.pristine`` holds them (:class:`~kernelpilot.kernels.case.Case`). With a reference
+    process, the copies are made straight into its input staging buffer
+    (:meth:`ReferenceProcess.stage`): one copy serves as the reference's inputs and as the record that the kernel
+    left its inputs alone."""
+    import torch
+
+    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
+    server = serving(kf)
+    if server is not None:
+        return server.stage(source, blank)
+    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) and k not in blank else v)
+            for k, v in source.items()}
 
 
 def start_for(reference_path: str | Path, device: str) -> ReferenceProcess | None:
