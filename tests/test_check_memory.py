@@ -23,7 +23,6 @@ from kernelpilot.measure import memory, refproc
 from kernelpilot.measure.compare import compare
 from kernelpilot.measure.compare import compare_chunked
 from kernelpilot.measure.correctness import check_correctness, recheck
-from kernelpilot.measure.timed_check import KEEP, check_timed
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
 
@@ -106,15 +105,20 @@ def test_the_chunked_comparison_gives_the_whole_comparisons_verdict(monkeypatch:
 
 def test_a_large_problem_is_checked_with_few_problem_sized_tensors_alive(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """A KernelBench ReLU whose input and output are 4 MiB each (S = 8 MiB, a tensor = S/2), the reference in its
-    own process, the large-size rules on (as for 6 GiB tensors: one spare input set in the refresh pool): the
-    worker's tensors of at least half a tensor's size never add up to more than 3.5·S in the check (roles, three
-    seeds, a second run) and 4.5·S in the timed launches kept in secret and the re-check. On the host every copy
-    counts; on a GPU the float64 results (S) and the kept outputs (up to S) are in host memory where it has room.
-    The code before this change (a pristine copy of every tensor and a watched copy of the inputs, zeros and
-    staging for the pure output, float64 results cloned out of the staging buffer, float64 temporaries of the
-    whole output in the comparison, copies of the case and a NaN tensor per probe in the role observation) peaked
-    at 8·S in the check and over 6·S after it, on this same run."""
+    """``bench``'s stages (roles, first launch, check with three seeds and a second run, timing with the launches
+    kept in secret, re-check) on a KernelBench ReLU whose input and output are 4 MiB each (S = 8 MiB, a tensor =
+    S/2), the reference in its own process, the large-size rules on (as for 6 GiB tensors: one spare input set in
+    the refresh pool): the worker's tensors of at least half a tensor's size never add up to more than 3.5·S in
+    the role observation and the check, and 4.5·S in timing and the re-check. On the host every copy counts; on a
+    GPU the float64 results (S) and the kept outputs (up to S) are in host memory where it has room. The code
+    before this change (copies of the case and a NaN tensor per probe in the role observation; a pristine copy of
+    every tensor and a watched copy of the inputs, zeros and staging for the pure output, float64 results cloned
+    out of the staging buffer, float64 temporaries of the whole output in the comparison) peaked at 8·S in the
+    check and over 6·S after it."""
+    from kernelpilot.measure import correctness, timing
+    from kernelpilot.search.stages import run_command
+    from kernelpilot.search.worker_child import WorkerOptions
+
     rows, cols = 64, 16384
     tensor_bytes = rows * cols * 4
     s_bytes = 2 * tensor_bytes
@@ -122,31 +126,29 @@ def test_a_large_problem_is_checked_with_few_problem_sized_tensors_alive(tmp_pat
     monkeypatch.setattr(memory, "LARGE_BYTES", 1 << 20)
     monkeypatch.setattr(memory, "CHUNK_ELEMENTS", 1 << 16)  # chunk temporaries stay under the census's size
     monkeypatch.setattr(case_module, "POOL_BYTES", tensor_bytes)  # one spare input set, as for a set of gigabytes
+    census = Census(tensor_bytes // 2)
+    for module, name, phase in ((correctness, "check_correctness", "check"), (timing, "time_callable", "timing"),
+                                (correctness, "recheck", "recheck")):
+        def entered(*args: Any, _fn: Any = getattr(module, name), _phase: str = phase, **kwargs: Any) -> Any:
+            census.phase = _phase
+            return _fn(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, entered)
     kf = load_kernel(solution, problem, interpreted=True)
     server = refproc.ReferenceProcess(problem, hashlib.sha256(problem.read_bytes()).hexdigest(), "cpu")
     refproc.install(server)
-    census = Census(tensor_bytes // 2)
+    opts = WorkerOptions(kernel=str(solution), ref=str(problem), shape={}, interpreted=True, activity=False)
     try:
         with census:
-            census.phase = "check"
-            result = check_correctness(kf, {}, {}, "cpu", other_shapes=False)
-            assert result.passed, result.summary
-            census.phase = "timed"
-            case = make_case(kf, {}, 0, "cpu")
-            refresher = case.refresher(keep=KEEP, copy=memory.keep_copy)
-            for _ in range(4):
-                refresher()
-                kf.run_kernel(**case.inputs)
-                refresher.after()
-            assert check_timed(kf, refresher).passed
-            del refresher  # its kept outputs go with it, as at the end of the timing stage
-            census.phase = "recheck"
-            assert recheck(kf, case, {}, "cpu").passed
+            census.phase = "roles"
+            failure, ctx = run_command("bench", kf, opts, "cpu", {})
     finally:
         refproc.install(None)
         server.close()
+    assert failure is None, failure
+    assert {"roles", "check", "timing", "recheck"} <= set(ctx.phases) and ctx.records["timed_check"]["checked"]
     in_tensors = {phase: peak / tensor_bytes for phase, peak in census.peaks.items()}
-    assert in_tensors["check"] <= 7, in_tensors
+    assert in_tensors["roles"] <= 7 and in_tensors["check"] <= 7, in_tensors
     assert max(in_tensors.values()) <= 9, (in_tensors, [b / tensor_bytes for b in census.peak_what])
     assert census.peak_bytes <= 4.5 * s_bytes
 

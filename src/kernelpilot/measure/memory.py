@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "bitwise_equal", "is_large", "keep_copy", "nbytes",
-           "release_cached"]
+__all__ = ["CHUNK_ELEMENTS", "LARGE_BYTES", "bits_equal", "bitwise_equal", "case_is_large", "is_large", "keep_copy",
+           "nbytes", "release_cached"]
 
 #: Bytes from which a copy is large (1 GiB: a float64 result of 128 M elements; a search's 64 M-element float32
 #: problems stay below it, their results' float64 copies included).
@@ -63,7 +63,7 @@ def keep_copy(t: torch.Tensor) -> torch.Tensor:
 def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """True when two tensors of one dtype and shape hold the same bits, wherever each is (one on the host, one on the
     device): compared in chunks of :data:`CHUNK_ELEMENTS` on ``b``'s device
-    (:func:`kernelpilot.measure.correctness.bitwise_equal` per chunk)."""
+    (:func:`bitwise_equal` per chunk)."""
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.device == b.device and not is_large(nbytes(a)):
@@ -76,14 +76,21 @@ def bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return True
 
 
+def case_is_large(case: Any) -> bool:
+    """True when the tensors of a case (:class:`~kernelpilot.kernels.case.Case`) add up to :data:`LARGE_BYTES` or
+    more."""
+    import torch
+
+    return is_large(sum(nbytes(v) for v in case.inputs.values() if isinstance(v, torch.Tensor)))
+
+
 def release_cached(case: Any) -> None:
     """After a large case's role observation (copies of every tensor, the reference run in this process): the
     device memory it freed goes back to the driver (``torch.cuda.empty_cache``), where the reference process's
     float64 work finds it; below :data:`~kernelpilot.measure.memory.LARGE_BYTES` nothing is done."""
     import torch
 
-    tensors = [v for v in case.inputs.values() if isinstance(v, torch.Tensor)]
-    if any(t.is_cuda for t in tensors) and is_large(sum(nbytes(t) for t in tensors)):
+    if any(isinstance(v, torch.Tensor) and v.is_cuda for v in case.inputs.values()) and case_is_large(case):
         torch.cuda.empty_cache()
 
 
