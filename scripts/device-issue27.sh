@@ -41,14 +41,15 @@ if [ "${1:-}" = big ]; then
     [ $(( CALL_S - SECONDS )) -lt 150 ] && { echo "$i: not run (no time left in this call)" | tee -a "$OUT/kb-big.md"; continue; }
     rm -rf /tmp/kb-out-0; KB_TIMEOUT_S=${KB_TIMEOUT_S:-400} kb 0 "1_problem_${i}_sample_0"
     cat /tmp/kb-lane-0.log >> "$OUT/kb-big-lanes.log"
-    cp /tmp/kb-out-0/kernelbench.json "$OUT/kb-big-$i.json" 2>/dev/null
-    python3 - "$i" >> "$OUT/kb-big.md" 2>&1 <<'PY'
+    python3 - "$i" "$OUT/kb-big-rows.jsonl" >> "$OUT/kb-big.md" 2>&1 <<'PY'
 import json, sys
 try:
     rows = json.load(open("/tmp/kb-out-0/kernelbench.json"))["rows"]
 except (OSError, ValueError, KeyError) as exc:
     rows = []
     print(f"{sys.argv[1]}: no table ({exc!r}; see kb-big-lanes.log)")
+with open(sys.argv[2], "a") as f:  # every row in full, one JSON line each
+    f.writelines(json.dumps(r) + "\n" for r in rows)
 for r in rows:
     peak = r.get("peak_device_bytes")
     d = r.get("durations_ns") or {}
