@@ -12,6 +12,11 @@
 # fast_p. Everything lands in $OUT (at most 8 files).
 #   bash scripts/device-issue27.sh again     # one GPU: the layer_norm store looked up on this machine, then the
 #                                            # solutions that failed for kernelpilot's own reasons on the H200 run
+#   bash scripts/device-issue27.sh big [ID...]  # one GPU: `kernelbench run` on KernelBench's newest level-1
+#       problems of 6-7 GiB per tensor (19 21 23 24 26 36 by default; .dev26/KernelBench, else $KB_PROBLEMS), a
+#       Triton solution each: every row's status and the worker's peak device memory (docs/kernelbench.md, "Memory
+#       at large sizes"); then, if time is left, the GPU test of tests/test_check_memory.py. Six problems may need
+#       more than one call: pass a few ids per call.
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
@@ -24,9 +29,42 @@ kb() {  # kb LANE FILE...: one kernelbench run over these solutions on GPU LANE
   local d=/tmp/kb-sol-$lane; rm -rf "$d"; mkdir -p "$d"
   for f in "$@"; do cp "$S/level_${f}_kernel.py" "$d/"; done
   CUDA_VISIBLE_DEVICES=$lane timeout $(( CALL_S - SECONDS - 40 )) python3 -m kernelpilot.cli kernelbench run "$P" "$d" \
-    --out /tmp/kb-out-$lane --timeout-s 240 --json > /tmp/kb-out-$lane.json 2> /tmp/kb-lane-$lane.log
+    --out /tmp/kb-out-$lane --timeout-s ${KB_TIMEOUT_S:-240} --json > /tmp/kb-out-$lane.json 2> /tmp/kb-lane-$lane.log
   echo "-- lane $lane kernelbench run: rc=$? after $SECONDS s" >> /tmp/kb-lane-$lane.log
 }
+if [ "${1:-}" = big ]; then
+  shift
+  ids=${*:-19 21 23 24 26 36}
+  [ -d .dev26/KernelBench/level1 ] && P=${KB_BIG_PROBLEMS:-.dev26/KernelBench}
+  nvidia-smi -i 0 --query-gpu=name,memory.total,memory.used --format=csv,noheader | tee "$OUT/kb-big.md"
+  for i in $ids; do  # one run per problem: a run cut short by the call's end loses only its own row
+    [ $(( CALL_S - SECONDS )) -lt 150 ] && { echo "$i: not run (no time left in this call)" | tee -a "$OUT/kb-big.md"; continue; }
+    rm -rf /tmp/kb-out-0; KB_TIMEOUT_S=${KB_TIMEOUT_S:-400} kb 0 "1_problem_${i}_sample_0"
+    cat /tmp/kb-lane-0.log >> "$OUT/kb-big-lanes.log"
+    python3 - "$i" "$OUT/kb-big-rows.jsonl" >> "$OUT/kb-big.md" 2>&1 <<'PY'
+import json, sys
+try:
+    rows = json.load(open("/tmp/kb-out-0/kernelbench.json"))["rows"]
+except (OSError, ValueError, KeyError) as exc:
+    rows = []
+    print(f"{sys.argv[1]}: no table ({exc!r}; see kb-big-lanes.log)")
+with open(sys.argv[2], "a") as f:  # every row in full, one JSON line each
+    f.writelines(json.dumps(r) + "\n" for r in rows)
+for r in rows:
+    peak = r.get("peak_device_bytes")
+    d = r.get("durations_ns") or {}
+    print(f"{r['problem']:<16} {r['status']:<20} failure={r.get('failure')} peak="
+          f"{'%.1f GiB' % (peak / 2**30) if peak else 'not recorded'} solution_ns={d.get('solution')} "
+          f"eager_ns={d.get('eager')} compile_ns={d.get('compile')} wall_s={r.get('wall_s', 0):.0f} "
+          f"{r.get('message', '')[:400]}")
+PY
+    tail -n 1 "$OUT/kb-big.md"
+  done
+  left=$(( CALL_S - SECONDS - 20 ))
+  [ $left -gt 150 ] && timeout $left python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_check_memory.py \
+    2>&1 | tail -n 5 | tee "$OUT/kb-big-test.log"
+  exit 0
+fi
 if [ "${1:-}" = again ]; then
   export KERNELPILOT_HOME=/tmp/kp-home-lookup
   { echo "== lookup on: $(nvidia-smi -i 0 --query-gpu=uuid,name --format=csv,noheader)"

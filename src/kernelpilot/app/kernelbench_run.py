@@ -61,6 +61,8 @@ class KernelBenchRow(BaseModel):
     says why). ``speedup_vs_*``: baseline median over the solution's (``None`` unless correct and both measured).
     ``excessive_speedup``: a speedup over :data:`EXCESSIVE_SPEEDUP` (a flag, as KernelBench's; not a refusal).
     ``files``: role (``problem``, ``solution``) -> ``{"path", "sha256"}``, hashed before the run.
+    ``peak_device_bytes``: the most device memory the worker's PyTorch allocator had allocated over the pair
+    (``torch.cuda.max_memory_allocated``, bytes; ``None`` without a GPU or when the worker did not answer).
     """
 
     level: int | None
@@ -82,6 +84,7 @@ class KernelBenchRow(BaseModel):
     excessive_speedup: bool = False
     notes: dict[str, str] = {}
     wall_s: float = 0.0
+    peak_device_bytes: int | None = None
 
 
 class KernelBenchResult(BaseModel):
@@ -170,8 +173,9 @@ def evaluate_in_worker(kf: Any, opts: Any, device: str, fresh_baselines: bool = 
     ``check`` subset under the interpreter and nothing timed.
 
     Returns:
-        ``{"failure", "message", "stage", "device", "measured", "timer", "durations_ns", "notes"}`` (picklable;
-        ``failure`` None when every stage passed).
+        ``{"failure", "message", "stage", "device", "measured", "timer", "durations_ns", "notes",
+        "peak_device_bytes"}`` (picklable; ``failure`` None when every stage passed; the peak is
+        ``torch.cuda.max_memory_allocated`` over the pair, None without a GPU).
     """
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import run_command
@@ -188,19 +192,30 @@ def evaluate_in_worker(kf: Any, opts: Any, device: str, fresh_baselines: bool = 
     else:
         failure, ctx = run_command("bench", kf, wopts, device, config)
     out.update(failure=failure.status if failure else None, message=failure.message[:2000] if failure else "",
-               stage=ctx.failed_stage)
+               stage=ctx.failed_stage, peak_device_bytes=_peak_device_bytes(here))
     if failure is not None or here != "cuda":
         return out
     from kernelpilot.report.benchmark import run_benchmark
 
     timing = ctx.results["timing"]
+    ctx.case = ctx.fn = None  # the bench's inputs and refresh pool freed: the baselines make their own (memory)
     bench = run_benchmark(kf, shape, config, here, kernel_timing=timing, use_cache=not fresh_baselines)
     out.update(measured=bool(timing.is_measurement), timer=timing.timer)
     for key, row in zip(("solution", "eager", "compile"), bench.rows):
         durations[key] = row.timing.median_ns if row.timing is not None else None
         if row.skipped or row.note:
             notes[key] = row.skipped or row.note
+    out["peak_device_bytes"] = _peak_device_bytes(here)
     return out
+
+
+def _peak_device_bytes(device: str) -> int | None:
+    """``torch.cuda.max_memory_allocated()`` on a GPU (this worker's peak so far, bytes), else None."""
+    if device != "cuda":
+        return None
+    import torch
+
+    return int(torch.cuda.max_memory_allocated())
 
 
 def _row(pair: Pair, files: dict[str, dict[str, str]], data: dict[str, Any]) -> KernelBenchRow:
@@ -226,7 +241,8 @@ def _row(pair: Pair, files: dict[str, dict[str, str]], data: dict[str, Any]) -> 
         durations_ns={k: d.get(k) for k in ("solution", "eager", "compile")}, speedup_vs_eager=vs_eager,
         speedup_vs_compile=vs_compile,
         excessive_speedup=any(s is not None and s > EXCESSIVE_SPEEDUP for s in (vs_eager, vs_compile)),
-        notes=dict(data.get("notes") or {}), wall_s=float(data.get("wall_s") or 0.0))
+        notes=dict(data.get("notes") or {}), wall_s=float(data.get("wall_s") or 0.0),
+        peak_device_bytes=data.get("peak_device_bytes"))
 
 
 def _evaluate(pair: Pair, timeout_s: float, fresh_baselines: bool) -> dict[str, Any]:

@@ -123,13 +123,14 @@ class Case:
         """
         draw_values(self, index)
 
-    def refresher(self, keep: int = 0) -> Refresher:
+    def refresher(self, keep: int = 0, copy: Callable[[Any], Any] | None = None) -> Refresher:
         """A ``before_each`` for the timers (:class:`Refresher`: :meth:`refresh` before every launch, warm-ups too),
         which with ``keep`` > 0 also keeps the outputs of ``keep`` launches chosen in secret (its ``after``, the
-        timers' ``after_each``), for :func:`kernelpilot.measure.timed_check.check_timed`. Refreshers of one case
-        share the case's pool; each launch's factor is drawn anew, so two refreshers never replay one set of
-        values."""
-        return Refresher(self, keep)
+        timers' ``after_each``), for :func:`kernelpilot.measure.timed_check.check_timed`; ``copy`` makes each kept
+        copy (default ``clone``; the check passes :func:`kernelpilot.measure.memory.keep_copy`, which keeps large
+        outputs in host memory). Refreshers of one case share the case's pool; each launch's factor is drawn
+        anew, so two refreshers never replay one set of values."""
+        return Refresher(self, keep, copy)
 
 
 @dataclass
@@ -174,11 +175,12 @@ class Refresher:
         launches: launches refreshed so far. kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
     """
 
-    def __init__(self, case: Case, keep: int = 0) -> None:
+    def __init__(self, case: Case, keep: int = 0, copy: Callable[[Any], Any] | None = None) -> None:
         import random
         import secrets
 
         self.case, self.keep = case, keep
+        self.copy = copy if copy is not None else (lambda t: t.detach().clone())
         self.launches = 0
         self.current: Draw | None = None
         self.kept: list[tuple[int, str, Draw, dict[str, Any]]] = []
@@ -196,7 +198,7 @@ class Refresher:
         slot = len(self.kept) if len(self.kept) < self.keep else self._rng.randrange(t)
         if slot >= self.keep:
             return
-        snap = {n: self.case.inputs[n].detach().clone() for n in self.case.outputs}
+        snap = {n: self.copy(self.case.inputs[n]) for n in self.case.outputs}
         item = (t, tag, self.current, snap)
         if slot == len(self.kept):
             self.kept.append(item)

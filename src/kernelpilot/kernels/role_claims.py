@@ -126,8 +126,8 @@ def record_kernel_writes(case: Case, pristine: dict[str, Any]) -> None:
             continue
         if name in case.inplace:
             changed = ~same_bits(pristine[name].to(t.device), t)
-        else:
-            probe = torch.empty_like(t)
+        else:  # the poison of one element, broadcast: no tensor of the output's size
+            probe = torch.empty(1, dtype=t.dtype, device=t.device)
             poison_tensor(probe)
-            changed = ~same_bits(probe, t)
-        role.kernel_written_fraction = float(changed.float().mean())
+            changed = ~same_bits(probe.expand(t.shape), t)
+        role.kernel_written_fraction = int(changed.sum()) / changed.numel()

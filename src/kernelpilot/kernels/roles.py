@@ -38,6 +38,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from kernelpilot.kernels.role_values import CONFIDENCE
+from kernelpilot.kernels.role_values import lower_bound as _lower_bound
+from kernelpilot.kernels.role_values import other_content as _other_content
+from kernelpilot.kernels.role_values import probe_value as _probe_value
+from kernelpilot.kernels.role_values import same_bits as _same_bits
+
 if TYPE_CHECKING:
     import torch
 
@@ -55,8 +61,6 @@ PROBES = 16
 #: Liger cross-entropy's logits (7/8 of the rows read) counted 0.75 of x as read, its floor's bytes 12 % under what
 #: ncu measured on an H100; with 128 the bound is within about 5 % of the share read.
 PROBES_IN_PART = 128
-#: One-sided confidence of the lower bound on the read fraction when some probes did not matter.
-CONFIDENCE = 0.8
 
 Role = Literal["input", "output", "inplace", "partial-write", "scratch", "unused"]
 
@@ -237,78 +241,32 @@ def _all_same(a: Any, b: Any) -> bool:
     return bool(_same(a, b).all())
 
 
-def _other_content(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """Values of ``t``'s dtype and shape that differ from ``t`` at (almost) every element: floats ×[1.25, 1.5)
-    (zeros and non-finite values → 1, so signs and ranges stay), integers resampled from ``t``'s own values (an
-    element that drew its own value draws again, up to 4 times, and may keep it: a constant tensor stays as it is),
-    booleans flipped. Integers never leave the tensor's own set of values: an index out of range is a device-side
-    assert on a GPU, which no later call in the process survives (Liger's ``ignore_index = -100`` + 1 = −99 was one,
-    on an H100)."""
-    import torch
-
-    if t.dtype == torch.bool:
-        return ~t
-    flat = t.reshape(-1)
-    dev = torch.Generator(device=t.device).manual_seed(int(torch.randint(0, 2 ** 31, (), generator=g)))
-    if t.dtype.is_floating_point:
-        wide_dtype = torch.float64 if t.dtype == torch.float64 else torch.float32  # drawn on t's device
-        wide = flat.to(wide_dtype)
-        out = (wide * (1.25 + 0.25 * torch.rand(flat.shape, generator=dev, device=t.device, dtype=wide_dtype)))
-        out = out.to(t.dtype).to(wide_dtype)  # rounded to the dtype, compared widened (fp8 has no ==)
-        fix = (out == wide) | ~torch.isfinite(out)
-        out = torch.where(fix, torch.where(wide == 1, 2.0, 1.0).to(wide_dtype), out)
-        return out.to(t.dtype).reshape(t.shape)
-    if t.dtype.is_complex:
-        return (t * 1.3 + 1).reshape(t.shape)
-    n = max(flat.numel(), 1)
-    out = flat[torch.randint(0, n, flat.shape, generator=dev, device=t.device)].clone() if flat.numel() else flat.clone()
-    for _ in range(4):  # an element that drew its own value draws again, still among the tensor's own values
-        same = out == flat
-        if not bool(same.any()):
-            break
-        out[same] = flat[torch.randint(0, n, (int(same.sum()),), generator=dev, device=t.device)]
-    return out.reshape(t.shape)
-
-
-def _probe_value(t: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
-    """What a chunk or single-element probe writes: NaN for floats (it reaches every dense consumer: sums, maxima,
-    products), else ``other``'s values (integers from the tensor's own values, booleans flipped)."""
-    import torch
-
-    if t.dtype.is_floating_point:
-        return torch.full(t.shape, float("nan"), device=t.device).to(t.dtype)
-    return other
-
-
-def _lower_bound(k: int, n: int, confidence: float = CONFIDENCE) -> float:
-    """One-sided Clopper-Pearson lower bound of a binomial proportion: the p at which P(X >= k | n, p) equals
-    ``1 - confidence`` (0 for k = 0), by bisection."""
-    if k <= 0:
-        return 0.0
-
-    def tail(p: float) -> float:
-        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
-
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if tail(mid) < 1 - confidence else (lo, mid)
-    return lo
-
-
 class _Runner:
     """Calls the reference on copies of a base argument set, counts the calls, and compares the results."""
 
     def __init__(self, kf: KernelFile, base: dict[str, Any], outputs: list[str]) -> None:
         self.kf, self.base, self.outputs, self.runs, self.exact = kf, base, outputs, 0, True
 
-    def call(self, changed: dict[str, Any]) -> dict[str, Any]:
-        args = {k: (changed[k].clone() if k in changed else v.clone()) if _is_tensor(v) else v
-                for k, v in self.base.items()}
-        prior = {k: (changed.get(k, v)) for k, v in self.base.items()}
+    def call(self, changed: dict[str, Any], owned: bool = False) -> dict[str, Any]:
+        """The reference's results (name -> tensor, every tensor argument) on copies of the base set with
+        ``changed`` in place of some tensors. ``owned``: the changed tensors are the caller's to give away (not
+        copied again, unless they are declared outputs). An argument the call left bit for bit as it was is
+        answered with its source tensor (the base's, or the changed one) instead of its copy, so a call keeps
+        alive only what the reference wrote or returned (memory: a problem of gigabytes per tensor)."""
+        sources = {k: changed.get(k, v) for k, v in self.base.items()}
+        args = {k: (v if owned and k in changed and k not in self.outputs else v.clone()) if _is_tensor(v) else v
+                for k, v in sources.items()}
         self.runs += 1
-        results = reference_results(self.kf.reference(**args), args, self.outputs, prior)
-        return {k: v.detach() for k, v in results.items() if _is_tensor(v)}
+        results = reference_results(self.kf.reference(**args), args, self.outputs, sources)
+        out = {}
+        for k, v in results.items():
+            if not _is_tensor(v):
+                continue
+            src = sources.get(k)
+            if v is args.get(k) and v is not src and _is_tensor(src) and _same_bits(src, v):
+                v = src  # unchanged: the copy is dropped
+            out[k] = v.detach()
+        return out
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, exact: bool) -> torch.Tensor:
@@ -390,7 +348,7 @@ def observe_roles(kf: KernelFile, case: Case) -> RoleReport:
     outputs = [n for n in (case.declared or {}).get("outputs", case.outputs)]
     names = [n for n, v in case.inputs.items() if _is_tensor(v)]
     precision = "native"
-    base = {k: (v.detach().clone() if _is_tensor(v) else v) for k, v in case.inputs.items()}
+    base = {k: (v.detach() if _is_tensor(v) else v) for k, v in case.inputs.items()}  # never written: calls copy
     runner = _Runner(kf, base, outputs)
     try:
         ref0 = runner.call({})
@@ -422,7 +380,7 @@ def observe_roles(kf: KernelFile, case: Case) -> RoleReport:
         written = _written_mask(t0, ref0[name])
         if got is not None:
             written |= _written_mask(other, got[name])
-        wf = float(written.float().mean()) if written.numel() else 0.0
+        wf = int(written.sum()) / written.numel() if written.numel() else 0.0  # exact: a count, not a float32 mean
         if got is None:
             depends = True
         elif ref0[name].numel() == t0.numel() == got[name].numel():
@@ -446,6 +404,7 @@ def observe_roles(kf: KernelFile, case: Case) -> RoleReport:
                         role=role, declared=decl,
                         note=f"other values made the reference raise ({raised}): counted as read" if raised else "")
         if read:
+            del got  # one problem-sized result fewer while the chunks are probed
             _read_in_part(runner, ref0, tr, t0, other, written, g)
         nbytes = tr.numel * tr.element_size
         if role not in ("scratch", "unused"):
@@ -465,13 +424,17 @@ def _read_in_part(runner: _Runner, ref0: dict[str, Any], tr: TensorRole, t0: tor
     if n <= CHUNKS + PROBES:  # too small to be worth probing: counted in full
         tr.read_fraction, tr.chunks, tr.read_chunks = 1.0, 1, 1
         return
-    flat0, probe = t0.reshape(-1), _probe_value(t0, other).reshape(-1)
+    flat0 = t0.reshape(-1)
+    if t0.dtype.is_floating_point:  # one NaN, not a tensor of them (the bits a filled tensor holds: a vector cast)
+        probe = _probe_value(t0[(0,) * t0.dim()].reshape(1).expand(64), other).reshape(-1)[0]
+    else:
+        probe = _probe_value(t0, other).reshape(-1)
 
     def matters(index: Any) -> bool:
         changed = flat0.clone()
-        changed[index] = probe[index]
+        changed[index] = probe if t0.dtype.is_floating_point else probe[index]
         try:
-            got = runner.call({tr.name: changed.reshape(t0.shape)})
+            got = runner.call({tr.name: changed.reshape(t0.shape)}, owned=True)
         except Exception:  # noqa: BLE001 - the reference raised on these values: they are read
             return True
         return _differs(ref0, got, own=tr.name, own_mask=written, exact=runner.exact)

@@ -38,6 +38,9 @@ from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_c
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
 from kernelpilot.kernels.roles import ReferenceFailed, RoleReport, observe_roles
+from kernelpilot.measure.memory import CHUNK_ELEMENTS, bits_equal, keep_copy, release_cached
+from kernelpilot.measure.memory import bitwise_equal as bitwise_equal  # noqa: PLC0414 - re-exported
+from kernelpilot.measure.refproc import pristine_copies
 from kernelpilot.measure.reference_run import reference_outputs_local
 from kernelpilot.kernels.roles import shares_memory as shares_memory  # noqa: PLC0414 - re-exported
 from kernelpilot.measure.compare import (  # noqa: F401 - re-exported: the comparison is part of this API
@@ -107,8 +110,9 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
                       blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, torch.Tensor], str]:
     """Run the reference on float64 copies of the inputs (native copies if that fails): in the reference process
     that serves this worker (:mod:`kernelpilot.measure.refproc`: a process that never ran the kernel), else here.
-    ``blank``: pure outputs (observed written in full, never read): sent as zeros, so their leftover contents do not
-    defeat the reference process's content cache.
+    ``blank``: pure outputs (observed written in full, never read): the reference gets zeros of their dtype and
+    shape, made where it runs (never copied from the worker's tensor, whose leftover contents would also defeat
+    the reference process's content cache).
 
     Returns:
         (output name -> reference tensor, the precision used: ``"float64"`` or ``"native (...)"``).
@@ -119,12 +123,10 @@ def reference_outputs(kf: KernelFile, inputs: dict[str, Any], outputs: list[str]
     """
     from kernelpilot.measure.refproc import serving
 
-    if blank:
-        inputs = {k: (v.new_zeros(v.shape) if k in blank and _is_tensor(v) else v) for k, v in inputs.items()}
     server = serving(kf)
     if server is not None:
-        return server.outputs(inputs, outputs)
-    return reference_outputs_local(kf.reference, inputs, outputs)
+        return server.outputs(inputs, outputs, blank)
+    return reference_outputs_local(kf.reference, inputs, outputs, blank)
 
 
 def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> RoleReport | None:
@@ -154,6 +156,7 @@ def observe_case_roles(kf: KernelFile, case: Case, *, derived: bool = False) -> 
         report.notes = check_claims(report, kf.path, judge_partial=not derived)
         cache[key] = report
         kf.extras["roles"] = report
+        release_cached(case)
     report = cache[key].model_copy(deep=True)
     case.apply_roles(report)
     return report
@@ -217,26 +220,6 @@ def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str, poiso
         torch.cuda.synchronize()
 
 
-#: Integer dtypes of each element size, for comparing tensors bit for bit (NaN payloads included).
-_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when two tensors of one dtype and shape hold the same bits (so NaN equals the same NaN, and -0.0 differs
-    from 0.0): one pass over both, through integer views of the same element size; dtypes without one (complex128)
-    compare their real and imaginary parts the same way."""
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.is_complex:
-        return bitwise_equal(torch.view_as_real(a), torch.view_as_real(b))
-    bits = _BITS.get(a.element_size())
-    if bits is None or a.dtype == torch.bool:
-        return torch.equal(a, b)
-    return torch.equal(a.view(getattr(torch, bits)), b.view(getattr(torch, bits)))
-
-
 def _mutated(before: dict[str, torch.Tensor], case: Case) -> str | None:
     for name, saved in before.items():
         if not bitwise_equal(saved, case.inputs[name]):
@@ -258,7 +241,7 @@ def _compare_all(kf: KernelFile, case: Case, got: dict[str, torch.Tensor], refs:
     out = []
     for name in case.outputs:
         tol = tolerance_for(case.inputs[name].dtype, kf)
-        out.append(compare(name, got[name], refs[name], tol.atol, tol.rtol))
+        out.append(compare(name, got[name], refs[name], tol.atol, tol.rtol, device=case.inputs[name].device))
     return out
 
 
@@ -283,8 +266,9 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     problem = aliasing_problem(case)
     if problem:
         return _fail(seed, shape, "aliasing", problem), "", None
-    pristine = {k: _clone(case.pristine.get(k, v)) for k, v in case.inputs.items()}
-    watched = {k: v.detach().clone() for k, v in case.inputs.items()
+    blank = [n for n in case.outputs if n not in case.inplace]
+    pristine = pristine_copies(kf, case, blank)
+    watched = {k: pristine[k] for k, v in case.inputs.items()
                if watch_inputs and _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:
         _run_poisoned(kf, case, config, device, poison_outputs)
@@ -295,10 +279,10 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     problem = _mutated(watched, case)
     if problem:
         return _fail(seed, shape, "inputs", problem), "", None
-    first = {n: case.inputs[n].clone() for n in case.outputs}
+    # the first run's result: kept (on the host when large) only where a second run follows
+    first = {n: (keep_copy(case.inputs[n]) if second_run else case.inputs[n]) for n in case.outputs}
     try:
-        refs, precision = reference_outputs(kf, pristine, case.outputs,
-                                            [n for n in case.outputs if n not in case.inplace])
+        refs, precision = reference_outputs(kf, pristine, case.outputs, blank)
     except Exception as exc:
         domain = " (at a shape kernelpilot drew: a problem defined at some sizes only declares them in SHAPE_RULES)"
         return _fail(seed, shape, stage, f"reference raised {type(exc).__name__}: {exc}"
@@ -318,7 +302,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
             bad = next(c for c in again if not c.passed)
             return SeedCheck(seed=seed, passed=False, outputs=again, stage=stage, shape=shape,
                              error=f"second run on the same inputs: {bad.name}: {bad.reason}"), precision, False
-        deterministic = all(bitwise_equal(first[n], case.inputs[n]) for n in case.outputs)
+        deterministic = all(bits_equal(first[n], case.inputs[n]) for n in case.outputs)
     return SeedCheck(seed=seed, passed=all(c.passed for c in checks), outputs=checks, stage=stage,
                      shape=shape), precision, deterministic
 
@@ -354,7 +338,7 @@ def recheck(kf: KernelFile, case: Case, config: Config, device: str, seed: int =
     source = draw_values(case).text
     for name, saved in case.pristine.items():
         saved.copy_(case.inputs[name])
-    previous = {n: case.inputs[n].detach().clone() for n in case.outputs if isinstance(case.inputs.get(n), torch.Tensor)
+    previous = {n: keep_copy(case.inputs[n]) for n in case.outputs if isinstance(case.inputs.get(n), torch.Tensor)
                 and n not in case.pristine}
     check, _, _ = run_and_compare(kf, case, config, device, "recheck", poison_outputs=False, watch_inputs=False)
     del seed
@@ -377,11 +361,14 @@ def _stale_or_recomputed(kf: KernelFile, case: Case, failed: list[str], previous
 
     try:
         refs, _ = reference_outputs(kf, case.inputs, failed)
-        for n in failed:
-            out, ref = case.inputs[n], refs[n].to(case.inputs[n].device, torch.float64)
-            prev = previous[n].to(torch.float64)
-            if bool(((out == previous[n]) & ~torch.isclose(prev, ref, rtol=1e-3, atol=1e-6)).any()):
-                return STALE_NOTE
+        for n in failed:  # in chunks: the previous result may be in host memory, the reference too (large outputs)
+            out, prev, ref = (t.detach().reshape(-1) for t in (case.inputs[n], previous[n], refs[n]))
+            for a in range(0, out.numel(), CHUNK_ELEMENTS):
+                o = out[a:a + CHUNK_ELEMENTS]
+                p = prev[a:a + CHUNK_ELEMENTS].to(o.device)
+                r = ref[a:a + CHUNK_ELEMENTS].to(o.device, torch.float64)
+                if bool(((o == p) & ~torch.isclose(p.to(torch.float64), r, rtol=1e-3, atol=1e-6)).any()):
+                    return STALE_NOTE
     except Exception:  # noqa: BLE001 - no second reference: keep the stricter reading
         return STALE_NOTE
     return RECOMPUTED_NOTE

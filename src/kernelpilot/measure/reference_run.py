@@ -64,13 +64,30 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, oom) or "out of memory" in str(exc).lower()
 
 
-def reference_outputs_local(reference: Any, inputs: dict[str, Any],
-                            outputs: list[str]) -> tuple[dict[str, torch.Tensor], str]:
+def reference_outputs_local(reference: Any, inputs: dict[str, Any], outputs: list[str],
+                            blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, torch.Tensor], str]:
     """:func:`kernelpilot.measure.correctness.reference_outputs` in this process, with the function ``reference`` (the reference process's own
-    computation; :mod:`kernelpilot.measure.refproc`)."""
+    computation; :mod:`kernelpilot.measure.refproc`).
+
+    Args:
+        blank: pure outputs among ``inputs`` (whose tensors only give dtype and shape: they may be on the ``meta``
+            device): each passed as zeros made here in the precision of the run (float64 for a floating dtype when
+            upcast) on the other inputs' device; their prior value, zeros, is a broadcast view (no second copy).
+    """
+    device = next((v.device for k, v in inputs.items() if _is_tensor(v) and k not in blank), None)
+
     def run(prepare: Any) -> dict[str, torch.Tensor]:
-        ref_inputs = {k: prepare(v) for k, v in inputs.items()}
-        prior = {n: _clone(ref_inputs[n]) for n in outputs if _is_tensor(ref_inputs.get(n))}
+        ref_inputs, prior = {}, {}
+        for k, v in inputs.items():
+            if k in blank and _is_tensor(v):
+                zero = prepare(_zeros(v.dtype, device))
+                ref_inputs[k] = zero.expand(v.shape).clone()
+                if k in outputs:
+                    prior[k] = zero.expand(v.shape)
+            else:
+                ref_inputs[k] = prepare(v)
+                if k in outputs and _is_tensor(ref_inputs[k]):
+                    prior[k] = _clone(ref_inputs[k])
         return _collect_reference(reference(**ref_inputs), ref_inputs, outputs, prior)
 
     try:
@@ -92,6 +109,13 @@ def reference_outputs_local(reference: Any, inputs: dict[str, Any],
                 exc = again
         note = f"native (float64 failed: {type(exc).__name__}: {exc})"
     return run(_clone), note
+
+
+def _zeros(dtype: Any, device: Any) -> Any:
+    """A zero of ``dtype`` (a 0-d tensor) on ``device`` (the host when None)."""
+    import torch
+
+    return torch.zeros((), dtype=dtype, device=device if device is not None else "cpu")
 
 
 def _is_gpu(inputs: dict[str, Any]) -> bool:

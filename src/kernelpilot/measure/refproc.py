@@ -20,6 +20,13 @@ tensor and call costs milliseconds: the first version of this module added ~16 m
 with a stored copy): the check's seeds, the same in every evaluation of a search, are computed once per worker.
 The cache holds at most :data:`CACHE_BYTES`.
 
+Memory (:mod:`kernelpilot.measure.memory`): pure outputs (``blank``: written in full, never read) are not staged;
+the server makes their zeros itself. Results of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more come back
+in a third buffer of their exact size, allocated once by the worker (``stage_big``) and returned as views, never
+cloned: they are valid until the next call (a call made while a view of the last large results is alive gets a
+new buffer). After a large request the server returns its cached device memory to the driver
+(``torch.cuda.empty_cache``), so the worker's next allocations find it.
+
 The server dies with its worker (``PR_SET_DEATHSIG`` on Linux; EOF on its pipe otherwise). Cost: one interpreter
 start per worker, overlapped with the worker's own start (it is spawned before the kernel file is imported), one
 copy of each input set per call, and none of the float64 work the cache saves.
@@ -30,8 +37,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "serving", "shutdown",
-           "start_for"]
+from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view
+from kernelpilot.measure.staging import layout as pack
+
+__all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "pristine_copies", "serving",
+           "shutdown", "start_for"]
 
 #: Bytes the server's content cache keeps (each entry: its input bytes and its float64 results), least recently
 #: used dropped first: the check's three seeds of a 1 GiB problem fit.
@@ -89,20 +99,26 @@ class ReferenceProcess:
         self.calls = self.hits = 0
         self.stage_in: Any = None  # bytes on the device, allocated here, mapped once by the server (inputs)
         self.stage_out: Any = None  # likewise, for the results
+        self.stage_big: Any = None  # likewise, for large results: returned as views (module docstring)
+        self._big_uses = 0  # the use count of stage_big's storage with no view of it alive
 
     def serves(self, kf: Any) -> bool:
         """True when this process serves ``kf``'s reference: the same file (its sha256 was checked against the
         worker's when the server imported it) and the server still alive."""
         return str(Path(kf.reference_path).resolve()) == self.path and self.proc.is_alive()
 
-    def outputs(self, inputs: dict[str, Any], outputs: list[str]) -> tuple[dict[str, Any], str]:
+    def outputs(self, inputs: dict[str, Any], outputs: list[str],
+                blank: tuple[str, ...] | list[str] = ()) -> tuple[dict[str, Any], str]:
         """The reference's results for ``outputs`` on ``inputs`` (name -> tensor or scalar).
 
         Tensors are copied (contiguous) into a staging buffer the server mapped once, and the results come back
-        through a second one: one device-to-device copy each way, no per-call IPC handles.
+        through a second one: one device-to-device copy each way, no per-call IPC handles. ``blank``: pure outputs
+        (observed written in full, never read): not copied; the server passes zeros of their dtype and shape.
 
         Returns:
-            (output name -> float64 tensor (native dtype when float64 failed), the worker's own copy; the precision).
+            (output name -> float64 tensor (native dtype when float64 failed): the worker's own copy, or, for
+            results of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more, views of ``stage_big`` valid until
+            the next call; the precision).
 
         Raises:
             Exception: what the reference raised (re-raised here with its type name and message), or
@@ -110,37 +126,87 @@ class ReferenceProcess:
         """
         import torch
 
+        from kernelpilot.measure import memory
+
         self._wait_ready()
-        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
-        layout = _layout({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in blank}
+        blanks = {k: (str(v.dtype), tuple(v.shape)) for k, v in inputs.items()
+                  if isinstance(v, torch.Tensor) and k in blank}
+        layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        if not self._staged(tensors, layout):
+            self._copy_in(tensors, layout)
+        if self.device == "cuda" and memory.is_large(sum(memory.nbytes(v) for v in inputs.values())):
+            torch.cuda.empty_cache()  # this worker's free cached blocks back to the driver: the server's float64 work
+        if self.stage_big is not None and (self._big_uses < 0 or use_count(self.stage_big) != self._big_uses):
+            self.stage_big = None  # a view of the last large results is still alive: never written over
+            self._send(("stage_big", None))
+        scalars = {k: v for k, v in inputs.items() if k not in tensors and k not in blanks}
+        kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
+                                    scalars, list(outputs), blanks, list(inputs), memory.LARGE_BYTES))
+        self.calls += 1
+        if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
+            self.stage_out = alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
+            self._send(("stage_out", self.stage_out))        # may have been held by another thread at the fork)
+            kind, payload = self._send(("fetch",))
+        elif kind == "grow_big":  # large results: a buffer of their exact size, kept for the next large call
+            self.stage_big = None
+            self._send(("stage_big", None))
+            where = "cpu" if self.device == "cuda" and host_room(payload) else self.device  # off the GPU if room
+            self.stage_big = alloc(payload, where, exact=True)
+            self._send(("stage_big", self.stage_big))
+            kind, payload = self._send(("fetch",))
+        if kind == "raised":
+            name, _, message = payload.partition(": ")
+            raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
+        out_layout, precision, hit, big = payload
+        self.hits += int(hit)
+        if big:  # the count with no view alive: a different count at the next call means one still is
+            self._big_uses = use_count(self.stage_big)
+            return {n: view(self.stage_big, *out_layout[n]) for n in outputs}, precision
+        refs = {n: view(self.stage_out, *out_layout[n]).clone() for n in outputs}
+        return refs, precision
+
+    def stage(self, inputs: dict[str, Any], blank: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+        """Copy ``inputs``' tensors (but the ``blank`` ones) into the input staging buffer now, before the kernel runs:
+        ``inputs`` with each of them replaced by its copy there, a view of the buffer (the blank ones and scalars as
+        given). An :meth:`outputs` call with exactly these views sends them without copying again; the views are
+        overwritten by the next call of either method. The check takes its pristine copies this way: one copy of
+        the inputs serves as the reference's inputs and as the record of what they were."""
+        import torch
+
+        self._wait_ready()  # a fork replaced by a spawned process drops what was sent to it: ready first
+        tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor) and k not in blank}
+        layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
+        self._copy_in(tensors, layout)
+        return {k: (view(self.stage_in, *layout[k]) if k in layout else v) for k, v in inputs.items()}
+
+    def _staged(self, tensors: dict[str, Any], layout: dict[str, Any]) -> bool:
+        """True when every tensor is already the view :meth:`stage` made at its place in the input buffer."""
+        if self.stage_in is None or not tensors:
+            return False
+        base = self.stage_in.data_ptr()
+        return all(t.data_ptr() == base + layout[k][2] and t.is_contiguous() and t.device == self.stage_in.device
+                   and self.stage_in.numel() >= layout[k][2] + layout[k][3] for k, t in tensors.items())
+
+    def _copy_in(self, tensors: dict[str, Any], layout: dict[str, Any]) -> None:
+        """Copy ``tensors`` into the input staging buffer at ``layout``'s places (grown and shared first when short),
+        alignment gaps zeroed; waits for the copies."""
+        import torch
+
         need = max((off + n for _, _, off, n in layout.values()), default=0)
         if self.stage_in is None or self.stage_in.numel() < need:
-            self.stage_in = _alloc(need, self.device)
+            self.stage_in = None  # freed before the larger one is allocated (the server drops its mapping too)
+            self.stage_in = alloc(need, self.device)
             self._send(("stage_in", self.stage_in))
         with torch.no_grad():
             for name, t in tensors.items():
                 _, _, off, n = layout[name]
                 self.stage_in[off:off + n].copy_(t.detach().contiguous().reshape(-1).view(torch.uint8))
-                end = off + -(-max(n, 1) // _ALIGN) * _ALIGN
+                end = off + -(-max(n, 1) // ALIGN) * ALIGN
                 if end > off + n:  # the alignment gap: zeros, so equal inputs are equal bytes (the server's cache)
                     self.stage_in[off + n:end].zero_()
         if self.device == "cuda":
             torch.cuda.synchronize()
-        scalars = {k: v for k, v in inputs.items() if k not in tensors}
-        kind, payload = self._send(("ref", {k: (str(d), sh, off, n) for k, (d, sh, off, n) in layout.items()},
-                                    scalars, list(outputs)))
-        self.calls += 1
-        if kind == "grow":  # the results need a larger buffer: this process allocates and shares every buffer
-            self.stage_out = _alloc(payload, self.device)  # (a fork must not call share_memory_: torch's lock for it
-            self._send(("stage_out", self.stage_out))        # may have been held by another thread at the fork)
-            kind, payload = self._send(("fetch",))
-        if kind == "raised":
-            name, _, message = payload.partition(": ")
-            raise type(name if name.isidentifier() else "ReferenceError", (Exception,), {})(message)
-        out_layout, precision, hit = payload
-        self.hits += int(hit)
-        refs = {n: _view(self.stage_out, *out_layout[n]).clone() for n in outputs}
-        return refs, precision
 
     def _wait_ready(self) -> None:
         """Wait for the server's first message; a fork that cannot use CUDA is replaced by a spawned process once."""
@@ -193,6 +259,23 @@ def serving(kf: Any) -> ReferenceProcess | None:
     """The reference process that serves ``kf``'s reference, or None (then the reference runs in this process)."""
     server = _CURRENT
     return server if server is not None and server.serves(kf) else None
+
+
+def pristine_copies(kf: Any, case: Any, blank: list[str]) -> dict[str, Any]:
+    """The reference's inputs for one run, taken before the kernel runs: a copy of every tensor but the pure
+    outputs (``blank``: the reference gets zeros for them; here they stay the case's own tensors, never read),
+    in-place outputs as ``case.pristine`` holds them (:class:`~kernelpilot.kernels.case.Case`). With a reference
+    process, the copies are made straight into its input staging buffer
+    (:meth:`ReferenceProcess.stage`): one copy serves as the reference's inputs and as the record that the kernel
+    left its inputs alone."""
+    import torch
+
+    source = {k: case.pristine.get(k, v) for k, v in case.inputs.items()}
+    server = serving(kf)
+    if server is not None:
+        return server.stage(source, blank)
+    return {k: (v.detach().clone() if isinstance(v, torch.Tensor) and k not in blank else v)
+            for k, v in source.items()}
 
 
 def start_for(reference_path: str | Path, device: str) -> ReferenceProcess | None:
@@ -259,6 +342,7 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
     cache = _Cache(device)
     stage_in: Any = None
     stage_out: Any = None
+    stage_big: Any = None
     pending: Any = None
     while True:
         try:
@@ -267,79 +351,65 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             return
         if msg[0] == "stop":
             return
-        if msg[0] in ("stage_in", "stage_out"):
-            stage_in, stage_out = (msg[1], stage_out) if msg[0] == "stage_in" else (stage_in, msg[1])
+        if msg[0] in ("stage_in", "stage_out", "stage_big"):
+            if msg[0] == "stage_in":
+                stage_in = msg[1]
+            elif msg[0] == "stage_out":
+                stage_out = msg[1]
+            else:
+                stage_big = msg[1]
             continue
         try:
             if msg[0] == "fetch":
-                out_layout, precision, hit, refs = pending
+                out_layout, precision, hit, refs, big = pending
             else:
                 if reference is None:
                     raise ReferenceServerError(f"the reference process could not load {path}: {failure}")
-                _, layout, scalars, outputs = msg
-                inputs = {**scalars, **{k: _view(stage_in, *v) for k, v in layout.items()}}
+                _, layout, scalars, outputs, blanks, order, large_bytes = msg
+                inputs = {k: (view(stage_in, *layout[k]) if k in layout else _meta(*blanks[k]) if k in blanks
+                              else scalars[k]) for k in order}
                 need = max((v[2] + v[3] for v in layout.values()), default=0)
-                refs, precision, hit = cache.answer(reference, inputs, outputs, layout, stage_in[:need])
-                out_layout = _layout({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
+                refs, precision, hit = cache.answer(reference, inputs, outputs, (layout, blanks),
+                                                    stage_in[:need] if stage_in is not None else None, list(blanks))
+                del inputs
+                out_layout = pack({n: (t.dtype, tuple(t.shape)) for n, t in refs.items()})
                 need = max((off + n for _, _, off, n in out_layout.values()), default=0)
-                if stage_out is None or stage_out.numel() < need:
-                    pending = (out_layout, precision, hit, refs)
-                    conn.send(("grow", need))
+                big = need >= large_bytes
+                target = stage_big if big else stage_out
+                if target is None or target.numel() < need:
+                    pending = (out_layout, precision, hit, refs, big)
+                    conn.send(("grow_big" if big else "grow", need))
                     continue
+            target = stage_big if big else stage_out
             for name, t in refs.items():
                 _, _, off, n = out_layout[name]
-                stage_out[off:off + n].copy_(t.contiguous().reshape(-1).view(_uint8()))
+                target[off:off + n].copy_(t.contiguous().reshape(-1).view(uint8()))
+            del target
             if device == "cuda":
                 import torch
 
                 torch.cuda.synchronize()
-            pending = None
+            pending = refs = None
+            if big and device == "cuda":  # the float64 work's cached blocks back to the driver, for the worker
+                import gc
+
+                import torch
+
+                gc.collect()
+                torch.cuda.empty_cache()
             conn.send(("ok", ({k: (str(d), sh, off, n) for k, (d, sh, off, n) in out_layout.items()}, precision,
-                              hit)))
+                              hit, big)))
         except BaseException as exc:  # noqa: BLE001 - the reference's own failure is the check's business
+            pending = refs = None
             conn.send(("raised", f"{type(exc).__name__}: {exc}"))
 
 
-#: Byte alignment of every tensor in a staging buffer (the largest any dtype or vector load needs).
-_ALIGN = 256
-
-
-def _uint8() -> Any:
+def _meta(dtype: str, shape: tuple[int, ...]) -> Any:
+    """A pure output's stand-in: its dtype (by name) and shape on the ``meta`` device, no memory (the reference gets
+    zeros made for the run: :func:`~kernelpilot.measure.reference_run.reference_outputs_local`)."""
     import torch
 
-    return torch.uint8
-
-
-def _layout(specs: dict[str, tuple[Any, tuple[int, ...]]]) -> dict[str, tuple[Any, tuple[int, ...], int, int]]:
-    """name -> (dtype, shape, byte offset, byte count) of tensors packed one after the other, each aligned."""
-    import math
-
-    out, off = {}, 0
-    for name, (dtype, shape) in specs.items():
-        n = math.prod(shape) * dtype.itemsize
-        out[name] = (dtype, shape, off, n)
-        off += -(-max(n, 1) // _ALIGN) * _ALIGN
-    return out
-
-
-def _view(stage: Any, dtype: Any, shape: tuple[int, ...], off: int, n: int) -> Any:
-    """The tensor at ``off`` in a staging buffer (``dtype`` may be given by name: ``"torch.float64"``)."""
-    import torch
-
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype.removeprefix("torch."))
-    return stage[off:off + n].view(dtype).view(shape)
-
-
-def _alloc(nbytes: int, device: str) -> Any:
-    """A staging buffer of at least ``nbytes`` (rounded up to a power of two, 1 MiB at least, so it grows rarely)."""
-    import torch
-
-    size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
-    buf = torch.empty(size, dtype=torch.uint8, device=device)
-    if device == "cpu":
-        buf.share_memory_()
-    return buf
+    return torch.empty(shape, dtype=getattr(torch, dtype.removeprefix("torch.")), device="meta")
 
 
 class _Cache:
@@ -358,9 +428,11 @@ class _Cache:
         self.bytes = 0
 
     def answer(self, reference: Any, inputs: dict[str, Any], outputs: list[str], layout: Any = None,
-               staged: Any = None) -> tuple[dict[str, Any], str, bool]:
+               staged: Any = None, blank: list[str] | None = None) -> tuple[dict[str, Any], str, bool]:
         """(results, precision, cache hit) for one request; ``staged``: the request's input bytes (one tensor),
-        ``layout``: its layout key. The results are the server's own tensors."""
+        ``layout``: its layout key; ``blank``: pure outputs among ``inputs`` (``meta`` stand-ins), passed as zeros
+        (:func:`~kernelpilot.measure.reference_run.reference_outputs_local`). The results are the server's own
+        tensors."""
         import torch
 
         from kernelpilot.measure.reference_run import reference_outputs_local
@@ -371,7 +443,7 @@ class _Cache:
             if k == key and staged is not None and raw.numel() == staged.numel() and torch.equal(raw, staged):
                 self.entries.append(self.entries.pop(i))  # most recently used last
                 return refs, precision, True
-        refs, precision = reference_outputs_local(reference, inputs, outputs)
+        refs, precision = reference_outputs_local(reference, inputs, outputs, blank or ())
         size = sum(t.numel() * t.element_size() for t in refs.values() if isinstance(t, torch.Tensor))
         size += staged.numel() if staged is not None else 0
         if staged is None or size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):

@@ -71,7 +71,8 @@ def check_timed(kf: KernelFile, refresher: Refresher, *, tags: dict[str, str] | 
             error = f"{where}: the reference raised {type(exc).__name__}: {exc} on {draw.text}"
             rows.append({"launch": launch, "tag": tag, "values": draw.text, "passed": False})
             break
-        checks = [compare(n, got[n], refs[n], *_tol(tolerance_for(case.inputs[n].dtype, kf))) for n in got]
+        checks = [compare(n, got[n], refs[n], *_tol(tolerance_for(case.inputs[n].dtype, kf)),
+                          device=case.inputs[n].device) for n in got]
         ok = all(c.passed for c in checks)
         rows.append({"launch": launch, "tag": tag, "values": draw.text, "passed": ok,
                      "worst_rel_l2_error": max((c.rel_l2_error or 0.0) for c in checks) if checks else 0.0})
@@ -80,6 +81,7 @@ def check_timed(kf: KernelFile, refresher: Refresher, *, tags: dict[str, str] | 
             error = (f"{where} (of {refresher.launches}, kept in secret) on {draw.text}: {bad.name}: {bad.reason} "
                      "(a kernel that does less when it is timed is wrong on the launches that were timed)")
             break
+        refs = None  # released before the next call: large results are views of one buffer (measure/refproc.py)
     return TimedCheck(passed=error is None, launches=refresher.launches, checked=rows, error=error)
 
 
@@ -101,9 +103,10 @@ def interleaved_checked(kf: KernelFile, case: Any, fn_a: Any, fn_b: Any, n: int,
         Exception: whatever the launches raise.
     """
     from kernelpilot.errors import KernelFailed
+    from kernelpilot.measure.memory import keep_copy
     from kernelpilot.measure.timing import time_interleaved
 
-    refresher = case.refresher(keep=KEEP)
+    refresher = case.refresher(keep=KEEP, copy=keep_copy)
     a, b = time_interleaved(fn_a, fn_b, n, device, before_each=refresher)
     timed = check_timed(kf, refresher, tags=tags)
     if not timed.passed:

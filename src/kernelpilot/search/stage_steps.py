@@ -199,7 +199,10 @@ def _timer_guard(ctx: StageContext) -> Failure | None:
 
 def _check(ctx: StageContext) -> Failure | None:
     from kernelpilot.measure.correctness import check_correctness
+    from kernelpilot.measure.memory import case_is_large
 
+    if ctx.case is not None and case_is_large(ctx.case):  # the check draws its own: one full-size case at a time
+        ctx.case = ctx.fn = None  # (built again for timing; docs/kernelbench.md, "Memory at large sizes")
     correctness = check_correctness(ctx.kf, ctx.opts.shape, ctx.config, ctx.dev, seeds=ctx.seeds,
                                     strict=ctx.opts.strict, other_shapes=False)
     ctx.results["correctness"] = correctness
@@ -208,6 +211,7 @@ def _check(ctx: StageContext) -> Failure | None:
 
 
 def _timing(ctx: StageContext) -> Failure | None:
+    from kernelpilot.measure.memory import keep_copy
     from kernelpilot.measure.timed_check import KEEP, check_timed
     from kernelpilot.measure.timing import time_callable
     from kernelpilot.search.stats import clearly_slower
@@ -225,7 +229,7 @@ def _timing(ctx: StageContext) -> Failure | None:
                 return None
         kwargs: dict[str, Any] = {} if opts.interpreted else {
             "rep_ms": opts.rep_ms, "max_samples": opts.max_samples, "min_samples": opts.min_samples}
-        refresher = case.refresher(keep=KEEP)  # the outputs of KEEP launches, chosen in secret, are compared
+        refresher = case.refresher(keep=KEEP, copy=keep_copy)  # KEEP launches' outputs, chosen in secret, compared
         timing = time_callable(ctx.fn, ctx.dev, before_each=refresher, **kwargs)
     except Exception as exc:  # noqa: BLE001
         return Failure(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
