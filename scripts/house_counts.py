@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "kernelpilot"
 #: Packages DESIGN.md does not place (inductor, workload, store, dispatch, experience, agents, skill,
 #: examples) go where their own imports put them with the fewest pairs against the order.
 TARGET_ORDER: tuple[tuple[str, ...], ...] = (
-    ("errors", "facts", "fmt", "procguard", "childproc", "sqlitefile", "__init__"),  # words, no kernelpilot imports
+    ("errors", "facts", "fmt", "procguard", "childproc", "sqlitefile", "target", "__init__"),  # words
     ("options", "progress"),                                                  # words
     ("records",),                                                             # run folders, evaluation records
     ("kernels",),                                                             # the language-neutral contract
