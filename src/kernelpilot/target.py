@@ -135,14 +135,20 @@ class Target(BaseModel):
         return self.kind == "cuda"
 
     @property
+    def is_cpu(self) -> bool:
+        """True when kernels run on the CPU (kind ``cpu``; set-up runs Triton kernels there interpreted)."""
+        return self.kind == "cpu"
+
+    @property
     def is_replay(self) -> bool:
         """True for a replay: nothing runs, answers come from a cache."""
         return self.kind == "replay"
 
     @property
     def measured(self) -> bool:
-        """True when a time taken here is a measurement: a GPU, not under the interpreter."""
-        return self.kind == "cuda" and not self.interpreted
+        """True when a time taken (or replayed) here is a measurement: not under the interpreter (a replay's times
+        were measured on a GPU). The rule the records' ``measured`` field has always had: ``not interpreted``."""
+        return not self.interpreted
 
     @property
     def torch_device(self) -> str:

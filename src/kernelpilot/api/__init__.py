@@ -40,7 +40,8 @@ from kernelpilot.api.session import (session_finish, session_mask, session_resta
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
-from kernelpilot.loop import detect_device, roofline_for
+from kernelpilot.app.context import detect_target
+from kernelpilot.loop import roofline_for
 from kernelpilot.options import OptimizeOptions, TuneOptions, at_least, check_kernel_path, check_shape_values, positive
 from kernelpilot.measure.correctness import CorrectnessResult
 from kernelpilot.measure.env import EnvInfo, collect_env
@@ -51,6 +52,7 @@ from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
+from kernelpilot.target import Target
 
 __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
            "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "workload_ranges", "workload_capture", "workload_buckets",
@@ -213,7 +215,7 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.measure.correctness import observed_roles_at
 
     roles = observed_roles_at(kf, shp, dev)  # RoleMismatch: a declaration to fix, before any timing
-    roof, _, _ = roofline_for(kf, shp, dev, gpu, roles)  # an unknown --gpu fails before any timing
+    roof, _, _ = roofline_for(kf, shp, Target.from_device(dev), gpu, roles)  # an unknown --gpu fails before any timing
     failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), device, cfg)
     if failure is not None:
         raise refusal(ctx, failure)
@@ -261,7 +263,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
         _check_common(kernel, ref, timeout_s)
         if kernel is None:
             raise ToolMissingError("nothing to profile", "give a KERNEL file or --report FILE.ncu-rep")
-        if detect_device() != "cuda":
+        if not detect_target().is_gpu:
             raise ToolMissingError("profiling needs a CUDA GPU; none is visible",
                                    "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
         with IsolatedKernel(kernel, ref, interpreted=False, timeout_s=timeout_s) as iso:
@@ -316,7 +318,7 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
     if failure is not None:
         raise refusal(ctx, failure)
-    roof, _, _ = roofline_for(kf, shape, "cuda", None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage
+    roof, _, _ = roofline_for(kf, shape, Target.gpu(), None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage
     card, _ = light_profile(kf.path, config, shape, timing_ns=ctx.results["timing"].median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
     return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()
@@ -345,19 +347,19 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
         RoleMismatch: (GPU) a declared role contradicts the observation.
     """
     check_kernel_path(kernel)
-    device = detect_device()
+    target = detect_target()
     # a .cu file loads the same with or without a GPU (nothing runs: inputs are built on the CPU to count bytes)
-    kf = load_kernel(kernel, None, interpreted=(device == "cpu" and Path(kernel).suffix.lower() == ".py"))
+    kf = load_kernel(kernel, None, interpreted=(target.interpreted and Path(kernel).suffix.lower() == ".py"))
     shp = dict(kf.shape)
     shp.update(_shape(kf, shape) if shape else {})
     roles = None
-    if device == "cuda":  # the roles observed in a worker (the reference on the GPU); without one, the declared roles
+    if target.is_gpu:  # the roles observed in a worker (the reference on the GPU); without one, the declared roles
         from kernelpilot.kernels.roles import RoleReport
 
         with IsolatedKernel(kernel, None, interpreted=False) as iso:
             data = iso.call("kernelpilot.search.stage_steps:observe_roles_in_worker", shp)
         roles = RoleReport.model_validate(data) if data else None
-    roof, work, note = roofline_for(kf, shp, device, gpu, roles)
+    roof, work, note = roofline_for(kf, shp, target, gpu, roles)
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 
 

@@ -19,6 +19,7 @@ from kernelpilot.facts import device_kind
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 from kernelpilot.search.stages import LOAD_STAGES, SUBSETS, stage_of
+from kernelpilot.target import Target
 
 __all__ = ["STAGES", "VerifyResult", "accepted_message", "stage_of", "verify"]
 
@@ -100,7 +101,7 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     dev = device_kind(device)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
     roles = observed_roles_at(kf, shp, dev)  # RoleMismatch (a DeclarationError): a declared role contradicted
-    roof, _, _ = roofline_at(kf, shp, dev, None, roles)  # DeclarationError: declared work below the tensors'
+    roof, _, _ = roofline_at(kf, shp, Target.from_device(dev), None, roles)  # DeclarationError: declared work below the tensors'
     wopts = opts.model_copy(update={"shape": shp, "strict": strict,
                                     "floor_ns": roof.floor_ns if roof else None,
                                     "sol_tolerance": roof.sol_tolerance if roof else 0.05})

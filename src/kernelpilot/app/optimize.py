@@ -101,9 +101,9 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                   replay=replayer, spare_worker=True, timeout_s=o.timeout_s or 300.0)
     profile, benchmark, git, budget_s, timeout_s = o.profile, o.benchmark, o.git, o.budget_s, o.timeout_s
     try:
-        kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+        kf, roof, cuda = ctx.kf, ctx.roofline, ctx.target.is_gpu
         if budget_s is None:
-            budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
+            budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.target.interpreted else DEFAULT_BUDGET_S
         ws = Workspace.create(Path(out))
         shutil.copy2(kf.path, ws.root / "kernel.py")
         note_written(ws.root / "kernel.py")  # the write journal (records/seal.py): committed with the set-up

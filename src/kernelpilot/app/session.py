@@ -184,7 +184,7 @@ def _evidence(s: Session, recorder: Any) -> Any:
     between; light cards only in a replay; none under the interpreter."""
     from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
 
-    ctx, cuda = s.ctx, s.ctx.device == "cuda"
+    ctx, cuda = s.ctx, s.ctx.target.is_gpu
     if not (cuda or s.replayer is not None):
         return None
     why_light = ("replay: light card from the stored time" if s.replayer else
@@ -215,7 +215,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
     from kernelpilot.engine.prune import CompileAhead, compile_order
 
     ctx, ws, info = s.ctx, s.ws, s.info
-    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.target.is_gpu
     recorder = s.recorder = RunFolderRecorder(ws, kf_sha256=kf.source_sha256, shape=ctx.shape, strategy=info.strategy,
                                               roofline=roof, history=s.history, metrics_of=s.metrics_of, log=s.log,
                                               guard=guard)
@@ -335,7 +335,7 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
     ctx, info = s.ctx, s.info
     cand = None
     compiled_ns = torch_compile_ns(info.baselines_ns)
-    if ctx.device == "cuda" and s.replayer is None and best is not None and compiled_ns is not None:
+    if ctx.target.is_gpu and s.replayer is None and best is not None and compiled_ns is not None:
         if compiled_ns < best.duration_ns * (1 - MARGIN):  # type: ignore[operator]
             s.phase = "Inductor candidate"
             kf = ctx.kf
@@ -378,7 +378,7 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
     from kernelpilot.measure.timing import TimingResult
 
     ctx, kf = s.ctx, s.ctx.kf
-    if ctx.device == "cpu":  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
+    if ctx.target.is_cpu:  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
         from kernelpilot.errors import KernelpilotError
         from kernelpilot.report.benchmark import BenchmarkResult
         from kernelpilot.search.isolated import run_isolated

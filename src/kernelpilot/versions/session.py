@@ -162,7 +162,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     shutil.copy2(kf.reference_path, root / "check" / "reference.py")
     note_written(root / "check" / "reference.py")  # the write journal (records/seal.py): committed below
     copy_version(kf.path, ws.version_dir(0))
-    env = collect_env(probe_ncu=profile and ctx.device == "cuda")
+    env = collect_env(probe_ncu=profile and ctx.target.is_gpu)
     write_json(root / "env.json", env)
     write_text(root / "env.md", render_env_md(env))
     cc = getattr(env.gpu, "compute_capability", None) if env.gpu else None
