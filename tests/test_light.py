@@ -127,8 +127,8 @@ def gpu_without_ncu(monkeypatch):
     # (tests/test_stages.py): here it answers a checked timing of 10 µs, as on a GPU
     import kernelpilot.search.stages as stages
 
-    def checked_timing(name, kf, opts, device, config, **_):
-        ctx = stages.StageContext(kf, opts, device, config)
+    def checked_timing(name, kf, opts, target, config, **_):
+        ctx = stages.StageContext(kf, opts, target, config)
         ctx.results["timing"] = _fake_timing(10_000.0)
         return None, ctx
 

@@ -4,7 +4,7 @@ Before this module the device travelled as a string (``"cuda"``, ``"cuda:1"``, `
 flag ``interpreted``, and every layer turned the pair into answers of its own (``device == "cuda"``,
 ``device_kind(device) != "cuda"``). A :class:`Target` holds both, with what set-up learns about the GPU (its name,
 arch and limits), and answers the questions once: :attr:`Target.is_gpu`, :attr:`Target.measured`,
-:attr:`Target.torch_device`, :attr:`Target.record`.
+:attr:`Target.torch_device`, :attr:`Target.label`, :attr:`Target.record`.
 
 The string the run records store as ``"device"`` (run.json, tune.json, the session state) is :attr:`Target.record`,
 unchanged: ``"cuda"``, ``"cpu"`` or ``"replay"``; :meth:`Target.from_record` reads it back.
@@ -152,11 +152,16 @@ class Target(BaseModel):
 
     @property
     def torch_device(self) -> str:
-        """The torch device string tensors go to: ``"cuda"``, ``"cuda:<index>"``, else ``"cpu"`` (a replay builds
-        what it builds on the CPU)."""
-        if self.kind != "cuda":
-            return "cpu"
-        return "cuda" if self.index is None else f"cuda:{self.index}"
+        """The torch device type tensors go to: ``"cuda"`` on a GPU, else ``"cpu"`` (a replay builds what it builds
+        on the CPU). No index: a worker is bound to its one GPU by ``CUDA_VISIBLE_DEVICES``, so its tensors go to
+        ``"cuda"`` whatever :attr:`index` says (:func:`kernelpilot.facts.device_kind`'s rule)."""
+        return "cuda" if self.kind == "cuda" else "cpu"
+
+    @property
+    def label(self) -> str:
+        """The device as workers and records name it: ``"cuda:<index>"`` (``"cuda"`` without an index), ``"cpu"``,
+        ``"replay"``; :meth:`from_device` reads it back."""
+        return f"cuda:{self.index}" if self.kind == "cuda" and self.index is not None else self.kind
 
     @property
     def record(self) -> str:
@@ -164,4 +169,4 @@ class Target(BaseModel):
         return self.kind
 
     def __str__(self) -> str:
-        return self.torch_device if self.kind != "replay" else "replay"
+        return self.label

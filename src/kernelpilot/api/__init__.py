@@ -11,11 +11,10 @@ works for every command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
 import kernelpilot
 from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
@@ -54,6 +53,9 @@ from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 from kernelpilot.target import Target
 
+if TYPE_CHECKING:
+    from kernelpilot.search.worker_child import WorkerOptions
+
 __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
            "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "workload_ranges", "workload_capture", "workload_buckets",
            "cache_list", "cache_show", "cache_clear",
@@ -80,11 +82,6 @@ def bundled_example(name: str = "softmax") -> Path:
 def env(*, probe_ncu: bool = True) -> EnvInfo:
     """Provenance of this machine (see :func:`kernelpilot.measure.env.collect_env`)."""
     return collect_env(probe_ncu=probe_ncu)
-
-
-def _here(device: str) -> str:
-    """The torch device of a worker bound to ``device`` (``"cuda:<i>"`` -> ``"cuda"``)."""
-    return device_kind(device)
 
 
 def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
@@ -127,7 +124,7 @@ def _shape(kf: KernelFile, shape: dict[str, Any] | None) -> dict[str, Any]:
     return resolve_shape(kf, shape)
 
 
-def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _check_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, n_seeds: int, strict: bool = False) -> str:
     """Worker side of :func:`check`: the ``check`` subset of the stage table (:mod:`kernelpilot.search.stages`);
     the CorrectnessResult as JSON (a failed check is an answer, not an error).
@@ -138,7 +135,7 @@ def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.search.stages import refusal, run_command
 
     wopts = opts.model_copy(update={"shape": _shape(kf, shape), "strict": strict})
-    failure, ctx = run_command("check", kf, wopts, device, resolve_config(kf, config), seeds=tuple(range(n_seeds)))
+    failure, ctx = run_command("check", kf, wopts, target, resolve_config(kf, config), seeds=tuple(range(n_seeds)))
     if "correctness" not in ctx.results:
         raise refusal(ctx, failure)
     return ctx.results["correctness"].model_dump_json()
@@ -198,7 +195,7 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
             iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu, fresh_baselines))
 
 
-def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _bench_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, baselines: bool, gpu: str | None,
                      fresh_baselines: bool = False) -> str:
     """Worker side of :func:`bench`: the ``bench`` subset of the stage table (checked, then timed, re-checked and,
@@ -210,13 +207,12 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     """
     from kernelpilot.search.stages import refusal, run_command
 
-    dev = _here(device)
     shp, cfg = _shape(kf, shape), resolve_config(kf, config)
     from kernelpilot.measure.correctness import observed_roles_at
 
-    roles = observed_roles_at(kf, shp, dev)  # RoleMismatch: a declaration to fix, before any timing
-    roof, _, _ = roofline_for(kf, shp, Target.from_device(dev), gpu, roles)  # an unknown --gpu fails before any timing
-    failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), device, cfg)
+    roles = observed_roles_at(kf, shp, target.torch_device)  # RoleMismatch: a declaration to fix, before any timing
+    roof, _, _ = roofline_for(kf, shp, target, gpu, roles)  # an unknown --gpu fails before any timing
+    failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), target, cfg)
     if failure is not None:
         raise refusal(ctx, failure)
     timing = ctx.results["timing"]
@@ -225,7 +221,7 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
                        floor_ns=roof.floor_ns if roof else None,
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
-                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing,
+                       baselines=run_benchmark(kf, shp, cfg, target, kernel_timing=timing,
                                                use_cache=not fresh_baselines) if baselines else None,
                        stages_run=[n for n in ctx.phases if n not in ctx.skipped], stages_skipped=dict(ctx.skipped)
                        ).model_dump_json()
@@ -290,7 +286,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
     return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict, card=card)
 
 
-def _resolve_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _resolve_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                        config: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     """Worker side of :func:`profile`: (kernel path, kernel name, resolved shape, resolved config)."""
     return str(kf.path), kf.name, _shape(kf, shape), resolve_config(kf, config)
@@ -301,7 +297,7 @@ def _light(iso: IsolatedKernel, shape: dict[str, Any], config: dict[str, Any], r
     return ProfileResult.model_validate_json(iso.call("kernelpilot.api:_light_in_worker", shape, config, reason))
 
 
-def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any],
+def _light_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any], config: dict[str, Any],
                      reason: str) -> str:
     """Worker side of :func:`_light`: the ``profile`` subset of the stage table (a checked timing;
     :mod:`kernelpilot.search.stages`), placed on the roofline with the compile metadata (JSON).
@@ -315,7 +311,7 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.profile.light import light_profile
     from kernelpilot.search.stages import refusal, run_command
 
-    failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
+    failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), target, config)
     if failure is not None:
         raise refusal(ctx, failure)
     roof, _, _ = roofline_for(kf, shape, Target.gpu(), None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage

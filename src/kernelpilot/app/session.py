@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
 from kernelpilot.engine.stops import StopRuleBase
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
 from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import Interruption, RunInfo, now_utc
@@ -33,6 +33,8 @@ from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.search.model import Budget, BudgetExhausted
 
 if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
+    from kernelpilot.search.worker_child import WorkerOptions
     from kernelpilot.app.recorder import RunFolderRecorder
 
 __all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc"]
@@ -172,11 +174,12 @@ def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str) -> 
             write_json(s.ws.root / "run.json", s.info)
 
 
-def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any]) -> str:
+def _baselines_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any],
+                         config: dict[str, Any]) -> str:
     """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
     from kernelpilot.report.benchmark import run_benchmark
 
-    return run_benchmark(kf, shape, config, device_kind(device)).model_dump_json()
+    return run_benchmark(kf, shape, config, target).model_dump_json()
 
 
 def _evidence(s: Session, recorder: Any) -> Any:

@@ -191,8 +191,9 @@ class Worker:
         return self._failed(config, kind, payload, t0), None, None
 
     def call(self, target: str, *args: Any) -> Any:
-        """Run ``target`` (``"module:function"``) in the worker as ``function(kf, opts, device, *args)`` and return
-        what it returned (picklable). The function runs kernel code; the worker is replaced after any failure.
+        """Run ``target`` (``"module:function"``) in the worker as ``function(kf, opts, device, *args)``, ``device``
+        the worker's :class:`~kernelpilot.target.Target`, and return what it returned (picklable). The function runs
+        kernel code; the worker is replaced after any failure.
 
         Raises:
             KernelpilotError: the class the function raised (a ContractError keeps its message and hint), else

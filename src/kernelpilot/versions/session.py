@@ -202,7 +202,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     """
     mems = _memories_by_index(root, state)
     incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
-    run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
+    run = VersionRun(root, state, _roofline(root), profile=profile and state.target.is_gpu, timeout_s=timeout_s,
                      log=log)
     steps = run.steps = Steps(log, f"v{index}", run.planned_steps(parent, incumbent))
     recorded: dict[str, bool] = {}
