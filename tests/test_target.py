@@ -99,6 +99,23 @@ def test_with_spec_keeps_the_device_and_adds_what_setup_learnt() -> None:
     assert Target.cpu().on_index(3) == Target.cpu() and Target.gpu().on_index(3).label == "cuda:3"
 
 
+def test_prepare_makes_one_target_with_the_specs_limits_and_the_search_space_uses_them() -> None:
+    """A campaign's set-up on this machine (no GPU): the interpreter, the record string ``"cpu"``, and the named
+    spec's name and limits on the Target, which the search space was built from."""
+    from conftest import EXAMPLES
+
+    from kernelpilot.app.context import prepare
+    from kernelpilot.hardware.specs import find_spec
+    from kernelpilot.search.constraints import limits_from_spec
+
+    ctx = prepare(EXAMPLES / "vector_add.py", gpu="H100-SXM")
+    spec = find_spec("H100-SXM")
+    assert (ctx.target.kind, ctx.target.interpreted) == ("cpu", True)
+    assert (ctx.device, ctx.interpreted) == ("cpu", True)  # what run.json and tune.json store, unchanged
+    assert ctx.target.name == ctx.gpu == spec.name
+    assert ctx.target.limits == limits_from_spec(spec) and ctx.space.limits == ctx.target.limits
+
+
 def test_a_target_is_frozen() -> None:
     with pytest.raises(Exception):
         Target.cpu().kind = "cuda"  # type: ignore[misc]
