@@ -274,7 +274,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
     best = ev.incumbent
     ranked = sorted((e for e in ev.order if e.ok and not e.raced_out), key=lambda e: e.objective)
     result = TuneResult(
-        kernel=str(kf.path), shape=ctx.shape, device=ctx.device, gpu=ctx.gpu, strategy=strategy, seed=seed,
+        kernel=str(kf.path), shape=ctx.shape, device=ctx.target.record, gpu=ctx.gpu, strategy=strategy, seed=seed,
         space_size=space.size, space_total=space.total_size, constraints=list(space.constraints), best=best,
         history=ev.history, evaluations=ev.order, n_new=ev.n_new, n_cached=sum(1 for e in ev.order if e.cached),
         failures=dict(Counter(e.status for e in ev.order if e.status != "ok")), prune=report, stopped=stopped,

@@ -170,7 +170,7 @@ def start(kernel: str | Path, *, out: str | Path, ref: str | Path | None = None,
     # a series' files are often named v0.py, v1.py ...: the session is then named after their folder
     name = kf.path.parent.name if re.fullmatch(r"v\d+", kf.name) else kf.name
     state = SessionState(kernel_name=name, kernel_type=kernel_type or guess_kernel_type(name),
-                         backend=(kf.backend.name if kf.backend is not None else "triton"), device=ctx.device,
+                         backend=(kf.backend.name if kf.backend is not None else "triton"), device=ctx.target.record,
                          device_name=env.gpu.name if env.gpu else None, arch=arch, shape=ctx.shape,
                          floor_ns=ctx.roofline.floor_ns if ctx.roofline else None,
                          target_ns=ctx.roofline.target_ns if ctx.roofline else None,
