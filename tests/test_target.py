@@ -116,6 +116,17 @@ def test_prepare_makes_one_target_with_the_specs_limits_and_the_search_space_use
     assert ctx.target.limits == limits_from_spec(spec) and ctx.space.limits == ctx.target.limits
 
 
+def test_a_worker_pool_refuses_a_device_no_worker_runs_on_before_starting_one() -> None:
+    """A worker makes its Target from its device string; a string it cannot read is refused in the parent, naming
+    it (it once ran silently on the CPU)."""
+    from kernelpilot.search.worker import WorkerOptions, WorkerPool
+
+    opts = WorkerOptions(kernel="vector_add.py", shape={}, interpreted=True)
+    with pytest.raises(OptionError) as info:
+        WorkerPool(opts, ["cpu", "gpu0"])
+    assert "'gpu0'" in info.value.message
+
+
 def test_a_target_is_frozen() -> None:
     with pytest.raises(Exception):
         Target.cpu().kind = "cuda"  # type: ignore[misc]
