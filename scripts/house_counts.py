@@ -1,5 +1,6 @@
 """Count the house's loose ends in src/kernelpilot (issue 28): ``Any``-typed parameters, ``getattr`` capability
-probes, and the package-level import graph against the target layer order.
+probes, the device's loose strings (``device == "cuda"`` tests, lines naming ``interpreted``), and the
+package-level import graph against the target layer order.
 
 No GPU, no import of kernelpilot: the source is read with :mod:`ast` only, so the numbers are the same on every
 machine and at every commit the script is run on.
@@ -22,6 +23,14 @@ What is counted (each rule is the issue's own wording, made exact here):
   ``module``/``mod``/``*_module``: a kernel file is a module) nor a caught exception (``exc``, ``e``, ``err``).
   Every other literal ``getattr``/``hasattr`` on a non-module is listed apart (duck typing on tensors, Triton
   internals, ``getattr`` without a default).
+- **Device string tests**: a comparison ``==`` / ``!=`` with the string literal ``"cuda"`` or ``"cpu"`` on one side
+  and, on the other, an expression whose source text names the device as it travels as a string (``dev``,
+  ``device``, ``here``, ``mode`` in it: ``ctx.device == "cuda"``, ``device_kind(d) != "cuda"``,
+  ``detect_device() == "cpu"``, ``info.mode == "cuda"``); a torch ``device.type`` is a torch object, not counted.
+  ``src/kernelpilot/target.py``, where the strings are turned into a :class:`~kernelpilot.target.Target`, is
+  counted apart (``in_target_module``).
+- **Interpreted lines**: lines of ``.py`` files that contain the word ``interpreted`` (``\binterpreted\b``);
+  those of ``src/kernelpilot/target.py``, where the flag now lives, are counted apart.
 - **Import graph**: nodes are the top-level packages and top-level modules of kernelpilot (``kernelpilot`` itself is
   the node ``__init__``). Each edge has kinds: ``module`` (runs at import, class bodies included), ``function``
   (inside a function body), ``type_checking`` (under ``if TYPE_CHECKING:``), ``importlib``
@@ -50,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent / "src" / "kernelpilot"
 #: Packages DESIGN.md does not place (inductor, workload, store, dispatch, experience, agents, skill,
 #: examples) go where their own imports put them with the fewest pairs against the order.
 TARGET_ORDER: tuple[tuple[str, ...], ...] = (
-    ("errors", "facts", "fmt", "procguard", "childproc", "sqlitefile", "__init__"),  # words, no kernelpilot imports
+    ("errors", "facts", "fmt", "procguard", "childproc", "sqlitefile", "target", "__init__"),  # words
     ("options", "progress"),                                                  # words
     ("records",),                                                             # run folders, evaluation records
     ("kernels",),                                                             # the language-neutral contract
@@ -198,6 +207,39 @@ def capability_probes(tree: ast.AST, module_names: set[str]) -> list[tuple[int, 
             continue
         has_default = node.func.id == "hasattr" or len(node.args) == 3
         found.append((node.lineno, node.func.id, attr.value, has_default, ast.unparse(target)))
+    return found
+
+
+# ------------------------------------------------------------------------------------------------ device strings
+
+#: The module where device strings become a Target: its own comparisons are the conversion, counted apart.
+TARGET_MODULE = "kernelpilot.target"
+
+#: Source text naming the device as a string (see the module docstring, "Device string tests").
+DEVICE_WORDS = re.compile(r"dev|here|mode")
+
+INTERPRETED_WORD = re.compile(r"\binterpreted\b")
+
+
+def device_string_tests(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, source)`` of each ``==`` / ``!=`` of a device-naming expression with ``"cuda"`` or ``"cpu"``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        operands = [node.left, *node.comparators]
+        for i, op in enumerate(node.ops):
+            if not isinstance(op, (ast.Eq, ast.NotEq)):
+                continue
+            pair = operands[i], operands[i + 1]
+            literal = [x for x in pair if isinstance(x, ast.Constant) and x.value in ("cuda", "cpu")]
+            other = [x for x in pair if not (isinstance(x, ast.Constant) and x.value in ("cuda", "cpu"))]
+            if len(literal) != 1 or len(other) != 1:
+                continue
+            if isinstance(other[0], ast.Attribute) and other[0].attr == "type":
+                continue  # a torch.device's type
+            if DEVICE_WORDS.search(ast.unparse(other[0])):
+                found.append((node.lineno, ast.unparse(node)))
     return found
 
 
@@ -369,12 +411,18 @@ def count(root: Path = ROOT) -> dict:
     any_params: list[dict] = []
     probes: list[dict] = []
     pairs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    device_tests: list[dict] = []
+    interpreted_lines = [0, 0]  # outside, inside the target module
     rel = root.parent
     trees = {name: ast.parse(path.read_text(encoding="utf-8"), filename=str(path)) for name, path in modules.items()}
     own_attributes: set[str] = set().union(*(class_attributes(t) for t in trees.values()))
     for name, path in modules.items():
         tree = trees[name]
         where = str(path.relative_to(rel))
+        for line, text in sorted(device_string_tests(tree)):
+            device_tests.append({"where": f"{where}:{line}", "test": text, "in_target_module": name == TARGET_MODULE})
+        named = sum(bool(INTERPRETED_WORD.search(t)) for t in path.read_text(encoding="utf-8").splitlines())
+        interpreted_lines[name == TARGET_MODULE] += named
         for line, func, param, kind in any_parameters(tree):
             any_params.append({"where": f"{where}:{line}", "function": func, "parameter": param, "kind": kind})
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -419,6 +467,13 @@ def count(root: Path = ROOT) -> dict:
             "other_getattr_hasattr": sum(not p["kernelpilot_attribute"] for p in probes),
             "other_list": [p for p in probes if not p["kernelpilot_attribute"]],
         },
+        "device_string_tests": {
+            "count": sum(not d["in_target_module"] for d in device_tests),
+            "in_target_module": sum(d["in_target_module"] for d in device_tests),
+            "list": device_tests,
+        },
+        "interpreted_lines": interpreted_lines[0],
+        "interpreted_lines_in_target_module": interpreted_lines[1],
         "imports": {
             "module_pairs_by_kind": by_kind,
             "node_edges": {f"{a} -> {b}": sorted(k) for (a, b), k in sorted(edges.items())},
@@ -447,6 +502,12 @@ def render(result: dict) -> str:
     lines += [f"  {x['where']}: {x['call']}({x['target']}, {x['attribute']!r}"
               f"{', …' if x['call'] == 'getattr' else ''})"
               for x in p["list"]]
+    d = result["device_string_tests"]
+    lines.append(f"device string tests (== / != \"cuda\" or \"cpu\" on a device-naming expression), outside "
+                 f"kernelpilot/target.py: {d['count']} (in it: {d['in_target_module']})")
+    lines += [f"  {x['where']}: {x['test']}" for x in d["list"] if not x["in_target_module"]]
+    lines.append(f"lines naming `interpreted` in .py files, outside kernelpilot/target.py: "
+                 f"{result['interpreted_lines']} (in it: {result['interpreted_lines_in_target_module']})")
     lines.append("import module pairs by kind: " + ", ".join(f"{k} {v}" for k, v in g["module_pairs_by_kind"].items()))
     lines.append(f"nodes: {len(g['nodes'])} ({len(g['packages'])} packages); unplaced: {g['unplaced_nodes']}")
     lines.append("target order, bottom first:")

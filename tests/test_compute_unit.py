@@ -75,6 +75,7 @@ def flops(M, N, K, **_):
 
 def test_a_fp32_matmul_declaring_int8_tensor_is_refused_before_its_floor_is_used(tmp_path):
     from kernelpilot.app.context import roofline_at
+    from kernelpilot.target import Target
     from kernelpilot.kernels.contract import load_kernel, resolve_shape
 
     def kernel(unit: str):
@@ -84,10 +85,10 @@ def test_a_fp32_matmul_declaring_int8_tensor_is_refused_before_its_floor_is_used
 
     kf = kernel("int8_tensor")
     with pytest.raises(DeclarationError, match=r"int8_tensor.*a: float32, b: float32") as info:
-        roofline_at(kf, resolve_shape(kf, None), "cpu", "H100-SXM")
+        roofline_at(kf, resolve_shape(kf, None), Target.cpu(), "H100-SXM")
     assert "c: float32" not in info.value.message  # the output is not an operand
     for honest in ("tf32_tensor", "fp32"):
-        roof, _, _ = roofline_at(kernel(honest), {"M": 256, "N": 256, "K": 256}, "cpu", "H100-SXM")
+        roof, _, _ = roofline_at(kernel(honest), {"M": 256, "N": 256, "K": 256}, Target.cpu(), "H100-SXM")
         assert roof is not None and roof.compute_unit == honest
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kernelpilot.errors import CompileError, ContractError
+from kernelpilot.target import Target
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA = ROOT / "src" / "kernelpilot" / "examples" / "cuda"
@@ -276,7 +277,7 @@ def test_sync_in_solve_is_skipped_and_timing_sees_the_kernel():
     torch.cuda.synchronize()
     lib = next(iter(kf.extras["libs"].values()))
     assert lib.kp_sync_calls() >= 1  # solve called cudaDeviceSynchronize; the shim counted it
-    timing = time_callable(fn, "cuda")
+    timing = time_callable(fn, Target.gpu())
     floor_ns = 3 * 4 * (1 << 24) / 3.35e12 * 1e9  # H100 SXM HBM3 3.35 TB/s: no honest time below it
     assert timing.median_ns > 0.9 * floor_ns
 

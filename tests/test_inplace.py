@@ -10,6 +10,7 @@ import torch
 
 from kernelpilot.errors import ContractError
 from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
+from kernelpilot.target import Target
 
 # RoPE-like: q and k are inputs the kernel rewrites in place. k starts as all ones, and run_kernel refuses a k it
 # has already modified, so any second launch without a restore raises.
@@ -93,11 +94,11 @@ def test_timers_call_before_each_before_every_launch_outside_the_clock():
     calls: list[str] = []
     restore = lambda: (calls.append("restore"), time.sleep(0.02))  # 20 ms that must not be timed
     launch = lambda: calls.append("launch")
-    timing = time_callable(launch, "cpu", before_each=restore, min_samples=4, max_samples=4, rep_ms=0.0)
+    timing = time_callable(launch, Target.cpu(), before_each=restore, min_samples=4, max_samples=4, rep_ms=0.0)
     assert timing.n_samples == 4 and calls == ["restore", "launch"] * 5, "warm-up launch included"
     assert max(timing.samples_ns) < 10e6, "the restore is outside the timed region"
     calls.clear()
-    a, b = time_interleaved(launch, launch, 3, "cpu", before_each=restore)
+    a, b = time_interleaved(launch, launch, 3, Target.cpu(), before_each=restore)
     assert len(a) == len(b) == 3 and calls == ["restore", "launch"] * 6
     assert max(a + b) < 10e6
 

@@ -8,6 +8,7 @@ from conftest import EXAMPLES
 from kernelpilot.hardware.roofline import compute_roofline
 from kernelpilot.hardware.specs import find_spec
 from kernelpilot.profile.light import light_profile
+from kernelpilot.target import Target
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +119,7 @@ def gpu_without_ncu(monkeypatch):
     from kernelpilot import errors
 
     real_make_case = contract.make_case
-    monkeypatch.setattr(api, "detect_device", lambda *a, **k: "cuda")
+    monkeypatch.setattr(api, "detect_target", lambda *a, **k: Target.gpu())
     monkeypatch.setattr(contract, "make_case", lambda kf, shape, seed, device: real_make_case(kf, shape, seed, "cpu"))
     monkeypatch.setattr(timing, "time_callable", lambda fn, device, *a, **k: _fake_timing(10_000.0))
     monkeypatch.setattr(api, "roofline_for", lambda kf, shape, device, gpu, roles=None: (_small_roofline(), None, ""))
@@ -126,8 +127,8 @@ def gpu_without_ncu(monkeypatch):
     # (tests/test_stages.py): here it answers a checked timing of 10 µs, as on a GPU
     import kernelpilot.search.stages as stages
 
-    def checked_timing(name, kf, opts, device, config, **_):
-        ctx = stages.StageContext(kf, opts, device, config)
+    def checked_timing(name, kf, opts, target, config, **_):
+        ctx = stages.StageContext(kf, opts, target, config)
         ctx.results["timing"] = _fake_timing(10_000.0)
         return None, ctx
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kernelpilot.measure.timing import INTERPRETED_LABEL, TimingResult, flush_size_bytes, summarize, time_interpreted
+from kernelpilot.target import Target
 
 
 def fake(samples):
@@ -35,11 +36,11 @@ def test_time_interleaved_alternates_and_returns_both_sides():
     from kernelpilot.measure.timing import time_interleaved
 
     order: list[str] = []
-    a, b = time_interleaved(lambda: order.append("a"), lambda: order.append("b"), 4, "cpu")
+    a, b = time_interleaved(lambda: order.append("a"), lambda: order.append("b"), 4, Target.cpu())
     assert len(a) == len(b) == 4 and all(x > 0 for x in a + b)
     assert order == ["a", "b"] * 4, "A and B alternate so drift hits both alike"
     with pytest.raises(ValueError):
-        time_interleaved(lambda: None, lambda: None, 0, "cpu")
+        time_interleaved(lambda: None, lambda: None, 0, Target.cpu())
 
 
 def test_median_ci_is_tight_for_steady_samples_and_wide_for_noisy_ones() -> None:

@@ -13,6 +13,7 @@ from kernelpilot import api
 from kernelpilot.api.verification import accepted_message
 from kernelpilot.cli import app
 from kernelpilot.search.stages import LOAD_STAGES, STAGE_NAMES, StageContext, run_stages
+from kernelpilot.target import Target
 
 VECTOR_ADD = EXAMPLES / "vector_add.py"
 
@@ -57,7 +58,7 @@ def test_a_raced_out_config_records_the_stages_after_the_race_as_skipped():
     """A stage that ends the subset early (racing) leaves the later stages skipped, with the reason."""
     from kernelpilot.search import stages
 
-    ctx = StageContext(kf=None, opts=None, device="cpu", config={})
+    ctx = StageContext(kf=None, opts=None, target=Target.cpu(), config={})
 
     def race(c):
         c.done = "raced out after 5 samples"

@@ -11,11 +11,10 @@ works for every command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
 import kernelpilot
 from kernelpilot.errors import ProfileError, ToolMissingError
 from kernelpilot.hardware.roofline import Roofline
@@ -40,7 +39,8 @@ from kernelpilot.api.session import (session_finish, session_mask, session_resta
 from kernelpilot.app.optimize import OptimizeResult
 from kernelpilot.app.report_cmd import ReportResult
 from kernelpilot.app.optimize import optimize as _optimize
-from kernelpilot.loop import detect_device, roofline_for
+from kernelpilot.app.context import detect_target
+from kernelpilot.loop import roofline_for
 from kernelpilot.options import OptimizeOptions, TuneOptions, at_least, check_kernel_path, check_shape_values, positive
 from kernelpilot.measure.correctness import CorrectnessResult
 from kernelpilot.measure.env import EnvInfo, collect_env
@@ -51,6 +51,10 @@ from kernelpilot.profile.ncu_run import profile_kernel
 from kernelpilot.profile.verdict import Verdict, judge
 from kernelpilot.report.benchmark import BenchmarkResult, run_benchmark
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.search.worker_child import WorkerOptions
 
 __all__ = ["bundled_example", "env", "check", "verify", "VerifyResult", "bench", "profile", "roofline", "optimize", "report",
            "inspect", "inspect_space", "pipeline", "tune", "tune_workload", "workload_ranges", "workload_capture", "workload_buckets",
@@ -78,11 +82,6 @@ def bundled_example(name: str = "softmax") -> Path:
 def env(*, probe_ncu: bool = True) -> EnvInfo:
     """Provenance of this machine (see :func:`kernelpilot.measure.env.collect_env`)."""
     return collect_env(probe_ncu=probe_ncu)
-
-
-def _here(device: str) -> str:
-    """The torch device of a worker bound to ``device`` (``"cuda:<i>"`` -> ``"cuda"``)."""
-    return device_kind(device)
 
 
 def check(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: dict[str, Any] | None = None,
@@ -125,7 +124,7 @@ def _shape(kf: KernelFile, shape: dict[str, Any] | None) -> dict[str, Any]:
     return resolve_shape(kf, shape)
 
 
-def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _check_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, n_seeds: int, strict: bool = False) -> str:
     """Worker side of :func:`check`: the ``check`` subset of the stage table (:mod:`kernelpilot.search.stages`);
     the CorrectnessResult as JSON (a failed check is an answer, not an error).
@@ -136,7 +135,7 @@ def _check_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.search.stages import refusal, run_command
 
     wopts = opts.model_copy(update={"shape": _shape(kf, shape), "strict": strict})
-    failure, ctx = run_command("check", kf, wopts, device, resolve_config(kf, config), seeds=tuple(range(n_seeds)))
+    failure, ctx = run_command("check", kf, wopts, target, resolve_config(kf, config), seeds=tuple(range(n_seeds)))
     if "correctness" not in ctx.results:
         raise refusal(ctx, failure)
     return ctx.results["correctness"].model_dump_json()
@@ -196,7 +195,7 @@ def bench(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: di
             iso.call("kernelpilot.api:_bench_in_worker", shape, config, baselines, gpu, fresh_baselines))
 
 
-def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _bench_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                      config: dict[str, Any] | None, baselines: bool, gpu: str | None,
                      fresh_baselines: bool = False) -> str:
     """Worker side of :func:`bench`: the ``bench`` subset of the stage table (checked, then timed, re-checked and,
@@ -208,13 +207,12 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     """
     from kernelpilot.search.stages import refusal, run_command
 
-    dev = _here(device)
     shp, cfg = _shape(kf, shape), resolve_config(kf, config)
     from kernelpilot.measure.correctness import observed_roles_at
 
-    roles = observed_roles_at(kf, shp, dev)  # RoleMismatch: a declaration to fix, before any timing
-    roof, _, _ = roofline_for(kf, shp, dev, gpu, roles)  # an unknown --gpu fails before any timing
-    failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), device, cfg)
+    roles = observed_roles_at(kf, shp, target.torch_device)  # RoleMismatch: a declaration to fix, before any timing
+    roof, _, _ = roofline_for(kf, shp, target, gpu, roles)  # an unknown --gpu fails before any timing
+    failure, ctx = run_command("bench", kf, opts.model_copy(update={"shape": shp}), target, cfg)
     if failure is not None:
         raise refusal(ctx, failure)
     timing = ctx.results["timing"]
@@ -223,7 +221,7 @@ def _bench_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
                        floor_ns=roof.floor_ns if roof else None,
                        pct_of_roofline=roof.pct_of_roofline(timing.median_ns) if measured else None,
                        impossible=bool(measured and roof.is_impossible(timing.median_ns)),
-                       baselines=run_benchmark(kf, shp, cfg, dev, kernel_timing=timing,
+                       baselines=run_benchmark(kf, shp, cfg, target, kernel_timing=timing,
                                                use_cache=not fresh_baselines) if baselines else None,
                        stages_run=[n for n in ctx.phases if n not in ctx.skipped], stages_skipped=dict(ctx.skipped)
                        ).model_dump_json()
@@ -261,7 +259,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
         _check_common(kernel, ref, timeout_s)
         if kernel is None:
             raise ToolMissingError("nothing to profile", "give a KERNEL file or --report FILE.ncu-rep")
-        if detect_device() != "cuda":
+        if not detect_target().is_gpu:
             raise ToolMissingError("profiling needs a CUDA GPU; none is visible",
                                    "run on a GPU machine, or read a saved report with --report FILE.ncu-rep")
         with IsolatedKernel(kernel, ref, interpreted=False, timeout_s=timeout_s) as iso:
@@ -288,7 +286,7 @@ def profile(kernel: str | Path | None = None, *, report: str | Path | None = Non
     return ProfileResult(report=str(report), kernels=kernels, main=main, verdict=verdict, card=card)
 
 
-def _resolve_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any] | None,
+def _resolve_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
                        config: dict[str, Any] | None) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     """Worker side of :func:`profile`: (kernel path, kernel name, resolved shape, resolved config)."""
     return str(kf.path), kf.name, _shape(kf, shape), resolve_config(kf, config)
@@ -299,7 +297,7 @@ def _light(iso: IsolatedKernel, shape: dict[str, Any], config: dict[str, Any], r
     return ProfileResult.model_validate_json(iso.call("kernelpilot.api:_light_in_worker", shape, config, reason))
 
 
-def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any],
+def _light_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any], config: dict[str, Any],
                      reason: str) -> str:
     """Worker side of :func:`_light`: the ``profile`` subset of the stage table (a checked timing;
     :mod:`kernelpilot.search.stages`), placed on the roofline with the compile metadata (JSON).
@@ -313,10 +311,10 @@ def _light_in_worker(kf: KernelFile, opts: Any, device: str, shape: dict[str, An
     from kernelpilot.profile.light import light_profile
     from kernelpilot.search.stages import refusal, run_command
 
-    failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), device, config)
+    failure, ctx = run_command("profile", kf, opts.model_copy(update={"shape": shape}), target, config)
     if failure is not None:
         raise refusal(ctx, failure)
-    roof, _, _ = roofline_for(kf, shape, "cuda", None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage
+    roof, _, _ = roofline_for(kf, shape, Target.gpu(), None, observed_roles_at(kf, shape, "cuda"))  # kept by the roles stage
     card, _ = light_profile(kf.path, config, shape, timing_ns=ctx.results["timing"].median_ns, roofline=roof,
                             device_name=torch.cuda.get_device_name(0), kernel_name=kf.name, reason=reason)
     return ProfileResult(report=None, kernels=[], main=None, verdict=None, card=card).model_dump_json()
@@ -345,19 +343,19 @@ def roofline(kernel: str | Path, *, gpu: str | None = None, shape: dict[str, Any
         RoleMismatch: (GPU) a declared role contradicts the observation.
     """
     check_kernel_path(kernel)
-    device = detect_device()
+    target = detect_target()
     # a .cu file loads the same with or without a GPU (nothing runs: inputs are built on the CPU to count bytes)
-    kf = load_kernel(kernel, None, interpreted=(device == "cpu" and Path(kernel).suffix.lower() == ".py"))
+    kf = load_kernel(kernel, None, interpreted=(target.interpreted and Path(kernel).suffix.lower() == ".py"))
     shp = dict(kf.shape)
     shp.update(_shape(kf, shape) if shape else {})
     roles = None
-    if device == "cuda":  # the roles observed in a worker (the reference on the GPU); without one, the declared roles
+    if target.is_gpu:  # the roles observed in a worker (the reference on the GPU); without one, the declared roles
         from kernelpilot.kernels.roles import RoleReport
 
         with IsolatedKernel(kernel, None, interpreted=False) as iso:
             data = iso.call("kernelpilot.search.stage_steps:observe_roles_in_worker", shp)
         roles = RoleReport.model_validate(data) if data else None
-    roof, work, note = roofline_for(kf, shp, device, gpu, roles)
+    roof, work, note = roofline_for(kf, shp, target, gpu, roles)
     return RooflineResult(kernel=str(kf.path), shape=shp, workload=work, roofline=roof, note=note)
 
 

@@ -84,7 +84,7 @@ def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
             bundle (``kernelpilot-bundle/2``). ContractError: the kernel file is not the bundle's. KernelFailed: the
             JIT kernel was refused at an entry (its status).
     """
-    from kernelpilot.app.context import detect_device
+    from kernelpilot.app.context import detect_target
     from kernelpilot.bundle.bench import bench_bundle
     from kernelpilot.bundle.reader import FORMAT_V2, BundleError, read_manifest_data
 
@@ -92,7 +92,7 @@ def bundle_bench(bundle: str | Path, kernel: str | Path) -> "BundleBench":
         raise BundleError(f"{bundle}: a workload bundle ({FORMAT_V2}); bundle bench compares single-config bundles",
                           "check a workload bundle on a GPU with scripts/device-bundle26.sh (never-measured shapes "
                           "against the reference)")
-    if detect_device() == "cuda":
+    if detect_target().is_gpu:
         check_entries(bundle, kernel)
     return bench_bundle(bundle, kernel)
 

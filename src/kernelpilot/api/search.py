@@ -95,7 +95,7 @@ def tune_workload(kernel: str | Path, *, out: str | Path, workload: str | Path |
         OptionError: neither or both of ``workload`` and ``ranges``. WorkloadError: a bad workload file or range.
         Everything :func:`tune` raises.
     """
-    from kernelpilot.app.context import detect_device
+    from kernelpilot.app.context import detect_target
     from kernelpilot.app.workload_run import tune_workload as _run
     from kernelpilot.errors import OptionError
     from kernelpilot.kernels.contract import load_kernel, resolve_shape
@@ -106,7 +106,7 @@ def tune_workload(kernel: str | Path, *, out: str | Path, workload: str | Path |
         raise OptionError("give a workload file or ranges, one of the two",
                           "--workload FILE ([{\"shape\": {...}, \"weight\": w}, ...]) or --workload-range M=1:16384")
     options = build_options(TuneOptions, **tune_options)  # None values: the defaults; prune words read
-    interpreted = options.replay is None and detect_device() == "cpu"
+    interpreted = options.replay is None and detect_target().interpreted
     base = resolve_shape(load_kernel(kernel, options.ref, interpreted=interpreted))
     wl = load_workload(workload, base) if workload is not None else workload_from_ranges(ranges, base, points=points)
     return _run(kernel, wl, out=out, keys=keys, rule=rule, strategy=strategy, budget_s=budget_s,

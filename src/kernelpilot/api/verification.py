@@ -11,14 +11,18 @@ assert that each cheat is stopped where it must be.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.search.isolated import DEFAULT_TIMEOUT_S, IsolatedKernel
 from kernelpilot.search.stages import LOAD_STAGES, SUBSETS, stage_of
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
+    from kernelpilot.search.worker_child import WorkerOptions
 
 __all__ = ["STAGES", "VerifyResult", "accepted_message", "stage_of", "verify"]
 
@@ -84,8 +88,8 @@ def verify(kernel: str | Path, *, shape: dict[str, Any] | None = None, config: d
         return refused(stage_of(exc.failure), exc.failure, exc)
 
 
-def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | None, config: dict[str, Any] | None,
-                      strict: bool) -> str:
+def _verify_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any] | None,
+                      config: dict[str, Any] | None, strict: bool) -> str:
     """Worker side of :func:`verify`: the ``verify`` subset of the stage table (every stage) after the declared-work
     check; the VerifyResult as JSON.
 
@@ -97,14 +101,13 @@ def _verify_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import StageContext, evaluate
 
-    dev = device_kind(device)
     shp, cfg = resolve_shape(kf, shape), resolve_config(kf, config)
-    roles = observed_roles_at(kf, shp, dev)  # RoleMismatch (a DeclarationError): a declared role contradicted
-    roof, _, _ = roofline_at(kf, shp, dev, None, roles)  # DeclarationError: declared work below the tensors'
+    roles = observed_roles_at(kf, shp, target.torch_device)  # RoleMismatch (a DeclarationError): a role contradicted
+    roof, _, _ = roofline_at(kf, shp, target, None, roles)  # DeclarationError: declared work below the tensors'
     wopts = opts.model_copy(update={"shape": shp, "strict": strict,
                                     "floor_ns": roof.floor_ns if roof else None,
                                     "sol_tolerance": roof.sol_tolerance if roof else 0.05})
-    ctx = StageContext(kf, wopts, device, cfg)
+    ctx = StageContext(kf, wopts, target, cfg)
     ev = evaluate("verify", ctx)
     stage = stage_of(ev.status)
     accepted = stage == "none"

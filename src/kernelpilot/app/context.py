@@ -15,11 +15,13 @@ from typing import Any
 from kernelpilot.errors import KernelpilotError, SearchError, SpecError
 from kernelpilot.facts import nvml_gpu_name
 from kernelpilot.hardware.roofline import Roofline, compute_roofline
-from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape, use_interpreter
+from kernelpilot.kernels.contract import KernelFile, load_kernel, make_case, resolve_config, resolve_shape
 from kernelpilot.kernels.workload import Workload, counted_flops, workload
 from kernelpilot.options import check_kernel_path, check_shape_values
+from kernelpilot.target import Target
 
-__all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "gpu_name", "prepare",
+__all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "detect_target", "gpu_name",
+           "prepare",
            "observe_roles", "roofline_at", "roofline_for"]
 
 
@@ -104,16 +106,17 @@ def check_main_guard() -> None:
         'put the calls under `if __name__ == "__main__":` (README, "Python API"); nothing was started or written')
 
 
-def detect_device() -> str:
-    """``"cuda"`` when torch sees a GPU, else ``"cpu"``; without a GPU it switches the Triton interpreter on
-    (``TRITON_INTERPRET=1``) right away, before triton is imported (see
-    :func:`kernelpilot.kernels.contract.use_interpreter`)."""
-    import torch
+def detect_target(*, replay: bool = False) -> Target:
+    """The device of this process as a :class:`~kernelpilot.target.Target` (:meth:`Target.detect
+    <kernelpilot.target.Target.detect>`): a GPU when torch sees one, else the CPU under the Triton interpreter,
+    switched on right away (``TRITON_INTERPRET=1``), before triton is imported; ``replay``: the replay target.
+    Name, arch and limits are added by :func:`prepare` once the spec is known. Raises nothing."""
+    return Target.detect(replay=replay)
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        use_interpreter(True)
-    return device
+
+def detect_device() -> str:
+    """:func:`detect_target`'s record string, ``"cuda"`` or ``"cpu"`` (for callers that store it). Raises nothing."""
+    return detect_target().record
 
 
 def gpu_name(index: int = 0) -> str | None:
@@ -121,7 +124,7 @@ def gpu_name(index: int = 0) -> str | None:
     return nvml_gpu_name(index)
 
 
-def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, str]:
+def _spec_for(gpu: str | None, target: Target, detected: str | None) -> tuple[Any, str]:
     """(spec or None, note). A name the user gave must resolve (SpecError otherwise); a detected device that has no
     spec file only gives a note (no floor, no limits)."""
     from kernelpilot.hardware.specs import find_spec, match_device
@@ -134,7 +137,7 @@ def _spec_for(gpu: str | None, device: str, detected: str | None) -> tuple[Any, 
                 raise
     name = gpu or detected
     if not name:
-        return None, ("no GPU and no --gpu NAME: FLOPs and bytes only, no speed-of-light floor" if device != "cuda"
+        return None, ("no GPU and no --gpu NAME: FLOPs and bytes only, no speed-of-light floor" if not target.is_gpu
                       else "no GPU name: no speed-of-light floor")
     try:
         return match_device(name), ""
@@ -174,15 +177,15 @@ def roofline_for(kf: KernelFile, shape: dict[str, Any], spec: Any, note: str = "
     return compute_roofline(work.flops, work.bytes_moved, kf.compute_unit, spec), work, ""
 
 
-def roofline_at(kf: KernelFile, shape: dict[str, Any], device: str, gpu: str | None,
+def roofline_at(kf: KernelFile, shape: dict[str, Any], target: Target, gpu: str | None,
                 roles: Any = None) -> tuple[Roofline | None, Workload, str]:
     """:func:`roofline_for` on the spec of ``gpu`` (a name the user gave: SpecError when unknown) or of the GPU
-    present (``device == "cuda"``; no spec only gives a note), with the observed ``roles`` when given.
+    present (``target.is_gpu``; no spec only gives a note), with the observed ``roles`` when given.
 
     Raises:
         SpecError: ``gpu`` names no known GPU. ContractError: as :func:`roofline_for`.
     """
-    spec, note = _spec_for(gpu, device, gpu_name() if device == "cuda" else None)
+    spec, note = _spec_for(gpu, target, gpu_name() if target.is_gpu else None)
     return roofline_for(kf, shape, spec, note, roles)
 
 
@@ -191,8 +194,8 @@ class RunContext:
     """The resolved set-up of one campaign.
 
     Attributes:
-        device: ``cuda``, ``cpu`` (the Triton interpreter) or ``replay`` (answers from a cache, no kernel runs).
-        interpreted: True under the Triton interpreter (times are not measurements).
+        target: the device (:class:`~kernelpilot.target.Target`: ``cuda``, ``cpu`` under the Triton interpreter, or
+            ``replay``, answers from a cache and no kernel runs), with the GPU's name and the spec's limits.
         kf: the loaded kernel file. shape: the problem shape. start: the starting config.
         gpu: the GPU name the spec was matched from (None without one). spec: the GPU spec (None without one).
         roofline / work / roofline_note: the roofline at the shape (None with the reason in the note).
@@ -201,8 +204,7 @@ class RunContext:
             for :func:`kernelpilot.app.tune.make_runner` to hand to the first worker; None otherwise.
     """
 
-    device: str
-    interpreted: bool
+    target: Target
     kf: KernelFile
     shape: dict[str, Any]
     start: dict[str, Any]
@@ -213,6 +215,16 @@ class RunContext:
     roofline_note: str
     space: Any
     spare: Any = None
+
+    @property
+    def device(self) -> str:
+        """The record string of :attr:`target` (``"cuda"``, ``"cpu"``, ``"replay"``), as run.json stores it."""
+        return self.target.record
+
+    @property
+    def interpreted(self) -> bool:
+        """True under the Triton interpreter (times are not measurements): :attr:`target`'s."""
+        return self.target.interpreted
 
     def discard_spare(self) -> None:
         """Kill the spare worker if nobody took it (a run that failed before its first worker); idempotent."""
@@ -256,9 +268,8 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     check_main_guard()  # before any worker, file or folder
     check_kernel_path(kernel)
     check_kernel_path(ref, "reference file")
-    device = "replay" if replay is not None else detect_device()
-    interpreted = device == "cpu"
-    kf = load_kernel(kernel, ref, interpreted=interpreted)
+    target = detect_target(replay=replay is not None)
+    kf = load_kernel(kernel, ref, interpreted=target.interpreted)
     from kernelpilot.backends.registry import require_runnable
 
     require_runnable(kf)  # a CUDA .cu file without a GPU (a replay is not interpreted and passes)
@@ -271,17 +282,20 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
                           "replay with the kernel file the cache was filled with, or fill a new cache")
     check_shape_values(shape, {**kf.shape, **(kf.cpu_shape or {})}, str(kf.path))
     shp = dict(ctx.shape) if ctx is not None and not shape else resolve_shape(kf, shape)
-    detected = (ctx.gpu if ctx is not None and ctx.gpu != "cpu" else None) if device == "replay" else (
-        gpu_name() if device == "cuda" else None)
-    spec, note = _spec_for(gpu, device, detected)
+    detected = (ctx.gpu if ctx is not None and ctx.gpu != "cpu" else None) if target.is_replay else (
+        gpu_name() if target.is_gpu else None)
+    spec, note = _spec_for(gpu, target, detected)
+    target = target.with_spec(detected or (spec.name if spec is not None else None),
+                              spec.arch if spec is not None else None,
+                              limits_from_spec(spec) if spec is not None else None)
     start = resolve_config(kf, config)
     space = None
     if search:
-        space = SearchSpace.from_kernel(kf, limits_from_spec(spec) if spec is not None else None)
+        space = SearchSpace.from_kernel(kf, target.limits)
         if space.size == 0:
             raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
                               "relax CONSTRAINTS or add candidate values to TUNABLES")
-    spare = _spare(kf, ref, shp, interpreted) if device != "replay" else None
+    spare = _spare(kf, ref, shp, target) if not target.is_replay else None
     try:
         case = make_case(kf, shp, 0, "cpu")  # inputs on the CPU, only to count FLOPs and bytes
         if spare is not None:
@@ -296,9 +310,8 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         if spare is not None:
             spare.kill()
         raise
-    return RunContext(device=device, interpreted=interpreted, kf=kf, shape=shp, start=start,
-                      gpu=detected or (spec.name if spec is not None else None), spec=spec, roofline=roof, work=work,
-                      roofline_note=note, space=space, spare=spare)
+    return RunContext(target=target, kf=kf, shape=shp, start=start, gpu=target.name, spec=spec, roofline=roof,
+                      work=work, roofline_note=note, space=space, spare=spare)
 
 
 def observe_roles(spare: Any, shape: dict[str, Any], timeout_s: float = 300.0) -> Any:
@@ -317,11 +330,11 @@ def observe_roles(spare: Any, shape: dict[str, Any], timeout_s: float = 300.0) -
     return None if data is None else RoleReport.model_validate(data)
 
 
-def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], interpreted: bool) -> Any:
+def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], target: Target) -> Any:
     """A :class:`~kernelpilot.search.worker.SpareWorker` on the first default device, with the options a campaign's
     workers share (the floor comes later)."""
     from kernelpilot.search.worker import SpareWorker, WorkerOptions, default_devices
 
-    opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shape, interpreted=interpreted,
-                         activity=False)
-    return SpareWorker(opts, default_devices(interpreted)[0])
+    opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shape,
+                         interpreted=target.interpreted, activity=False)
+    return SpareWorker(opts, default_devices(target.interpreted)[0])

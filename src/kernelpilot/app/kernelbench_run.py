@@ -26,13 +26,17 @@ import hashlib
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from kernelpilot.app.kernelbench_pairs import Pair, pair_folder
 from kernelpilot.errors import ContractError, KernelFailed, KernelpilotError, ToolMissingError
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
+    from kernelpilot.search.worker_child import WorkerOptions
 
 __all__ = ["EXCESSIVE_SPEEDUP", "INCORRECT", "P_VALUES", "KernelBenchResult", "KernelBenchRow", "evaluate_in_worker",
            "fast_p", "fast_p_table", "run_kernelbench"]
@@ -167,7 +171,8 @@ def _sha256(path: Path) -> str:
         return "missing"
 
 
-def evaluate_in_worker(kf: Any, opts: Any, device: str, fresh_baselines: bool = False) -> dict[str, Any]:
+def evaluate_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target,
+                       fresh_baselines: bool = False) -> dict[str, Any]:
     """Worker side of one pair (through :meth:`IsolatedKernel.call`): on a GPU the ``bench`` subset of the stage
     table, then eager and ``torch.compile`` of ``Model`` timed on the same inputs by the same timer; without one the
     ``check`` subset under the interpreter and nothing timed.
@@ -180,38 +185,37 @@ def evaluate_in_worker(kf: Any, opts: Any, device: str, fresh_baselines: bool = 
     from kernelpilot.kernels.contract import resolve_config, resolve_shape
     from kernelpilot.search.stages import run_command
 
-    here = device_kind(device)
     shape, config = resolve_shape(kf, None), resolve_config(kf, None)
     wopts = opts.model_copy(update={"shape": shape})
     durations: dict[str, float | None] = {"solution": None, "eager": None, "compile": None}
     notes: dict[str, str] = {}
-    out = {"device": device, "measured": False, "timer": None, "durations_ns": durations, "notes": notes}
-    if here != "cuda":
-        failure, ctx = run_command("check", kf, wopts, device, config)
+    out = {"device": target.label, "measured": False, "timer": None, "durations_ns": durations, "notes": notes}
+    if not target.is_gpu:
+        failure, ctx = run_command("check", kf, wopts, target, config)
         notes["timing"] = "not measured: no GPU (the check ran under the Triton interpreter; its times are no speed)"
     else:
-        failure, ctx = run_command("bench", kf, wopts, device, config)
+        failure, ctx = run_command("bench", kf, wopts, target, config)
     out.update(failure=failure.status if failure else None, message=failure.message[:2000] if failure else "",
-               stage=ctx.failed_stage, peak_device_bytes=_peak_device_bytes(here))
-    if failure is not None or here != "cuda":
+               stage=ctx.failed_stage, peak_device_bytes=_peak_device_bytes(target))
+    if failure is not None or not target.is_gpu:
         return out
     from kernelpilot.report.benchmark import run_benchmark
 
     timing = ctx.results["timing"]
     ctx.case = ctx.fn = None  # the bench's inputs and refresh pool freed: the baselines make their own (memory)
-    bench = run_benchmark(kf, shape, config, here, kernel_timing=timing, use_cache=not fresh_baselines)
+    bench = run_benchmark(kf, shape, config, target, kernel_timing=timing, use_cache=not fresh_baselines)
     out.update(measured=bool(timing.is_measurement), timer=timing.timer)
     for key, row in zip(("solution", "eager", "compile"), bench.rows):
         durations[key] = row.timing.median_ns if row.timing is not None else None
         if row.skipped or row.note:
             notes[key] = row.skipped or row.note
-    out["peak_device_bytes"] = _peak_device_bytes(here)
+    out["peak_device_bytes"] = _peak_device_bytes(target)
     return out
 
 
-def _peak_device_bytes(device: str) -> int | None:
+def _peak_device_bytes(target: Target) -> int | None:
     """``torch.cuda.max_memory_allocated()`` on a GPU (this worker's peak so far, bytes), else None."""
-    if device != "cuda":
+    if not target.is_gpu:
         return None
     import torch
 

@@ -101,17 +101,17 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                   replay=replayer, spare_worker=True, timeout_s=o.timeout_s or 300.0)
     profile, benchmark, git, budget_s, timeout_s = o.profile, o.benchmark, o.git, o.budget_s, o.timeout_s
     try:
-        kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+        kf, roof, cuda = ctx.kf, ctx.roofline, ctx.target.is_gpu
         if budget_s is None:
-            budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.interpreted else DEFAULT_BUDGET_S
+            budget_s = DEFAULT_BUDGET_S_INTERPRETED if ctx.target.interpreted else DEFAULT_BUDGET_S
         ws = Workspace.create(Path(out))
         shutil.copy2(kf.path, ws.root / "kernel.py")
         note_written(ws.root / "kernel.py")  # the write journal (records/seal.py): committed with the set-up
         if kf.reference_path != kf.path:
             shutil.copy2(kf.reference_path, ws.root / "ref.py")
             note_written(ws.root / "ref.py")
-        log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.device}"
-            + (" (Triton interpreter: timings are not measurements)" if ctx.interpreted else "")
+        log(f"run folder {ws.root} — {kf.name} at {ctx.shape} on {ctx.target.record}"
+            + (" (Triton interpreter: timings are not measurements)" if ctx.target.interpreted else "")
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
         if replayer is not None:  # what the replayed lines are worth, said where the run is described
             log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
@@ -129,7 +129,7 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                        source_sha256=kf.source_sha256, shape=ctx.shape, tunables=kf.tunables,
                        compute_unit=kf.compute_unit,
                        mode="cuda" if cuda else ("replay" if replayer else "interpreter"),
-                       device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.interpreted
+                       device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.target.interpreted
                                                                     else f"replay of {ctx.gpu} (cache "
                                                                          f"{replayer.trust if replayer else ''})")),
                        gpu_spec=roof.gpu if roof else None, iterations=o.iterations,

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
 from kernelpilot.engine.stops import StopRuleBase
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
 from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import Interruption, RunInfo, now_utc
@@ -33,6 +33,8 @@ from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.search.model import Budget, BudgetExhausted
 
 if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
+    from kernelpilot.search.worker_child import WorkerOptions
     from kernelpilot.app.recorder import RunFolderRecorder
     from kernelpilot.search.strategies import Strategy
 
@@ -173,11 +175,12 @@ def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str) -> 
             write_json(s.ws.root / "run.json", s.info)
 
 
-def _baselines_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any], config: dict[str, Any]) -> str:
+def _baselines_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, shape: dict[str, Any],
+                         config: dict[str, Any]) -> str:
     """Worker side of :func:`_baselines`: :func:`kernelpilot.report.benchmark.run_benchmark` at ``shape``, as JSON."""
     from kernelpilot.report.benchmark import run_benchmark
 
-    return run_benchmark(kf, shape, config, device_kind(device)).model_dump_json()
+    return run_benchmark(kf, shape, config, target).model_dump_json()
 
 
 def _evidence(s: Session, recorder: Any) -> Any:
@@ -185,7 +188,7 @@ def _evidence(s: Session, recorder: Any) -> Any:
     between; light cards only in a replay; none under the interpreter."""
     from kernelpilot.engine.evidence import LightEvidence, NcuEvidence
 
-    ctx, cuda = s.ctx, s.ctx.device == "cuda"
+    ctx, cuda = s.ctx, s.ctx.target.is_gpu
     if not (cuda or s.replayer is not None):
         return None
     why_light = ("replay: light card from the stored time" if s.replayer else
@@ -216,7 +219,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
     from kernelpilot.engine.prune import CompileAhead, compile_order
 
     ctx, ws, info = s.ctx, s.ws, s.info
-    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.device == "cuda"
+    kf, roof, cuda = ctx.kf, ctx.roofline, ctx.target.is_gpu
     recorder = s.recorder = RunFolderRecorder(ws, kf_sha256=kf.source_sha256, shape=ctx.shape, strategy=info.strategy,
                                               roofline=roof, history=s.history, metrics_of=s.metrics_of, log=s.log,
                                               guard=guard)
@@ -336,7 +339,7 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
     ctx, info = s.ctx, s.info
     cand = None
     compiled_ns = torch_compile_ns(info.baselines_ns)
-    if ctx.device == "cuda" and s.replayer is None and best is not None and compiled_ns is not None:
+    if ctx.target.is_gpu and s.replayer is None and best is not None and compiled_ns is not None:
         if compiled_ns < best.duration_ns * (1 - MARGIN):  # type: ignore[operator]
             s.phase = "Inductor candidate"
             kf = ctx.kf
@@ -379,7 +382,7 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
     from kernelpilot.measure.timing import TimingResult
 
     ctx, kf = s.ctx, s.ctx.kf
-    if ctx.device == "cpu":  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
+    if ctx.target.is_cpu:  # cheap at the CPU shape; the run's workers are gone, so one more isolated call
         from kernelpilot.errors import KernelpilotError
         from kernelpilot.report.benchmark import BenchmarkResult
         from kernelpilot.search.isolated import run_isolated

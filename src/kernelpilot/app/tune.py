@@ -110,7 +110,7 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     roof = ctx.roofline
     spare, ctx.spare = ctx.spare, None
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
-                         interpreted=ctx.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
+                         interpreted=ctx.target.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
                          sol_tolerance=roof.sol_tolerance if roof is not None else 0.0,
                          activity=False)  # the profiler pass costs seconds: audited before a config leads instead
     if ray_address:
@@ -207,7 +207,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                     if o.prune and not kf.extras.get("autotuner"):
                         log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
                         ahead = CompileAhead(kf.path, compile_order(strat, space, o.seed, ctx.start), ctx.shape,
-                                             arch=None if ctx.device == "cuda" else "sm_90", max_spills=o.max_spills,
+                                             arch=None if ctx.target.is_gpu else "sm_90", max_spills=o.max_spills,
                                              min_occupancy_pct=o.min_occupancy_pct, timeout_s=o.timeout_s,
                                              compute_unit=kf.compute_unit,
                                              progress=counter(log, "compile-ahead", "configs compiled"))
@@ -222,7 +222,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                             roofline=roof)  # a cached answer is held to the floor a live one is
                 evidence = (LightEvidence(kf.path, ctx.shape, roof, ctx.gpu, kf.name,
                                           "tune: light card of the incumbent",
-                                          arch="sm_90" if ctx.device != "cuda" else None)
+                                          arch="sm_90" if not ctx.target.is_gpu else None)
                             if o.strategy in ("guided", "auto") else None)  # the strategies that read cards
                 ev = Evaluator(space, runner, cache=cache,
                                budget=Budget(max_evals=o.budget_evals, max_s=o.budget_s, spent_before_s=spent_s),
@@ -274,13 +274,13 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
     best = ev.incumbent
     ranked = sorted((e for e in ev.order if e.ok and not e.raced_out), key=lambda e: e.objective)
     result = TuneResult(
-        kernel=str(kf.path), shape=ctx.shape, device=ctx.device, gpu=ctx.gpu, strategy=strategy, seed=seed,
+        kernel=str(kf.path), shape=ctx.shape, device=ctx.target.record, gpu=ctx.gpu, strategy=strategy, seed=seed,
         space_size=space.size, space_total=space.total_size, constraints=list(space.constraints), best=best,
         history=ev.history, evaluations=ev.order, n_new=ev.n_new, n_cached=sum(1 for e in ev.order if e.cached),
         failures=dict(Counter(e.status for e in ev.order if e.status != "ok")), prune=report, stopped=stopped,
         wall_s=time.monotonic() - t0, device_s=ev.device_s, floor_ns=roof.floor_ns if roof is not None else None,
         cache_file=str(cache.path) if cache is not None else (str(replayer.path) if replayer else None),
-        worker_restarts=restarts, measured=not ctx.interpreted,
+        worker_restarts=restarts, measured=ctx.target.measured,
         triton_config=kf.backend.export_config(best.config) if best else None,
         top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
     if folder is not None:

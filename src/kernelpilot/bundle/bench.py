@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError, ToolMissingError
+from kernelpilot.target import Target
 
 __all__ = ["BundleBench", "BundleBenchEntry", "bench_bundle"]
 
@@ -77,8 +78,8 @@ def bench_bundle(bundle: str | Path, kernel: str | Path) -> BundleBench:
         if i == 0:
             first_call_s = time.perf_counter() - t1
         differ = [o for o in jit_case.outputs if not torch.equal(jit_case.inputs[o], bun_case.inputs[o])]
-        jit_t = time_callable(lambda: run_kernel(kf, jit_case.inputs, e.config), "cuda")
-        bun_t = time_callable(lambda: bk(**bun_case.inputs), "cuda")
+        jit_t = time_callable(lambda: run_kernel(kf, jit_case.inputs, e.config), Target.gpu())
+        bun_t = time_callable(lambda: bk(**bun_case.inputs), Target.gpu())
         rows.append(BundleBenchEntry(shape=e.shape, config=e.config, identical=not differ, differing_outputs=differ,
                                      jit_median_ns=jit_t.median_ns, bundle_median_ns=bun_t.median_ns,
                                      ratio=bun_t.median_ns / jit_t.median_ns if jit_t.median_ns else 0.0))

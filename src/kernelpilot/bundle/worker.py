@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from kernelpilot.target import Target
 
 __all__: list[str] = []
 
@@ -145,7 +146,7 @@ def _observe_coverage(rec: dict[str, Any], grid: list[int], num_ctas: int, input
             "why": ""}
 
 
-def _bundle_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> dict[str, Any]:
+def _bundle_in_worker(kf: Any, opts: Any, target: Target, task: dict[str, Any]) -> dict[str, Any]:
     """One (config, shape): ``{"entry": dict, "cubin": bytes, "report": dumped StaticReport, ...}`` or
     ``{"failure": dict}``; raises nothing for the config's own failure."""
     import torch

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
 
 __all__ = ["TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
 
@@ -180,7 +180,7 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
     return list(codes), list(order), result
 
 
-def capture_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | None, mode: str) -> dict[str, Any]:
+def capture_in_worker(kf: Any, opts: Any, target: Target, shape: dict[str, Any] | None, mode: str) -> dict[str, Any]:
     """Worker side of :func:`kernelpilot.inductor.capture_kernel`: returns ``{"captured": CapturedCode JSON}``, or
     ``{"problem": "no_gpu" | "failed", "message": ...}`` (returned, not raised: the parent turns it into the typed
     error, which the worker's pipe would not keep)."""
@@ -190,8 +190,9 @@ def capture_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any] | N
     from kernelpilot.kernels.case import make_case
     from kernelpilot.kernels.contract import resolve_shape
 
-    if device_kind(device) != "cuda" or not torch.cuda.is_available():
-        return {"problem": "no_gpu", "message": f"the worker runs on {device}; Inductor emits Triton only for CUDA"}
+    if not target.is_gpu or not torch.cuda.is_available():
+        return {"problem": "no_gpu",
+                "message": f"the worker runs on {target.label}; Inductor emits Triton only for CUDA"}
     shp = resolve_shape(kf, shape)
     case = make_case(kf, shp, 0, "cuda")
     try:

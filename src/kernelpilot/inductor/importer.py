@@ -13,6 +13,7 @@ from kernelpilot.errors import ContractError, OptionError
 from kernelpilot.inductor import CapturedCode, capture_kernel
 from kernelpilot.inductor.convert import convert_capture
 from kernelpilot.options import check_kernel_path, positive
+from kernelpilot.target import Target
 
 __all__ = ["MODES", "InductorImport", "import_inductor"]
 
@@ -60,7 +61,7 @@ class InductorImport(BaseModel):
     screen_flags: list[str] = []
 
 
-def _flags_in_worker(kf: Any, opts: Any, device: str) -> list[str]:
+def _flags_in_worker(kf: Any, opts: Any, target: Target) -> list[str]:
     """Worker side of the validation: the file loaded (the worker's start checked the contract); its screen flags."""
     return list(kf.extras.get("screen_flags", []))
 

@@ -4,7 +4,7 @@ Lazy exports (nothing here imports torch until used):
 
 - ``compare(name, out, ref, atol, rtol)`` / ``tolerance_for(dtype)``: the per-element and per-row comparison;
 - ``check_correctness(kf, shape, config, device)`` / ``recheck(kf, case, config, device)``: the whole check;
-- ``time_cuda(fn, before_each=...)`` / ``time_interleaved(a, b, n, device)``: the timing protocol;
+- ``time_cuda(fn, before_each=...)`` / ``time_interleaved(a, b, n, target)``: the timing protocol;
 - ``TimerGuard.snapshot()`` then ``.check()``: detect replaced timing functions;
 - ``device_activity(fn, declared=[...])``: what ran on the GPU, on every stream, and whether it stayed timed;
 - ``screen_file(path)``: the static screen;

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from kernelpilot.target import Target
+
 if TYPE_CHECKING:
     from kernelpilot.kernels.case import Refresher
     from kernelpilot.kernels.contract import KernelFile
@@ -89,7 +91,7 @@ def _tol(tol: Any) -> tuple[float, float]:
     return tol.atol, tol.rtol
 
 
-def interleaved_checked(kf: KernelFile, case: Any, fn_a: Any, fn_b: Any, n: int, device: str,
+def interleaved_checked(kf: KernelFile, case: Any, fn_a: Any, fn_b: Any, n: int, target: Target,
                         tags: dict[str, str]) -> tuple[list[float], list[float]]:
     """:func:`kernelpilot.measure.timing.time_interleaved` of two launches on ``case`` (new values before every
     launch), then :func:`check_timed` on the launches kept in secret from both sides: an A/B is timed launches too.
@@ -107,7 +109,7 @@ def interleaved_checked(kf: KernelFile, case: Any, fn_a: Any, fn_b: Any, n: int,
     from kernelpilot.measure.timing import time_interleaved
 
     refresher = case.refresher(keep=KEEP, copy=keep_copy)
-    a, b = time_interleaved(fn_a, fn_b, n, device, before_each=refresher)
+    a, b = time_interleaved(fn_a, fn_b, n, target, before_each=refresher)
     timed = check_timed(kf, refresher, tags=tags)
     if not timed.passed:
         raise KernelFailed(f"{kf.path}: {timed.error}", "refused at the timing stage: this result cannot be "

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.measure.gpu_state import gpu_state
 from kernelpilot.measure.guard import bound
+from kernelpilot.target import Target
 
 if TYPE_CHECKING:
     import torch
@@ -246,23 +246,23 @@ def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples
                         note="Triton interpreter on the CPU: relative order only, no GPU timing")
 
 
-def time_callable(fn: Callable[[], Any], device: str, *, before_each: Callable[[], None] | None = None,
+def time_callable(fn: Callable[[], Any], target: Target, *, before_each: Callable[[], None] | None = None,
                   **kwargs: Any) -> TimingResult:
-    """Time ``fn`` with CUDA events on ``"cuda"``, or as interpreted wall-clock on ``"cpu"``; ``before_each`` runs
-    before every launch, outside the timed region (see :func:`time_cuda`)."""
-    if device_kind(device) == "cuda":
+    """Time ``fn`` with CUDA events on a GPU ``target``, or as interpreted wall-clock on the CPU; ``before_each``
+    runs before every launch, outside the timed region (see :func:`time_cuda`)."""
+    if target.is_gpu:
         return time_cuda(fn, before_each=before_each, **kwargs)
     return time_interpreted(fn, before_each=before_each, **kwargs)
 
 
-def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, device: str, *,
+def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, target: Target, *,
                      before_each: Callable[[], None] | None = None) -> tuple[list[float], list[float]]:
     """``n`` interleaved samples of two launches (A, B, A, B, ...), ns: the fair way to compare two configs.
 
     Drift (clocks, temperature, other tenants) hits both sides alike, so a rank test on the two lists compares the
-    kernels, not the moments they were timed. On ``"cuda"`` each sample is one CUDA event pair with L2 flushed before
-    it (as :func:`time_cuda`), after two warm-up launches of each; on ``"cpu"`` (the interpreter) wall-clock samples,
-    labelled elsewhere as not a measurement. ``before_each`` (if given) runs before every launch, warm-up ones
+    kernels, not the moments they were timed. On a GPU ``target`` each sample is one CUDA event pair with L2 flushed
+    before it (as :func:`time_cuda`), after two warm-up launches of each; on the CPU (the interpreter) wall-clock
+    samples, labelled elsewhere as not a measurement. ``before_each`` (if given) runs before every launch, warm-up ones
     included, outside the timed region; its ``after(tag)`` (if it has one) after every launch, ``tag`` ``"a"`` or
     ``"b"``.
 
@@ -277,7 +277,7 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, d
     prepare = before_each if before_each is not None else (lambda: None)
     a: list[float] = []
     b: list[float] = []
-    if device_kind(device) != "cuda":
+    if not target.is_gpu:
         for _ in range(n):
             for out, fn, tag in ((a, fn_a, "a"), (b, fn_b, "b")):
                 prepare()

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.errors import ContractError
+from kernelpilot.target import Target
 
 __all__ = ["STATIC_SHARED_LIMIT_BYTES", "cuda_pipelines", "stage_tunable", "tile_of"]
 
@@ -150,7 +151,7 @@ def cuda_pipelines(kernel: str | Path, configs: list[dict[str, Any]] | None, *, 
     return out
 
 
-def _tile_in_worker(kf: Any, opts: Any, device: str) -> Any:
+def _tile_in_worker(kf: Any, opts: Any, target: Target) -> Any:
     """The sidecar's ``TILE`` (three names or numbers), or None."""
     tile = getattr(kf.module, "TILE", None)
     return tuple(tile) if isinstance(tile, (list, tuple)) else None

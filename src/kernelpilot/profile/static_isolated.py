@@ -12,16 +12,17 @@ without a cycle).
 from __future__ import annotations
 
 from typing import Any
+from kernelpilot.target import Target
 
 __all__: list[str] = []
 
 
-def _meta_in_worker(kf: Any, opts: Any, device: str) -> tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
+def _meta_in_worker(kf: Any, opts: Any, target: Target) -> tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]:
     """(resolved path, TUNABLES, DEFAULT_CONFIG, SHAPE) of the worker's kernel file."""
     return str(kf.path), kf.tunables, kf.default_config, dict(kf.shape)
 
 
-def _space_in_worker(kf: Any, opts: Any, device: str) -> tuple[list[dict[str, Any]], int]:
+def _space_in_worker(kf: Any, opts: Any, target: Target) -> tuple[list[dict[str, Any]], int]:
     """(valid configs of the worker's kernel file: TUNABLES filtered by its CONSTRAINTS, size of the unconstrained
     TUNABLES product), as :func:`kernelpilot.profile.static.inspect_space` inspects them."""
     from kernelpilot.profile.static import _kernel_space
@@ -29,7 +30,7 @@ def _space_in_worker(kf: Any, opts: Any, device: str) -> tuple[list[dict[str, An
     return _kernel_space(kf)
 
 
-def _task_in_worker(kf: Any, opts: Any, device: str, task: dict[str, Any]) -> dict[str, Any]:
+def _task_in_worker(kf: Any, opts: Any, target: Target, task: dict[str, Any]) -> dict[str, Any]:
     """One config compiled by the kernel file's back end (:func:`kernelpilot.profile.static.compile_task`), dumped;
     an ``Exception`` is recorded as a ``compile`` failure (as the process pool's ``any_task`` does);
     ``SystemExit``/``KeyboardInterrupt`` go up to the worker, which reports them as the kernel's exit (a ``worker``

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.kernels.contract import KernelFile, make_case, run_kernel
 from kernelpilot.measure.timing import TimingResult, time_callable
+from kernelpilot.target import Target
 
 
 class BenchmarkRow(BaseModel):
@@ -49,9 +50,9 @@ class BenchmarkResult(BaseModel):
         return benchmark_frame([(r.name, r.timing, r.cached_at, r.skipped) for r in self.rows])
 
 
-def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> BenchmarkRow:
+def _timed(name: str, fn: Any, target: Target, before_each: Any = None) -> BenchmarkRow:
     try:
-        return BenchmarkRow(name=name, timing=time_callable(fn, device, before_each=before_each))
+        return BenchmarkRow(name=name, timing=time_callable(fn, target, before_each=before_each))
     except Exception as exc:  # a baseline that cannot run is reported, not fatal
         return BenchmarkRow(name=name, skipped=f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
 
@@ -60,7 +61,7 @@ def _timed(name: str, fn: Any, device: str, before_each: Any = None) -> Benchmar
 _COMPILED: dict[Any, Any] = {}
 
 
-def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], device: str,
+def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], target: Target,
                   kernel_timing: TimingResult | None = None, *, use_cache: bool = True) -> BenchmarkResult:
     """Time the kernel at ``config``, the reference in eager PyTorch, and ``torch.compile(reference)``.
 
@@ -72,19 +73,19 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     ``kernel_timing``: the kernel's timing already taken on these inputs (``kernelpilot bench``), not taken again.
     Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
-    case = make_case(kf, shape, 0, device)
+    case = make_case(kf, shape, 0, target.torch_device)
     inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
     lang = {"triton": "Triton", "cuda": "CUDA C++"}.get((kf.backend.name if kf.backend is not None else ""), "kernel")
     name = f"{kf.name} ({lang}, best config)"
     rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
-            _timed(name, lambda: run_kernel(kf, inputs, config), device, restore),
-            _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), device, restore)]
-    if device == "cuda":
+            _timed(name, lambda: run_kernel(kf, inputs, config), target, restore),
+            _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), target, restore)]
+    if target.is_gpu:
         rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache))
     else:
         rows.append(BenchmarkRow(name="torch.compile (reference)",
                                  skipped="no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"))
-    return BenchmarkResult(shape=shape, config=config, device=device, rows=rows)
+    return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows)
 
 
 def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], restore: Any,

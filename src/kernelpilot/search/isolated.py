@@ -18,6 +18,7 @@ from typing import Any
 
 from kernelpilot.errors import KernelpilotError
 from kernelpilot.search.worker import Worker, WorkerOptions, default_devices
+from kernelpilot.target import Target
 
 __all__ = ["DEFAULT_TIMEOUT_S", "InProcessKernel", "IsolatedKernel", "run_isolated"]
 
@@ -85,16 +86,17 @@ class IsolatedKernel:
         self.close()
 
     def call(self, target: str, *args: Any) -> Any:
-        """``function(kf, opts, device, *args)`` run in the first worker, where ``target`` is ``"module:function"``
-        (picklable arguments and result). Raises as :meth:`kernelpilot.search.worker.Worker.call`."""
+        """``function(kf, opts, device, *args)`` (``device`` the worker's :class:`~kernelpilot.target.Target`) run
+        in the first worker, where ``target`` is ``"module:function"`` (picklable arguments and result). Raises as
+        :meth:`kernelpilot.search.worker.Worker.call`."""
         return self.worker.call(target, *args)
 
     def map(self, target: str, items: list[Any], on_failure: Callable[[Any, KernelpilotError], Any]
             ) -> Iterator[tuple[int, Any]]:
-        """``function(kf, opts, device, item)`` for every item, spread over up to ``max_workers`` workers (threads
-        hand them out in list order); yields ``(index, result)`` in completion order. An item whose call raised a
-        KernelpilotError (the kernel exited, crashed, hung, raised) yields ``on_failure(item, error)`` instead: one
-        bad item never loses the others (its worker is replaced)."""
+        """``function(kf, opts, device, item)`` (``device`` the worker's Target) for every item, spread over up to
+        ``max_workers`` workers (threads hand them out in list order); yields ``(index, result)`` in completion
+        order. An item whose call raised a KernelpilotError (the kernel exited, crashed, hung, raised) yields
+        ``on_failure(item, error)`` instead: one bad item never loses the others (its worker is replaced)."""
         n = min(self.max_workers, len(items))
         while len(self.workers) < n:
             self.workers.append(self._new())
@@ -147,7 +149,8 @@ class InProcessKernel:
         from kernelpilot.kernels.contract import load_kernel
 
         self.opts = WorkerOptions(kernel=str(kernel), ref=str(ref) if ref else None, shape={}, interpreted=interpreted)
-        self.device = "cpu" if interpreted else "cuda:0"
+        self.device_target = Target.cpu() if interpreted else Target.gpu(0)
+        self.device = self.device_target.label
         self.kf = load_kernel(kernel, ref, interpreted=interpreted)
 
     def __enter__(self) -> InProcessKernel:
@@ -157,11 +160,12 @@ class InProcessKernel:
         pass
 
     def call(self, target: str, *args: Any) -> Any:
-        """``function(kf, opts, device, *args)`` run here; raises whatever it raises."""
+        """``function(kf, opts, target, *args)`` run here (``target`` the :class:`~kernelpilot.target.Target` a worker
+        would have: the CPU interpreted, or ``cuda:0``); raises whatever it raises."""
         import importlib
 
         module, name = target.split(":", 1)
-        return getattr(importlib.import_module(module), name)(self.kf, self.opts, self.device, *args)
+        return getattr(importlib.import_module(module), name)(self.kf, self.opts, self.device_target, *args)
 
 
 def run_isolated(kernel: str | Path, target: str, *args: Any, ref: str | Path | None = None, interpreted: bool,

@@ -55,6 +55,7 @@ from kernelpilot.search.model import Evaluation, Status
 from kernelpilot.search.ray_toolchain import TOOLCHAIN_HINT, ready_answer, refusal, refused, toolchain
 from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.search.worker import Worker, WorkerOptions
+from kernelpilot.target import Target
 
 __all__ = ["CPU_ACTORS_ENV", "RayPool"]
 
@@ -92,7 +93,7 @@ class _ActorBody:
         import ray
 
         label, gpu = device, None
-        if device == "cuda":
+        if Target.from_device(device).is_gpu:
             ids = ray.get_gpu_ids()
             label, gpu = (f"cuda:{ids[0]}", ids[0]) if ids else ("cuda", None)
         node = ray.get_runtime_context().get_node_id()
@@ -233,9 +234,9 @@ class RayPool(RunnerBase):
             self.close()
             raise SearchError(f"the search runs on GPUs but the Ray cluster at {address!r} has none",
                               "add GPU nodes to the cluster (ray start --num-gpus N), or search without --ray")
-        self.device = "cuda" if gpus and not opts.interpreted else "cpu"
+        self.target = Target.gpu() if gpus and not opts.interpreted else Target.cpu()
         if n_workers is None:
-            if self.device == "cuda":
+            if self.target.is_gpu:
                 n_workers = gpus
             else:
                 env = os.environ.get(CPU_ACTORS_ENV, "").strip()
@@ -246,7 +247,7 @@ class RayPool(RunnerBase):
                     raise SearchError(f"{CPU_ACTORS_ENV}={env!r} is not a whole number",
                                       "set it to the number of CPU actors, e.g. 2") from None
         n = max(1, int(n_workers))
-        need, have = ("GPU", gpus) if self.device == "cuda" else ("CPU", cpus)
+        need, have = ("GPU", gpus) if self.target.is_gpu else ("CPU", cpus)
         if n > have:
             self.close()
             raise SearchError(f"{n} Ray actors need {n} {need}s; the cluster at {address!r} has {have}",
@@ -257,12 +258,12 @@ class RayPool(RunnerBase):
         self._sources = {"kernel": Path(opts.kernel).read_bytes()}
         if opts.ref:
             self._sources["ref"] = Path(opts.ref).read_bytes()
-        self._remote = ray.remote(num_gpus=1 if self.device == "cuda" else 0, num_cpus=1, max_restarts=0,
+        self._remote = ray.remote(num_gpus=1 if self.target.is_gpu else 0, num_cpus=1, max_restarts=0,
                                   max_task_retries=0, scheduling_strategy="SPREAD",
                                   **({"runtime_env": runtime_env} if runtime_env else {}))(_ActorBody)
         self.replaced, self._lost_restarts = 0, 0
         self.ready_timeout_s = ready_timeout_s
-        self.toolchain = toolchain(_driver_gpu_index() if self.device == "cuda" else None)
+        self.toolchain = toolchain(_driver_gpu_index() if self.target.is_gpu else None)
         self._next = itertools.cycle(range(n))
         self._slots = [_Slot(self._spawn(i), f"ray:{i}") for i in range(n)]
         self.devices = [f"ray:{i}" for i in range(n)]
@@ -284,7 +285,7 @@ class RayPool(RunnerBase):
 
     # -- actors
     def _spawn(self, i: int) -> Any:
-        return self._remote.remote(self._opts_json, self._sources, self.device, self.timeout_s,
+        return self._remote.remote(self._opts_json, self._sources, self.target.record, self.timeout_s,
                                    self.start_timeout_s, f"ray:{i}")
 
     def _replace(self, i: int) -> None:
@@ -348,7 +349,7 @@ class RayPool(RunnerBase):
                 raise exc.cause from None
             return Evaluation(config=config, status="runtime_error", message=str(exc)[:2000],
                               wall_s=time.monotonic() - t0, worker=self._slots[i].label,
-                              measured=self.device == "cuda")
+                              measured=self.target.measured)
         else:
             self._check_fresh(i)
             text, self._slots[i].restarts = answer
@@ -358,7 +359,7 @@ class RayPool(RunnerBase):
         label = self._slots[i].label
         self._replace(i)
         return Evaluation(config=config, status=status, message=message[:2000], wall_s=time.monotonic() - t0,
-                          worker=label, measured=self.device == "cuda")
+                          worker=label, measured=self.target.measured)
 
     def _request(self, method: str, *args: Any) -> tuple[Any, dict[str, str] | None]:
         """Call ``method`` (``ab_samples``, ``audit``) on the next actor: (its answer, None), or (None, the failure

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from kernelpilot.facts import device_kind
 from kernelpilot.search.failures import _COMPILE_TYPES, POISONING_MARKERS, classify_exception
 from kernelpilot.search.model import Status
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
 
 __all__ = ["Failure", "StageContext", "correctness_status", "guard_check", "install_guard"]
 
@@ -35,7 +38,8 @@ class StageContext:
         kf: the loaded :class:`~kernelpilot.kernels.contract.KernelFile`.
         opts: the worker's :class:`~kernelpilot.search.worker_child.WorkerOptions` (shape, strict, timing bounds,
             floor_ns and sol_tolerance, racing).
-        device: the worker's device (``"cuda:0"``, ``"cpu"``).
+        target: the worker's device (:class:`~kernelpilot.target.Target`, made once when the worker started:
+            ``cuda:0`` or the CPU, interpreted or not).
         config: the config evaluated (tunable name -> value).
         race_against_ns: the incumbent's median (ns) to race against, or None.
         seeds: the check's seeds (one fresh input set each; :data:`kernelpilot.measure.correctness.DEFAULT_SEEDS`).
@@ -54,7 +58,7 @@ class StageContext:
 
     kf: Any
     opts: Any
-    device: str
+    target: Target
     config: dict[str, Any]
     race_against_ns: float | None = None
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -68,9 +72,14 @@ class StageContext:
     skipped: dict[str, str] = field(default_factory=dict)
 
     @property
+    def device(self) -> str:
+        """The worker's name for its device, as records store it (``"cuda:0"``, ``"cpu"``): :attr:`target`'s label."""
+        return self.target.label
+
+    @property
     def dev(self) -> str:
-        """The torch device: ``"cuda"`` or ``"cpu"``."""
-        return device_kind(self.device)
+        """The torch device: ``"cuda"`` or ``"cpu"`` (:attr:`target`'s)."""
+        return self.target.torch_device
 
     def ensure_case(self) -> Any:
         """The case at the shape (seed 0) and ``fn``, built once (raises what ``setup`` raises)."""
@@ -163,7 +172,7 @@ def _roles(ctx: StageContext) -> Failure | None:
     return None
 
 
-def observe_roles_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, Any]) -> dict[str, Any] | None:
+def observe_roles_in_worker(kf: KernelFile, opts: Any, target: Target, shape: dict[str, Any]) -> dict[str, Any] | None:
     """Worker side of a campaign's set-up (:func:`kernelpilot.app.context.prepare`): the roles observed at ``shape``
     on the worker's device (:func:`kernelpilot.measure.correctness.observed_roles_at`, kept for the worker's later
     checks) as a JSON dict of :class:`~kernelpilot.kernels.roles.RoleReport`, or None when setup or the reference
@@ -174,7 +183,7 @@ def observe_roles_in_worker(kf: Any, opts: Any, device: str, shape: dict[str, An
     """
     from kernelpilot.measure.correctness import observed_roles_at
 
-    report = observed_roles_at(kf, dict(shape), device_kind(device))
+    report = observed_roles_at(kf, dict(shape), target.torch_device)
     return None if report is None else report.model_dump(mode="json")
 
 
@@ -185,7 +194,7 @@ def _first_launch(ctx: StageContext) -> Failure | None:
         ctx.ensure_case()
         t = time.monotonic()
         ctx.fn()  # type: ignore[misc]  # compile (or Triton cache hit) + module load
-        if ctx.dev == "cuda":
+        if ctx.target.is_gpu:
             torch.cuda.synchronize()
         ctx.results["compile_s"] = time.monotonic() - t
     except Exception as exc:  # noqa: BLE001 - every fault of a config is data
@@ -219,18 +228,18 @@ def _timing(ctx: StageContext) -> Failure | None:
     opts = ctx.opts
     try:
         case = ctx.ensure_case()
-        if ctx.race_against_ns and not opts.interpreted:
-            short = time_callable(ctx.fn, device="cuda", min_samples=opts.race_samples,
+        if ctx.race_against_ns and not ctx.target.interpreted:
+            short = time_callable(ctx.fn, Target.gpu(), min_samples=opts.race_samples,
                                   max_samples=opts.race_samples, rep_ms=0.0, before_each=case.refresher())
             if clearly_slower(short.samples_ns, ctx.race_against_ns, margin=opts.race_margin):
                 ctx.results.update(duration_ns=short.median_ns, iqr_ns=short.iqr_ns, samples_ns=short.samples_ns)
                 ctx.done = (f"raced out after {short.n_samples} samples: median {short.median_ns:.0f} ns vs "
                             f"incumbent {ctx.race_against_ns:.0f} ns")
                 return None
-        kwargs: dict[str, Any] = {} if opts.interpreted else {
+        kwargs: dict[str, Any] = {} if ctx.target.interpreted else {
             "rep_ms": opts.rep_ms, "max_samples": opts.max_samples, "min_samples": opts.min_samples}
         refresher = case.refresher(keep=KEEP, copy=keep_copy)  # KEEP launches' outputs, chosen in secret, compared
-        timing = time_callable(ctx.fn, ctx.dev, before_each=refresher, **kwargs)
+        timing = time_callable(ctx.fn, ctx.target, before_each=refresher, **kwargs)
     except Exception as exc:  # noqa: BLE001
         return Failure(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
     ctx.results.update(timing=timing, duration_ns=timing.median_ns, iqr_ns=timing.iqr_ns,
@@ -263,7 +272,7 @@ def _recheck(ctx: StageContext) -> Failure | None:
 
 def _device_activity(ctx: StageContext) -> Failure | None:
     """Two profiled launches (:func:`kernelpilot.measure.activity.device_activity`) judged; on the GPU only."""
-    if ctx.dev != "cuda":
+    if not ctx.target.is_gpu:
         ctx.skipped["device_activity"] = "needs a GPU (the profiler's device records): work off the timed stream " \
                                          "and the file's own kernels not checked"
         return None
@@ -289,8 +298,8 @@ def _floor(ctx: StageContext) -> Failure | None:
     from kernelpilot.hardware.roofline import impossible_reason
 
     duration = ctx.results.get("duration_ns")
-    if ctx.opts.interpreted or duration is None or not ctx.opts.floor_ns:
-        ctx.skipped["floor"] = ("interpreted, not a measurement" if ctx.opts.interpreted else "no median (timing did "
+    if ctx.target.interpreted or duration is None or not ctx.opts.floor_ns:
+        ctx.skipped["floor"] = ("interpreted, not a measurement" if ctx.target.interpreted else "no median (timing did "
                                 "not run)" if duration is None else "no speed-of-light floor (no roofline for this "
                                 "device: no GPU spec)")
         return None

@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kernelpilot.search.model import Evaluation, Status
 from kernelpilot.search.stage_steps import (Failure, StageContext, _check, _config, _device_activity, _first_launch,
                                             _floor, _guard_failure, _recheck, _roles, _shapes, _timer_guard, _timing,
                                             correctness_status, guard_check, install_guard)
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
 
 __all__ = ["FAULTS", "LOAD_STAGES", "STAGES", "STAGE_NAMES", "SUBSETS", "Failure", "Stage", "StageContext",
            "command_in_worker", "correctness_status", "evaluate", "guard_check", "install_guard", "refusal",
@@ -177,16 +181,16 @@ def evaluate(name: str, ctx: StageContext) -> Evaluation:
     fields = {k: r[k] for k in ("duration_ns", "iqr_ns", "samples_ns") if k in r}
     status, message = (failure.status, failure.message) if failure else ("ok", ctx.done or "")
     return Evaluation(config=ctx.config, status=status, message=message[:2000], wall_s=time.monotonic() - t0,
-                      worker=ctx.device, measured=not ctx.opts.interpreted, compile_s=r.get("compile_s"),
+                      worker=ctx.device, measured=ctx.target.measured, compile_s=r.get("compile_s"),
                       phases_s=dict(ctx.phases), stages_run=[n for n in ctx.phases if n not in ctx.skipped],
                       stages_skipped=dict(ctx.skipped), **fields)
 
 
-def run_command(name: str, kf: Any, opts: Any, device: str, config: dict[str, Any], *,
+def run_command(name: str, kf: KernelFile, opts: Any, target: Target, config: dict[str, Any], *,
                 seeds: tuple[int, ...] = (0, 1, 2)) -> tuple[Failure | None, StageContext]:
     """Command ``name``'s subset run on one config (:func:`run_stages`): (the failure or None, the context with its
     results and records). ``opts.shape`` is the shape; never raises for the kernel's faults."""
-    ctx = StageContext(kf, opts, device, config, seeds=seeds)
+    ctx = StageContext(kf, opts, target, config, seeds=seeds)
     return run_stages(name, ctx), ctx
 
 
@@ -201,7 +205,7 @@ def refusal(ctx: StageContext, failure: Failure) -> Exception:
     return KernelFailed(f"{ctx.kf.path}: {failure.message}", hint, failure.status)
 
 
-def command_in_worker(kf: Any, opts: Any, device: str, name: str, shape: dict[str, Any],
+def command_in_worker(kf: KernelFile, opts: Any, target: Target, name: str, shape: dict[str, Any],
                       config: dict[str, Any]) -> dict[str, float]:
     """Worker side of a command that only needs its subset to pass (``bundle bench``'s check of each entry): run
     ``name``'s subset at ``shape`` (the full shape) and ``config`` (the full config) through
@@ -210,7 +214,7 @@ def command_in_worker(kf: Any, opts: Any, device: str, name: str, shape: dict[st
     Raises:
         KernelFailed: a stage refused the config (:func:`refusal`: its status, the stage named in the hint).
     """
-    failure, ctx = run_command(name, kf, opts.model_copy(update={"shape": dict(shape)}), device, dict(config))
+    failure, ctx = run_command(name, kf, opts.model_copy(update={"shape": dict(shape)}), target, dict(config))
     if failure is not None:
         raise refusal(ctx, failure)
     return dict(ctx.phases)

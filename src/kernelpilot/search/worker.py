@@ -41,6 +41,7 @@ from kernelpilot.search.model import Evaluation, Status
 from kernelpilot.search.runner_base import RunnerBase
 from kernelpilot.search.worker_child import LOADED_FIELDS, WorkerOptions
 from kernelpilot.search.worker_entry import guarded_child_main
+from kernelpilot.target import Target
 
 __all__ = [
     "POISONING_MARKERS",
@@ -191,8 +192,9 @@ class Worker:
         return self._failed(config, kind, payload, t0), None, None
 
     def call(self, target: str, *args: Any) -> Any:
-        """Run ``target`` (``"module:function"``) in the worker as ``function(kf, opts, device, *args)`` and return
-        what it returned (picklable). The function runs kernel code; the worker is replaced after any failure.
+        """Run ``target`` (``"module:function"``) in the worker as ``function(kf, opts, device, *args)``, ``device``
+        the worker's :class:`~kernelpilot.target.Target`, and return what it returned (picklable). The function runs
+        kernel code; the worker is replaced after any failure.
 
         Raises:
             KernelpilotError: the class the function raised (a ContractError keeps its message and hint), else
@@ -346,6 +348,10 @@ class WorkerPool(RunnerBase):
         devices: e.g. ``["cuda:0", "cuda:1"]`` or ``["cpu"]``; default: every visible GPU, else ``["cpu"]``.
         timeout_s: per-request limit (see :class:`Worker`).
         spare: a :class:`SpareWorker` for the first device's worker (see :class:`Worker`).
+
+    Raises:
+        OptionError: a device no worker runs on (``"gpu0"``, ``"cuda:x"``: :meth:`kernelpilot.target.Target.
+            from_device`), before any process starts; each worker makes its own Target from its device.
     """
 
     audits = True  # the device-activity audit runs on the first device (:meth:`audit`)
@@ -353,6 +359,8 @@ class WorkerPool(RunnerBase):
     def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0,
                  spare: SpareWorker | None = None):
         self.devices = devices or default_devices(opts.interpreted)
+        for device in self.devices:
+            Target.from_device(device)
         self.timeout_s = timeout_s
         self.workers = [Worker(opts, d, timeout_s=timeout_s, spare=spare if i == 0 else None)
                         for i, d in enumerate(self.devices)]

@@ -10,16 +10,19 @@ Every fault of the kernel is answered as data; the parent catches what cannot be
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.facts import device_kind
 from kernelpilot.measure.timing import MAX_SAMPLES, MIN_SAMPLES, REP_MS
 from kernelpilot.search.failures import describe_exception
 from kernelpilot.search.model import Evaluation
 from kernelpilot.search.stages import StageContext, correctness_status, evaluate, install_guard, run_stages
 from kernelpilot.search.stages import guard_check as _guard_check
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
 
 __all__ = ["LOADED_FIELDS", "WorkerOptions", "correctness_status"]
 
@@ -68,7 +71,7 @@ class WorkerOptions(BaseModel):
 LOADED_FIELDS = ("kernel", "ref", "shape", "interpreted")
 
 
-def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any],
+def _child_evaluate(kf: KernelFile, opts: WorkerOptions, target: Target, config: dict[str, Any],
                     race_against_ns: float | None, records: dict[str, Any] | None = None,
                     command: str | None = None) -> Evaluation:
     """Evaluate one config inside the worker: ``command``'s subset of the stage table
@@ -79,11 +82,11 @@ def _child_evaluate(kf: Any, opts: WorkerOptions, device: str, config: dict[str,
     ``recheck``, ``activity`` JSON dicts, and ``stage``: the stage that refused it): ``kernelpilot optimize`` writes
     them into each version's folder.
     """
-    ctx = StageContext(kf, opts, device, config, race_against_ns, records=records if records is not None else {})
+    ctx = StageContext(kf, opts, target, config, race_against_ns, records=records if records is not None else {})
     return evaluate(command or ("verify" if opts.activity else "optimize"), ctx)
 
 
-def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: dict[str, Any],
+def _child_ab(kf: KernelFile, opts: WorkerOptions, target: Target, a: dict[str, Any], b: dict[str, Any],
               n: int) -> dict[str, list[float]]:
     """``n`` interleaved samples of configs ``a`` and ``b`` on the same inputs (A, B, A, B, ...), ns; launches of
     both sides kept in secret are checked (:func:`kernelpilot.measure.timed_check.interleaved_checked`: raises
@@ -91,35 +94,35 @@ def _child_ab(kf: Any, opts: WorkerOptions, device: str, a: dict[str, Any], b: d
     from kernelpilot.kernels.contract import make_case, run_kernel
     from kernelpilot.measure.timed_check import interleaved_checked
 
-    on_gpu = device_kind(device) == "cuda"
-    case = make_case(kf, opts.shape, 0, "cuda" if on_gpu else "cpu")
+    case = make_case(kf, opts.shape, 0, target.torch_device)
     sa, sb = interleaved_checked(kf, case, lambda: run_kernel(kf, case.inputs, a),
-                                 lambda: run_kernel(kf, case.inputs, b), n, "cuda" if on_gpu else "cpu",
+                                 lambda: run_kernel(kf, case.inputs, b), n, target,
                                  {"a": f"config {a}", "b": f"config {b}"})
     _guard_check("after A/B timing")
     return {"a": sa, "b": sb}
 
 
-def _child_audit(kf: Any, opts: WorkerOptions, device: str, config: dict[str, Any]) -> dict[str, Any] | None:
+def _child_audit(kf: KernelFile, opts: WorkerOptions, target: Target, config: dict[str, Any]) -> dict[str, Any] | None:
     """The audit of one config before it becomes the incumbent: the ``audit`` subset of the stage table (the timer
     guard, correctness at the derived shapes, then (GPU) the device activity of a launch). ``{"status",
     "message"}`` of the failure, or None when clean."""
-    failure = run_stages("audit", StageContext(kf, opts, device, config))
+    failure = run_stages("audit", StageContext(kf, opts, target, config))
     return None if failure is None else {"status": failure.status, "message": failure.message}
 
 
-def _child_call(kf: Any, opts: WorkerOptions, device: str, target: str, args: tuple) -> tuple[str, Any]:
-    """Run ``module:function`` (named by the parent) as ``function(kf, opts, device, *args)``; every fault of the
-    kernel code, also ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
+def _child_call(kf: KernelFile, opts: WorkerOptions, target: Target, function: str, args: tuple) -> tuple[str, Any]:
+    """Run ``module:function`` (named by the parent) as ``function(kf, opts, target, *args)``, ``target`` the
+    worker's :class:`~kernelpilot.target.Target`; every fault of the kernel code, also
+    ``SystemExit``/``KeyboardInterrupt``, comes back as ``("raised", description)``."""
     import importlib
 
     try:
-        module, name = target.split(":", 1)
-        result = getattr(importlib.import_module(module), name)(kf, opts, device, *args)
+        module, name = function.split(":", 1)
+        result = getattr(importlib.import_module(module), name)(kf, opts, target, *args)
         _guard_check(f"after {name}")
         return "call", result
     except BaseException as exc:  # noqa: BLE001 - the kernel's exits and interrupts are data too
-        what = target.rsplit(":", 1)[-1].strip("_").removesuffix("_in_worker")
+        what = function.rsplit(":", 1)[-1].strip("_").removesuffix("_in_worker")
         return "raised", describe_exception(exc, f"running `{what}` in the worker")
 
 
@@ -144,10 +147,11 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
             # NVML's device count, not the CUDA runtime's: CUDA stays uninitialised until the reference process is
             # forked (kernelpilot.measure.refproc)
             os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-            gpu = device_kind(device) == "cuda" and torch.cuda.is_available()
+            gpu = Target.from_device(device).is_gpu and torch.cuda.is_available()
             device = device if gpu else "cpu"
             opts = opts.model_copy(update={"interpreted": not gpu})
         use_interpreter(bool(opts.interpreted))
+        target = Target.from_device(device, bool(opts.interpreted))  # the worker's device, made once
         import torch  # noqa: F401 - imported before "booted": the start timeout is for the kernel file alone
         import triton  # noqa: F401
 
@@ -156,7 +160,7 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         install_guard(TimerGuard.snapshot())  # before the kernel file: what it may not replace
         from kernelpilot.measure import refproc
 
-        torch_device = device_kind(device)
+        torch_device = target.torch_device
         early = opts.ref or (opts.kernel if str(opts.kernel).endswith(".py") else None)
         server = refproc.start_for(early, torch_device) if early else None  # boots while the kernel file loads
 
@@ -165,7 +169,7 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
         if server is None:  # a .cu file: its reference is the sidecar's or ref.py, known once it is loaded
             refproc.start_for(kf.reference_path, torch_device)
-        if opts.interpreted and device == "cpu":  # a CUDA .cu file cannot run without a GPU: say so up front
+        if target.interpreted and target.is_cpu:  # a CUDA .cu file cannot run without a GPU: say so up front
             from kernelpilot.backends.registry import require_runnable
 
             require_runnable(kf)
@@ -188,18 +192,18 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 return
             if kind == "eval":
                 rec: dict[str, Any] = {}
-                ev = _child_evaluate(kf, opts, device, msg[1], msg[2], records=rec)
+                ev = _child_evaluate(kf, opts, target, msg[1], msg[2], records=rec)
                 conn.send(("eval", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "version":
                 rec = {}
-                ev = _child_evaluate(kf, opts, device, msg[1], None, records=rec, command="session")
+                ev = _child_evaluate(kf, opts, target, msg[1], None, records=rec, command="session")
                 conn.send(("version", {"evaluation": ev.model_dump_json(), **rec}))
             elif kind == "ab":
-                conn.send(("ab", _child_ab(kf, opts, device, msg[1], msg[2], msg[3])))
+                conn.send(("ab", _child_ab(kf, opts, target, msg[1], msg[2], msg[3])))
             elif kind == "audit":
-                conn.send(("audit", _child_audit(kf, opts, device, msg[1])))
+                conn.send(("audit", _child_audit(kf, opts, target, msg[1])))
             elif kind == "call":
-                conn.send(_child_call(kf, opts, device, msg[1], msg[2]))
+                conn.send(_child_call(kf, opts, target, msg[1], msg[2]))
             elif kind == "options":  # the parent's final options (a spare started before the floor was known)
                 update = WorkerOptions.model_validate_json(msg[1])
                 opts = opts.model_copy(update={k: getattr(update, k) for k in WorkerOptions.model_fields

@@ -106,7 +106,7 @@ class VersionRunner(RunnerBase):
         """The runner of a session folder ``root`` with its :class:`~kernelpilot.versions.records.SessionState`
         and roofline (None: no floor): its version files, frozen reference, shape, device and floor."""
         return cls(lambda i: version_kernel(root, i), Path(root) / state.reference, state.shape,
-                   interpreted=state.device != "cuda", floor_ns=state.floor_ns, timeout_s=timeout_s, step=step,
+                   interpreted=not state.target.is_gpu, floor_ns=state.floor_ns, timeout_s=timeout_s, step=step,
                    sol_tolerance=roofline.sol_tolerance if roofline is not None else 0.0)
 
     def open(self, index: int) -> Any:

@@ -17,10 +17,14 @@ and times both on the same inputs, interleaved (A, B, A, B ...), with the inputs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernelpilot.errors import ContractError
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
+
+if TYPE_CHECKING:
+    from kernelpilot.kernels.contract import KernelFile
+    from kernelpilot.search.worker_child import WorkerOptions
 
 __all__ = ["AB_SAMPLES_GPU", "AB_SAMPLES_CPU", "ab_files", "open_worker", "same_check_problem"]
 
@@ -70,10 +74,6 @@ def ab_files(worker: Any, other_kernel: Path, config: dict[str, Any], n: int) ->
     return got["a"], got["b"]
 
 
-def _device(device: str) -> str:
-    return device_kind(device)
-
-
 def _describe(value: Any) -> tuple:
     import torch
 
@@ -82,7 +82,7 @@ def _describe(value: Any) -> tuple:
     return ("value", repr(value))
 
 
-def _same_check_in_worker(kf: Any, opts: Any, device: str, v0_kernel: str) -> str | None:
+def _same_check_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, v0_kernel: str) -> str | None:
     """Worker side of :func:`same_check_problem`: v0's ``setup`` and this file's must give the same names, outputs,
     in-place/partial/scratch lists, tensor shapes, dtypes and strides, and equal input values, on the first and the
     fresh seed now, and on **every later call** in this worker: this file's ``setup`` is replaced by a twin that
@@ -99,7 +99,7 @@ def _same_check_in_worker(kf: Any, opts: Any, device: str, v0_kernel: str) -> st
     if base.shape_rules != kf.shape_rules:
         return f"SHAPE_RULES differ from v0's ({kf.shape_rules} vs {base.shape_rules})"
     twin = _TwinSetup(kf.setup, base.setup)
-    dev = _device(device)
+    dev = target.torch_device
     for seed in (0, FRESH_SEED):
         try:
             twin(**opts.shape, seed=seed, **({"device": dev} if twin.takes_device else {}))
@@ -160,23 +160,23 @@ def _setup_difference(a: Any, b: Any) -> str | None:
     return None
 
 
-def _ab_files_in_worker(kf: Any, opts: Any, device: str, other_kernel: str, config: dict[str, Any],
+def _ab_files_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target, other_kernel: str, config: dict[str, Any],
                         n: int) -> dict[str, list[float]]:
     """Worker side of :func:`ab_files`."""
     from kernelpilot.kernels.contract import load_kernel, make_case, run_kernel
     from kernelpilot.measure.timed_check import interleaved_checked
     from kernelpilot.search.worker_child import _guard_check
 
-    other = load_kernel(other_kernel, opts.ref, interpreted=bool(opts.interpreted))
-    dev = _device(device)
+    other = load_kernel(other_kernel, opts.ref, interpreted=target.interpreted)
+    dev = target.torch_device
     case = make_case(kf, opts.shape, 0, dev)
     sa, sb = interleaved_checked(kf, case, lambda: run_kernel(kf, case.inputs, config),
-                                 lambda: run_kernel(other, case.inputs, other.default_config), n, dev,
+                                 lambda: run_kernel(other, case.inputs, other.default_config), n, target,
                                  {"a": f"{kf.path.parent.name} at {config}", "b": other.path.parent.name})
     _guard_check("after the A/B of two versions")
     return {"a": sa, "b": sb}
 
 
-def _default_config_in_worker(kf: Any, opts: Any, device: str) -> dict[str, Any]:
+def _default_config_in_worker(kf: KernelFile, opts: WorkerOptions, target: Target) -> dict[str, Any]:
     """The version file's starting config (``DEFAULT_CONFIG`` or each tunable's first candidate)."""
     return dict(kf.default_config)

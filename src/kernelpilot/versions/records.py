@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from kernelpilot.options import SessionOptions, stored_options
 from kernelpilot.records.workspace import read_json, read_record, write_json
+from kernelpilot.target import Target
 
 __all__ = ["Expectation", "MemoryRecord", "Outcome", "SESSION_FILE", "SessionState", "load_memories",
            "load_state", "memory_path", "save_state"]
@@ -127,6 +128,16 @@ class SessionState(BaseModel):
     git: bool = True
     extra: dict[str, Any] = Field(default_factory=dict)
     options: SessionOptions | None = None
+
+    @property
+    def target(self) -> Target:
+        """The session's device as a :class:`~kernelpilot.target.Target` read back from :attr:`device` (the record
+        keeps the string), with :attr:`device_name` and :attr:`arch`.
+
+        Raises:
+            OptionError: ``device`` names no device kernelpilot runs on (a hand-edited session.json).
+        """
+        return Target.from_record(self.device).with_spec(self.device_name, self.arch, None)
 
 
 def memory_path(root: Path, index: int) -> Path:

@@ -42,7 +42,7 @@ def render_readme(state: SessionState, kernel: str, reference: str, roofline: An
     else:
         unknown.append(f"the roofline: {note}")
         lines += ["## Stop conditions", "", "- time target: UNKNOWN (no roofline: see below)"]
-    if state.device != "cuda":
+    if not state.target.is_gpu:
         unknown.append("measured times: the Triton interpreter runs on the CPU (no GPU here)")
     if unknown:
         lines += ["", "## UNKNOWN (not guessed)", ""] + [f"- {u}" for u in unknown]

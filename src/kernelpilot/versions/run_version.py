@@ -109,7 +109,7 @@ class VersionRun:
     @property
     def interpreted(self) -> bool:
         """True when the session runs under the Triton interpreter (no GPU: times are not measurements)."""
-        return self.state.device != "cuda"
+        return not self.state.target.is_gpu
 
     def kernel(self, index: int) -> Path:
         """The version's kernel file: ``vN/kernel.cu`` (CUDA; ``vN/kernel.py`` is then its sidecar), else

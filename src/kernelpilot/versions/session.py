@@ -166,7 +166,7 @@ def start(kernel: str | Path, options: SessionOptions | None = None, *, out: str
     shutil.copy2(kf.reference_path, root / "check" / "reference.py")
     note_written(root / "check" / "reference.py")  # the write journal (records/seal.py): committed below
     copy_version(kf.path, ws.version_dir(0))
-    env = collect_env(probe_ncu=o.profile and ctx.device == "cuda")
+    env = collect_env(probe_ncu=o.profile and ctx.target.is_gpu)
     write_json(root / "env.json", env)
     write_text(root / "env.md", render_env_md(env))
     cc = env.gpu.compute_capability if env.gpu else None
@@ -174,7 +174,7 @@ def start(kernel: str | Path, options: SessionOptions | None = None, *, out: str
     # a series' files are often named v0.py, v1.py ...: the session is then named after their folder
     name = kf.path.parent.name if re.fullmatch(r"v\d+", kf.name) else kf.name
     state = SessionState(kernel_name=name, kernel_type=o.kernel_type or guess_kernel_type(name),
-                         backend=(kf.backend.name if kf.backend is not None else "triton"), device=ctx.device,
+                         backend=(kf.backend.name if kf.backend is not None else "triton"), device=ctx.target.record,
                          device_name=env.gpu.name if env.gpu else None, arch=arch, shape=ctx.shape,
                          floor_ns=ctx.roofline.floor_ns if ctx.roofline else None,
                          target_ns=ctx.roofline.target_ns if ctx.roofline else None,
@@ -206,7 +206,7 @@ def _evaluate(root: Path, state: SessionState, index: int, *, parent: MemoryReco
     """
     mems = _memories_by_index(root, state)
     incumbent = mems.get(state.incumbent) if state.incumbent is not None else None
-    run = VersionRun(root, state, _roofline(root), profile=profile and state.device == "cuda", timeout_s=timeout_s,
+    run = VersionRun(root, state, _roofline(root), profile=profile and state.target.is_gpu, timeout_s=timeout_s,
                      log=log)
     steps = run.steps = Steps(log, f"v{index}", run.planned_steps(parent, incumbent))
     recorded: dict[str, bool] = {}

@@ -7,7 +7,6 @@ them (:func:`kernelpilot.backends.triton.config.pinned_config`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from kernelpilot.backends.binary.models import StaticResult
 from kernelpilot.backends.triton.autotune import autotune_space, autotuner_of, find_autotuner
 from kernelpilot.backends.triton.config import autotune_config_dict, pinned_config, to_triton_config
 from kernelpilot.kernels.contract import DerivedSpace, KernelFile, build_kernel_file, import_module_file
+from kernelpilot.target import switch_interpreter
 
 
 def use_interpreter(interpreted: bool) -> None:
@@ -23,13 +23,10 @@ def use_interpreter(interpreted: bool) -> None:
 
     Triton fixes interpreter mode for its own ``@triton.jit`` helpers (``tl.max``, ``tl.sum``, ``tl.cdiv``) when
     ``triton.language`` is first imported, and reads the variable again at every launch: it must be set before
-    triton is imported in the process and stay set (:func:`kernelpilot.loop.detect_device` sets it as soon as it
-    finds no GPU, before anything imports triton).
+    triton is imported in the process and stay set (:meth:`kernelpilot.target.Target.detect` sets it as soon as it
+    finds no GPU, before anything imports triton; both call :func:`kernelpilot.target.switch_interpreter`).
     """
-    if interpreted:
-        os.environ["TRITON_INTERPRET"] = "1"
-    else:
-        os.environ.pop("TRITON_INTERPRET", None)
+    switch_interpreter(interpreted)
 
 
 class TritonBackend:
