@@ -28,7 +28,7 @@ kb() {  # kb LANE FILE...: one kernelbench run over these solutions on GPU LANE
   local lane=$1; shift
   local d=/tmp/kb-sol-$lane; rm -rf "$d"; mkdir -p "$d"
   for f in "$@"; do cp "$S/level_${f}_kernel.py" "$d/"; done
-  CUDA_VISIBLE_DEVICES=$lane timeout $(( CALL_S - SECONDS - 40 )) python3 -m kernelpilot.cli kernelbench run "$P" "$d" \
+  CUDA_VISIBLE_DEVICES=${KB_GPU:-$lane} timeout $(( CALL_S - SECONDS - 40 )) python3 -m kernelpilot.cli kernelbench run "$P" "$d" \
     --out /tmp/kb-out-$lane --timeout-s ${KB_TIMEOUT_S:-240} --json > /tmp/kb-out-$lane.json 2> /tmp/kb-lane-$lane.log
   echo "-- lane $lane kernelbench run: rc=$? after $SECONDS s" >> /tmp/kb-lane-$lane.log
 }

@@ -91,7 +91,13 @@ def _evaluate(example: str, config_json: str | None) -> Callable[[], Any]:
 
     kf, shape, config = _load(example, config_json)
     opts = WorkerOptions(kernel=f"examples/{example}.py", shape=shape, activity=False)
-    return lambda: _child_evaluate(kf, opts, "cuda:0", config, None)
+    try:  # trees since issue 28 pass the worker a Target, older ones its device string
+        from kernelpilot.target import Target
+
+        where: Any = Target.from_device("cuda:0")
+    except ImportError:
+        where = "cuda:0"
+    return lambda: _child_evaluate(kf, opts, where, config, None)
 
 
 def evals(example: str, config_json: str | None) -> None:

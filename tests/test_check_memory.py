@@ -118,6 +118,7 @@ def test_a_large_problem_is_checked_with_few_problem_sized_tensors_alive(tmp_pat
     from kernelpilot.measure import correctness, timing
     from kernelpilot.search.stages import run_command
     from kernelpilot.search.worker_child import WorkerOptions
+    from kernelpilot.target import Target
 
     rows, cols = 64, 16384
     tensor_bytes = rows * cols * 4
@@ -141,7 +142,7 @@ def test_a_large_problem_is_checked_with_few_problem_sized_tensors_alive(tmp_pat
     try:
         with census:
             census.phase = "roles"
-            failure, ctx = run_command("bench", kf, opts, "cpu", {})
+            failure, ctx = run_command("bench", kf, opts, Target.cpu(), {})
     finally:
         refproc.install(None)
         server.close()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 
 from kernelpilot.errors import ContractError
-from kernelpilot.facts import device_kind
+from kernelpilot.target import Target
 from kernelpilot.kernels.contract import Case, Config, KernelFile, Shape, make_case, run_kernel
 from kernelpilot.kernels.case import poison_tensor
 from kernelpilot.kernels.role_claims import check_claims, record_kernel_writes, same_bits
@@ -214,7 +214,7 @@ def _run_poisoned(kf: KernelFile, case: Case, config: Config, device: str, poiso
         if name not in case.inplace and poison_outputs:
             poison_tensor(case.inputs[name], finite=name in case.declared.get("inplace", ()))
     run_kernel(kf, case.inputs, config)
-    if device_kind(device) == "cuda":
+    if Target.from_device(device).is_gpu:
         import torch
 
         torch.cuda.synchronize()

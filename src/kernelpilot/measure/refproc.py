@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view
+from kernelpilot.target import Target
 from kernelpilot.measure.staging import layout as pack
 
 __all__ = ["CACHE_BYTES", "ReferenceProcess", "ReferenceServerError", "install", "pristine_copies", "serving",
@@ -71,10 +72,11 @@ class ReferenceProcess:
         import torch
 
         self.path, self.sha256, self.device = str(Path(reference_path).resolve()), sha256, device
+        self.on_gpu = Target.from_device(device).is_gpu
         # a fork of the worker taken before it imported the kernel file (torch, Triton and kernelpilot already
         # imported: well under a second where a new interpreter took 6-9 s on a busy 4-GPU host, issue 24's run);
         # a new interpreter (spawn) once this process has initialised CUDA, which a fork must not inherit
-        self._start(method or ("spawn" if device == "cuda" and torch.cuda.is_initialized() else "fork"))
+        self._start(method or ("spawn" if self.on_gpu and torch.cuda.is_initialized() else "fork"))
 
     def _start(self, method: str) -> None:
         """Start the server with ``method`` (``"fork"`` or ``"spawn"``); nothing heard from it yet."""
@@ -135,7 +137,7 @@ class ReferenceProcess:
         layout = pack({k: (v.dtype, tuple(v.shape)) for k, v in tensors.items()})
         if not self._staged(tensors, layout):
             self._copy_in(tensors, layout)
-        if self.device == "cuda" and memory.is_large(sum(memory.nbytes(v) for v in inputs.values())):
+        if self.on_gpu and memory.is_large(sum(memory.nbytes(v) for v in inputs.values())):
             torch.cuda.empty_cache()  # this worker's free cached blocks back to the driver: the server's float64 work
         if self.stage_big is not None and (self._big_uses < 0 or use_count(self.stage_big) != self._big_uses):
             self.stage_big = None  # a view of the last large results is still alive: never written over
@@ -151,7 +153,7 @@ class ReferenceProcess:
         elif kind == "grow_big":  # large results: a buffer of their exact size, kept for the next large call
             self.stage_big = None
             self._send(("stage_big", None))
-            where = "cpu" if self.device == "cuda" and host_room(payload) else self.device  # off the GPU if room
+            where = "cpu" if self.on_gpu and host_room(payload) else self.device  # off the GPU if room
             self.stage_big = alloc(payload, where, exact=True)
             self._send(("stage_big", self.stage_big))
             kind, payload = self._send(("fetch",))
@@ -205,7 +207,7 @@ class ReferenceProcess:
                 end = off + -(-max(n, 1) // ALIGN) * ALIGN
                 if end > off + n:  # the alignment gap: zeros, so equal inputs are equal bytes (the server's cache)
                     self.stage_in[off + n:end].zero_()
-        if self.device == "cuda":
+        if self.on_gpu:
             torch.cuda.synchronize()
 
     def _wait_ready(self) -> None:
@@ -307,6 +309,7 @@ def _die_with_parent() -> None:
 
 def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
     """The server's loop: import the reference file, then answer ``("ref", inputs, outputs)`` requests."""
+    on_gpu = Target.from_device(device).is_gpu
     import signal
 
     _die_with_parent()
@@ -329,7 +332,7 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
             raise ReferenceServerError(f"importing {path} rebinds {', '.join(rebound[:5])}: the reference would "
                                        "compute with the file's replacements")
         failure = ""
-        if device == "cuda":
+        if on_gpu:
             import torch
 
             torch.zeros(1, device="cuda")  # the CUDA context now: a fork that cannot have one says so at once
@@ -385,12 +388,12 @@ def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
                 _, _, off, n = out_layout[name]
                 target[off:off + n].copy_(t.contiguous().reshape(-1).view(uint8()))
             del target
-            if device == "cuda":
+            if on_gpu:
                 import torch
 
                 torch.cuda.synchronize()
             pending = refs = None
-            if big and device == "cuda":  # the float64 work's cached blocks back to the driver, for the worker
+            if big and on_gpu:  # the float64 work's cached blocks back to the driver, for the worker
                 import gc
 
                 import torch
@@ -423,7 +426,7 @@ class _Cache:
     """
 
     def __init__(self, device: str) -> None:
-        self.device = device
+        self.device, self.on_gpu = device, Target.from_device(device).is_gpu
         self.entries: list[tuple[Any, Any, dict[str, Any], str, int]] = []  # (layout key, bytes, refs, prec, size)
         self.bytes = 0
 
@@ -446,9 +449,9 @@ class _Cache:
         refs, precision = reference_outputs_local(reference, inputs, outputs, blank or ())
         size = sum(t.numel() * t.element_size() for t in refs.values() if isinstance(t, torch.Tensor))
         size += staged.numel() if staged is not None else 0
-        if staged is None or size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):
+        if staged is None or size > (CACHE_BYTES if self.on_gpu else CACHE_BYTES_CPU):
             return refs, precision, False
-        while self.entries and self.bytes + size > (CACHE_BYTES if self.device == "cuda" else CACHE_BYTES_CPU):
+        while self.entries and self.bytes + size > (CACHE_BYTES if self.on_gpu else CACHE_BYTES_CPU):
             self.bytes -= self.entries.pop(0)[4]
         self.entries.append((key, staged.clone(), refs, precision, size))
         self.bytes += size

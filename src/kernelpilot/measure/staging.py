@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.target import Target
+
 __all__ = ["ALIGN", "alloc", "host_room", "layout", "uint8", "use_count", "view"]
 
 
@@ -77,7 +79,7 @@ def alloc(nbytes: int, device: str, exact: bool = False) -> Any:
         size = max(1 << 20, -(-nbytes // (1 << 20)) * (1 << 20))
     else:
         size = max(1 << 20, 1 << max(nbytes - 1, 1).bit_length())
-    if device == "cpu":  # made in shared memory at once (share_memory_ would copy it there: twice the bytes)
+    if not Target.from_device(device).is_gpu:  # made in shared memory at once (share_memory_ would copy it there: twice the bytes)
         new_shared = getattr(torch.UntypedStorage, "_new_shared", None)
         if new_shared is not None:
             return torch.empty(0, dtype=torch.uint8).set_(new_shared(size))
