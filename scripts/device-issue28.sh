@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 28's "no behaviour changes" check, with the last pieces of issues 25 and 27, on a machine of 4 GPUs (from the
-# repository root; carry .whl25 (with plotly), .dev26, .old (a tree of the commit before issue 28, f0f22c9) and
+# repository root; carry .whl25, .dev26, .old/f0f22c9 (a tree of the commit before issue 28: `git archive f0f22c9 src`) and
 # third_party/triton_tutorials), one lane per GPU, side by side:
 #   bash scripts/device-issue28.sh
 # GPU 0 and 1: the GPU-marked tests, split by file (-v: every test's outcome is in the log as it ends)

@@ -201,4 +201,7 @@ def test_on_a_gpu_correct_solutions_are_timed_against_eager_and_compile(folder: 
         assert r.measured and r.durations_ns["solution"] and r.durations_ns["eager"]
         assert r.speedup_vs_eager == pytest.approx(r.durations_ns["eager"] / r.durations_ns["solution"])
     assert res.fast_p["eager"]["0"] == pytest.approx(res.n_correct / res.n_problems)
-    assert "<script" in (tmp_path / "out" / "report.html").read_text()  # the speedup chart
+    import importlib.util
+
+    if importlib.util.find_spec("plotly") is not None:  # the chart is drawn where plotly imports (docs/reports.md)
+        assert "<script" in (tmp_path / "out" / "report.html").read_text()
