@@ -62,7 +62,8 @@ def test_gpu_the_floor_reaches_a_spare_started_before_it_was_known():
     makes every real time impossible, so ``impossible`` proves the child judged with it."""
     ctx = prepare(EXAMPLE, spare_worker=True, shape={"N": 1 << 20})
     assert ctx.roofline is not None and ctx.spare.opts.floor_ns is None
-    ctx.roofline = ctx.roofline.model_copy(update={"floor_ns": 1e9})
+    # both floors: the one reported and the datasheet's, which sets how far under the first a time may fall
+    ctx.roofline = ctx.roofline.model_copy(update={"floor_ns": 1e9, "physical_floor_ns": 1e9})
     pid = ctx.spare._proc.pid
     pool = make_runner(ctx, ref=None, timeout_s=120)
     try:

@@ -81,7 +81,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
             _timed(name, lambda: run_kernel(kf, inputs, config), target, restore),
             _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), target, restore)]
     if target.is_gpu:
-        rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache))
+        rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache, target))
     else:
         rows.append(BenchmarkRow(name="torch.compile (reference)",
                                  skipped="no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"))
@@ -89,7 +89,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
 
 
 def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], restore: Any,
-                  eager: TimingResult | None, use_cache: bool) -> BenchmarkRow:
+                  eager: TimingResult | None, use_cache: bool, target: Target) -> BenchmarkRow:
     """The torch.compile row: from the baseline cache when usable, else compiled (once per process) and timed."""
     import torch
 
@@ -109,7 +109,7 @@ def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], re
     if kf.reference not in _COMPILED:
         _COMPILED[kf.reference] = torch.compile(kf.reference)
     compiled = _COMPILED[kf.reference]
-    row = _timed(name, lambda: compiled(**inputs), "cuda", restore)
+    row = _timed(name, lambda: compiled(**inputs), target, restore)
     if row.timing is not None and key is not None and eager is not None:
         baseline_cache.store(key, eager, row.timing)
     return row.model_copy(update={"note": f"timed now; {why}"})
