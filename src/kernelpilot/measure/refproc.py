@@ -86,8 +86,8 @@ class ReferenceProcess:
         ctx = mp.get_context(method)
         self.ready: str | None = None  # None: not heard from yet; "" ready; else why it cannot serve
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.path, self.sha256, self.device), daemon=True,
-                                name="kernelpilot-reference")
+        self.proc = ctx.Process(target=_serve, args=(child, self.path, self.sha256, self.device, method == "fork"),
+                                daemon=True, name="kernelpilot-reference")
         # the worker is itself a daemon process, and multiprocessing refuses children to daemons (they would be
         # orphaned when it is terminated): this child dies with its parent instead (PR_SET_PDEATHSIG, pipe EOF)
         me = mp.current_process()
@@ -307,9 +307,17 @@ def _die_with_parent() -> None:
         pass
 
 
-def _serve(conn: Any, path: str, sha256: str, device: str) -> None:
-    """The server's loop: import the reference file, then answer ``("ref", inputs, outputs)`` requests."""
+def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False) -> None:
+    """The server's loop: import the reference file, then answer ``("ref", inputs, outputs)`` requests.
+
+    ``forked``: this process is a fork of the worker. Its CPU tensor work then runs on one thread: OpenMP (torch's
+    intra-op pool on the CPU) is not fork-safe, and a fork of a worker that had already run a parallel CPU op hung
+    in its first parallel op (a float64 upcast; seen in a CI run of tests/test_check_memory.py under xdist)."""
     on_gpu = Target.from_device(device).is_gpu
+    if forked:
+        import torch
+
+        torch.set_num_threads(1)
     import signal
 
     _die_with_parent()
