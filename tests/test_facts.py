@@ -44,11 +44,6 @@ def test_home_users_follow_the_one_function(monkeypatch, tmp_path):
     assert user_specs_dir() == tmp_path / "specs"
 
 
-@pytest.mark.parametrize("device, kind", [("cuda", "cuda"), ("cuda:0", "cuda"), ("cuda:7", "cuda"), ("cpu", "cpu")])
-def test_device_kind(device, kind):
-    assert facts.device_kind(device) == kind
-
-
 def test_nvml_absent_is_an_answer(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
     assert facts.nvml() is None

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from kernelpilot.errors import OptionError
-from kernelpilot.facts import device_kind
 from kernelpilot.target import Target
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,14 +55,16 @@ def test_a_replay_runs_nothing_and_asks_torch_nothing(monkeypatch: pytest.Monkey
     assert target.record == "replay" and target.torch_device == "cpu"
 
 
-@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:3", "cpu"])
-def test_a_worker_device_string_means_what_device_kind_said(device: str) -> None:
-    """The old rule: ``facts.device_kind`` for the torch kind, and interpreted exactly when the device is the CPU
-    (``app.context.prepare``: ``interpreted = device == "cpu"``)."""
+@pytest.mark.parametrize("device, kind", [("cuda", "cuda"), ("cuda:0", "cuda"), ("cuda:3", "cuda"), ("cuda:7", "cuda"),
+                                          ("cpu", "cpu")])
+def test_a_worker_device_string_means_what_device_kind_said(device: str, kind: str) -> None:
+    """The old rule (``facts.device_kind``, now gone: ``"cuda"`` for ``"cuda"`` and ``"cuda:<i>"``, else ``"cpu"``)
+    for the torch kind, and interpreted exactly when the device is the CPU (``app.context.prepare``:
+    ``interpreted = device == "cpu"``)."""
     target = Target.from_device(device)
-    assert ("cuda" if target.is_gpu else "cpu") == device_kind(device)
+    assert ("cuda" if target.is_gpu else "cpu") == kind
     assert target.interpreted is (device == "cpu")
-    assert target.torch_device == device_kind(device)  # tensors go where they went
+    assert target.torch_device == kind  # tensors go where they went
     assert target.label == str(target) == device  # the worker's name in records is unchanged
     assert target.index == (int(device.split(":")[1]) if ":" in device else None)
 

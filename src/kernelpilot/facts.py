@@ -4,8 +4,9 @@
 - kernelpilot's own folder (:func:`kernelpilot_home`);
 - NVML, the read-only NVIDIA management library (:func:`nvml`, :func:`nvml_gpu_name`, :func:`nvml_device_count`,
   :func:`nvml_driver_version`): no CUDA context is created, and a missing library, driver or GPU is an answer
-  (None), never an error;
-- what kind of device a worker's device string names (:func:`device_kind`).
+  (None), never an error.
+
+What a device string names is :class:`kernelpilot.target.Target`'s (``Target.from_device``).
 
 This module is at the bottom layer: it imports nothing from kernelpilot, so any module may import it.
 """
@@ -17,7 +18,7 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["device_kind", "kernelpilot_home", "nvml", "nvml_device_count", "nvml_driver_version", "nvml_gpu_name",
+__all__ = ["kernelpilot_home", "nvml", "nvml_device_count", "nvml_driver_version", "nvml_gpu_name",
            "utc_now", "utc_now_iso"]
 
 
@@ -105,7 +106,3 @@ def nvml_driver_version() -> str | None:
         return None
 
 
-def device_kind(device: str) -> str:
-    """The torch device type a worker's device string names: ``"cuda"`` for ``"cuda"`` and ``"cuda:<i>"``, else
-    ``"cpu"`` (the interpreter). Raises nothing."""
-    return "cuda" if device.startswith("cuda") else "cpu"

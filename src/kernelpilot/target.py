@@ -154,7 +154,7 @@ class Target(BaseModel):
     def torch_device(self) -> str:
         """The torch device type tensors go to: ``"cuda"`` on a GPU, else ``"cpu"`` (a replay builds what it builds
         on the CPU). No index: a worker is bound to its one GPU by ``CUDA_VISIBLE_DEVICES``, so its tensors go to
-        ``"cuda"`` whatever :attr:`index` says (:func:`kernelpilot.facts.device_kind`'s rule)."""
+        ``"cuda"`` whatever :attr:`index` says (the rule of the former ``facts.device_kind``)."""
         return "cuda" if self.kind == "cuda" else "cpu"
 
     @property

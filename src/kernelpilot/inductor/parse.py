@@ -136,17 +136,13 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
         warps, stages = _kwarg(heur[0], "num_warps"), _kwarg(heur[0], "num_stages")
         launch = {"kwargs": {}, "num_warps": ast.literal_eval(warps) if warps is not None else 4,
                   "num_stages": ast.literal_eval(stages) if stages is not None else 2}
-    fixed: dict[str, int] = {}
-    for node in fn.body:
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in BLOCK_PARAMS
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)):
-            fixed[node.target.id] = node.value.value
+    consts = _body_ints(fn)
+    fixed = {k: v for k, v in consts.items() if k in BLOCK_PARAMS}
     lines = module_src.splitlines()
     body = "\n".join(lines[fn.lineno - 1:fn.end_lineno])
     imports = [ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     blocks = [a for a in args if a in BLOCK_PARAMS]
-    consts = _body_constexprs(fn) if kind == "template" else {}
-    sms = consts.get("NUM_SMS")
+    sms = consts.get("NUM_SMS") if kind == "template" else None
     if launch is not None and sms is not None and all(t in consts for t in TILE_PARAMS):
         body = _tiles_to_arguments(name, body)
         blocks, launch = list(TILE_PARAMS), {**launch, "kwargs": {t: consts[t] for t in TILE_PARAMS}}
@@ -158,15 +154,12 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
                           grid_args=grid_args, launch=launch, persistent_sms=sms)
 
 
-def _body_constexprs(fn: ast.FunctionDef) -> dict[str, int]:
-    """``NAME : tl.constexpr = <int>`` statements at the top of a kernel's body (a template's fixed parameters)."""
-    found: dict[str, int] = {}
-    for node in fn.body:
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and "constexpr" in
-                ast.unparse(node.annotation) and isinstance(node.value, ast.Constant)
-                and type(node.value.value) is int):
-            found[node.target.id] = node.value.value
-    return found
+def _body_ints(fn: ast.FunctionDef) -> dict[str, int]:
+    """Annotated integer constants at the top of a kernel's body (``R0_BLOCK: tl.constexpr = 1024`` in a persistent
+    reduction, a template's ``BLOCK_M : tl.constexpr = 128`` and ``NUM_SMS``); booleans left out."""
+    return {node.target.id: node.value.value for node in fn.body
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            and isinstance(node.value, ast.Constant) and type(node.value.value) is int}
 
 
 def _tiles_to_arguments(name: str, body: str) -> str:
