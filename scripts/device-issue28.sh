@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
-# Issue 28's "no behaviour changes" check, with the last pieces of issues 25 and 27, on a machine of 4 GPUs (from the
-# repository root; carry .whl25, .dev26, .old/f0f22c9 (a tree of the commit before issue 28: `git archive f0f22c9 src`) and
-# third_party/triton_tutorials), one lane per GPU, side by side:
+# Issue 28's "no behaviour changes" check, with issue 25's GEMM rows, on a machine of 4 GPUs (from the repository
+# root; carry .whl25 and third_party/triton_tutorials), one lane per GPU, side by side:
 #   bash scripts/device-issue28.sh
 # GPU 0 and 1: the GPU-marked tests, split by file (-v: every test's outcome is in the log as it ends)
-# GPU 2:       issue 27: `kernelbench run` on three of the 1.6e9-element level-1 problems (device-issue27.sh big)
-# GPU 3:       the cost of one evaluation before (f0f22c9) and after issue 28 (scripts/probe_eval_cost.py evals, the
-#              layer_norm and matmul examples, each tree twice, alternating); then the matmul example's optimize row
+# GPU 2:       issue 25: Triton's matmul tutorial, optimize at defaults with the Inductor candidate
+# GPU 3:       issue 25: the matmul example, optimize at defaults beside eager (cuBLAS) and torch.compile
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -26,22 +24,14 @@ gpu_tests() {  # gpu_tests GPU LOG FILE...
     tests/test_inplace.py tests/test_integrity_check.py tests/test_bundle_workload.py ) &
 ( gpu_tests 1 "$OUT/gputests-1.log" tests/test_isolation.py tests/test_kernelbench.py tests/test_kernelbench_run.py \
     tests/test_library_kernels.py tests/test_library_wrappers.py tests/test_occupancy_driver.py \
-    tests/test_reference_memory.py tests/test_spare_worker.py tests/test_specs.py tests/test_tune_gpu.py ) &
-( export CUDA_VISIBLE_DEVICES=2 KB_GPU=2 CALL_S=$(( CALL_S - 15 )); bash scripts/device-issue27.sh big 19 23 36 > /tmp/kb-big.out 2>&1 ) &
-( export CUDA_VISIBLE_DEVICES=3
-  { for round in 1 2; do
-      for tree in .old/f0f22c9/src src; do
-        for ex in layer_norm matmul; do
-          echo "-- round $round, $tree"
-          PYTHONPATH=$SITE:$PWD/$tree timeout 120 python3 scripts/probe_eval_cost.py evals $ex 2>&1 | grep "^== evals"
-        done
-      done
-    done
-    left=$(( CALL_S - SECONDS - 15 ))
-    echo "-- matmul optimize row, ${left} s left"
-    [ $left -gt 120 ] && python3 benchmarks/search/table.py src/kernelpilot/examples/matmul.py --skip-exhaustive \
-      --timeout-s $left --out /tmp/kp-table --json-out "$OUT/rows.jsonl"
-    tail -n 25 /tmp/kp-table/opt-matmul.log 2>/dev/null | cut -c1-300
-  } > "$OUT/cost.log" 2>&1 ) &
+    tests/test_reference_memory.py tests/test_spare_worker.py tests/test_specs.py tests/test_tune_gpu.py tests/test_timing.py ) &
+row() {  # row GPU KERNEL: one table row (optimize only), given what the call has left
+  local left=$(( CALL_S - SECONDS - 20 ))
+  CUDA_VISIBLE_DEVICES=$1 python3 benchmarks/search/table.py "$2" --skip-exhaustive --timeout-s $left \
+    --out /tmp/kp-table-$1 --json-out "$OUT/rows-$1.jsonl"
+  tail -n 30 /tmp/kp-table-$1/opt-*.log 2>/dev/null | cut -c1-300
+}
+( row 2 benchmarks/library/triton_tutorial_matmul.py > "$OUT/row-2.log" 2>&1 ) &
+( row 3 src/kernelpilot/examples/matmul.py > "$OUT/row-3.log" 2>&1 ) &
 wait
 for f in "$OUT"/*.log; do echo "== $f"; tail -n 15 "$f"; done

@@ -56,3 +56,33 @@ def test_median_ci_is_tight_for_steady_samples_and_wide_for_noisy_ones() -> None
     # more samples of the same noise narrow the interval (about as 1/sqrt(n))
     more = [100_000 * (1 + rng.gauss(0, 0.05)) for _ in range(400)]
     assert median_ci_rel(more) < median_ci_rel(noisy) / 2
+
+
+@pytest.mark.gpu
+def test_interleaved_samples_do_not_time_host_work_that_a_busy_gpu_hides():
+    """A launch whose Python side spends 300 µs before a ~1 ms GPU op (a TMA kernel building descriptors, a slow
+    launcher) times like the bare op: the host enqueues ahead while the GPU is busy, as in time_cuda. A synchronize
+    per sample used to add the host time to every sample."""
+    import statistics
+    import time
+
+    import torch
+
+    from kernelpilot.measure.timing import time_cuda, time_interleaved
+
+    x = torch.randn(4096, 4096, device="cuda")
+
+    def bare():
+        torch.mm(x, x)
+
+    def slow_host():
+        t_end = time.perf_counter() + 300e-6
+        while time.perf_counter() < t_end:
+            pass
+        torch.mm(x, x)
+
+    a, b = time_interleaved(bare, slow_host, 40, Target.detect())
+    ratio = statistics.median(b) / statistics.median(a)
+    assert ratio < 1.05, f"host work timed as GPU time: {ratio:.3f}"
+    lone = time_cuda(slow_host).median_ns
+    assert statistics.median(b) < 1.05 * lone

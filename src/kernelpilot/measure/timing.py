@@ -114,15 +114,26 @@ def _after(before_each: Any, tag: str = "") -> None:
 
 def time_events(fn: Callable[[], Any], n: int, flush: torch.Tensor | None = None,
                 before_each: Callable[[], None] | None = None, tag: str = "") -> list[float]:
-    """CUDA-event time of each of ``n`` calls of ``fn``, ns. Before each call, outside the events and in this
-    order: ``before_each()`` (if given), then ``flush`` (if given) is zeroed; after each call's end event,
-    ``before_each.after(tag)`` when it has one (a copy of the outputs of launches chosen in secret, enqueued after
-    the end event). One synchronize at the end. The event functions are the ones bound before any kernel file was
-    imported (:func:`kernelpilot.measure.guard.bound`)."""
+    """CUDA-event time of each of ``n`` calls of ``fn``, ns (:func:`time_event_sequence` of one launch ``n`` times)."""
+    return time_event_sequence([(fn, tag)] * n, flush, before_each)
+
+
+def time_event_sequence(launches: list[tuple[Callable[[], Any], str]], flush: torch.Tensor | None = None,
+                        before_each: Callable[[], None] | None = None) -> list[float]:
+    """CUDA-event time of each launch of ``launches`` (``(fn, tag)`` pairs, called in order), ns.
+
+    Before each call, outside the events and in this order: ``before_each()`` (if given), then ``flush`` (if given)
+    is zeroed; after each call's end event, ``before_each.after(tag)`` when it has one (a copy of the outputs of
+    launches chosen in secret, enqueued after the end event). One synchronize at the end, none between launches: the
+    host enqueues the next launch while the GPU runs the flush and the one before, so host-side work in ``fn`` (a
+    TMA descriptor built per call, Triton's launcher) is timed only where it would stall a busy GPU, as in
+    ``triton.testing.do_bench``. The event functions are the ones bound before any kernel file was imported
+    (:func:`kernelpilot.measure.guard.bound`).
+    """
     t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
-    starts = [t.event(enable_timing=True) for _ in range(n)]
-    ends = [t.event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
+    starts = [t.event(enable_timing=True) for _ in launches]
+    ends = [t.event(enable_timing=True) for _ in launches]
+    for i, (fn, tag) in enumerate(launches):
         if before_each is not None:
             before_each()
         if flush is not None:
@@ -262,7 +273,9 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
     Drift (clocks, temperature, other tenants) hits both sides alike, so a rank test on the two lists compares the
     kernels, not the moments they were timed. On a GPU ``target`` each sample is one CUDA event pair with L2 flushed
     before it (as :func:`time_cuda`), after two warm-up launches of each; on the CPU (the interpreter) wall-clock
-    samples, labelled elsewhere as not a measurement. ``before_each`` (if given) runs before every launch, warm-up ones
+    samples, labelled elsewhere as not a measurement. GPU pairs are enqueued in rounds of :data:`MIN_SAMPLES` with one
+    synchronize a round, so host-side launch work overlaps the GPU's as in :func:`time_cuda` (a synchronize per sample
+    once timed a TMA kernel's descriptor set-up as GPU time: 1.18× slower interleaved than alone, H200, 2026-11-27). ``before_each`` (if given) runs before every launch, warm-up ones
     included, outside the timed region; its ``after(tag)`` (if it has one) after every launch, ``tag`` ``"a"`` or
     ``"b"``.
 
@@ -292,9 +305,13 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
         fn()
         _after(before_each, tag)
     torch.cuda.synchronize()
-    for _ in range(n):
-        a.extend(time_events(fn_a, 1, flush, before_each, "a"))
-        b.extend(time_events(fn_b, 1, flush, before_each, "b"))
+    done = 0
+    while done < n:  # rounds of MIN_SAMPLES pairs, one synchronize each (as time_cuda's batches)
+        k = min(MIN_SAMPLES, n - done)
+        both = time_event_sequence([(fn_a, "a"), (fn_b, "b")] * k, flush, before_each)
+        a.extend(both[0::2])
+        b.extend(both[1::2])
+        done += k
     del flush
     return a, b
 
