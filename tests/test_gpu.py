@@ -50,3 +50,9 @@ def test_optimize_end_to_end_on_gpu(tmp_path):
         assert (out / f).is_file(), f
     assert "% of roofline" in (out / "final_report.md").read_text()
     assert "torch.compile" in (out / "benchmark.md").read_text()
+    # the final and torch.compile from one round-robin timing: the ratio the user decides on is drift-free
+    run = json.loads((out / "run.json").read_text())
+    assert run["final"]["vs_torch_compile"] and run["final"]["vs_torch_compile"] > 0
+    rows = json.loads((out / "benchmark.json").read_text())["rows"]
+    assert all("round-robin" in r["note"] for r in rows if r["timing"]), rows
+    assert rows[0]["timing"]["n_samples"] == rows[2]["timing"]["n_samples"]

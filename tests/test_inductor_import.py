@@ -484,3 +484,48 @@ def test_the_template_max_autotune_triton_wrote_on_an_h100_is_read():
         "template", "FixedGrid", 3, {"kwargs": {}, "num_warps": 8, "num_stages": 5})
     space = kernel_space(k, 0, cap.chosen.get(k.name), cap.configs.get(k.name, []))
     assert space.tunables == {"num_warps_0": [4, 8, 16], "num_stages_0": [4, 5, 6]} and space.source == "autotuner"
+
+
+def test_the_final_is_decided_on_ratios_to_torch_compile_when_both_were_timed_round_robin():
+    """Two kernels timed at different moments compare through torch.compile, timed round-robin with each: the GPU
+    slowed by 10 % between the search's timing and the candidate's, so the candidate's raw samples look slower
+    although, round by round, it beats torch.compile where the search's best does not. The raw samples keep the
+    search's best; the ratios pick the candidate and record its ratio to torch.compile."""
+    import random
+
+    from kernelpilot.app.candidates import CandidateOutcome, decide_final
+    from kernelpilot.records.evaluation import Evaluation
+
+    rng = random.Random(0)
+    best = Evaluation(config={"B": 1}, status="ok", index=4, duration_ns=100.0,
+                      samples_ns=[100.0 + rng.random() for _ in range(30)])
+    cand = CandidateOutcome(status="imported", kernel="kernel.py", config={"num_warps": 8}, duration_ns=104.0,
+                            samples_ns=[104.0 + rng.random() for _ in range(30)], torch_compile_ns=98.0)
+    best_ratios = [1.02 + rng.random() * 0.005 for _ in range(30)]  # the search's best over torch.compile
+    cand_ratios = [0.95 + rng.random() * 0.005 for _ in range(30)]  # the candidate over torch.compile
+    raw = decide_final(best, "kernel.py", cand)
+    assert raw.source == "search" and raw.vs_torch_compile is None
+    paired = decide_final(best, "kernel.py", cand, best_ratios=best_ratios, cand_ratios=cand_ratios)
+    assert paired.source == "inductor" and "round-robin" in paired.decision
+    assert paired.vs_torch_compile == pytest.approx(1 / 0.9525, rel=0.01)
+    kept = decide_final(best, "kernel.py", cand, best_ratios=cand_ratios, cand_ratios=best_ratios)
+    assert kept.source == "search" and kept.vs_torch_compile == pytest.approx(1 / 0.9525, rel=0.01)
+
+
+def test_paired_ratios_divide_the_kernels_samples_by_torch_compiles_round_by_round():
+    from kernelpilot.app.candidates import paired_ratios
+    from kernelpilot.measure.timing import summarize
+    from kernelpilot.report.benchmark import BenchmarkResult, BenchmarkRow
+    from kernelpilot.measure.timing import TimingResult
+
+    def timing(xs):
+        return TimingResult(timer="cuda_event", is_measurement=True, samples_ns=xs, n_samples=len(xs), **summarize(xs),
+                            n_warmup=3, warmup_ms=1.0, warmup_stable=False, flush_bytes=0, l2_bytes=None)
+
+    rows = [BenchmarkRow(name="k (Triton, best config)", timing=timing([10.0, 22.0, 30.0])),
+            BenchmarkRow(name="PyTorch eager (reference)", timing=timing([50.0, 50.0, 50.0])),
+            BenchmarkRow(name="torch.compile (reference, default mode)", timing=timing([20.0, 20.0, 40.0]))]
+    bench = BenchmarkResult(shape={}, config={}, device="cuda", rows=rows)
+    assert paired_ratios(bench) == [0.5, 1.1, 0.75]
+    no_compile = bench.model_copy(update={"rows": rows[:2]})
+    assert paired_ratios(no_compile) == [] and paired_ratios(None) == []

@@ -86,3 +86,16 @@ def test_interleaved_samples_do_not_time_host_work_that_a_busy_gpu_hides():
     assert ratio < 1.05, f"host work timed as GPU time: {ratio:.3f}"
     lone = time_cuda(slow_host).median_ns
     assert statistics.median(b) < 1.05 * lone
+
+
+def test_round_robin_alternates_every_contender_and_labels_cpu_times():
+    from kernelpilot.measure.timing import time_round_robin
+
+    order: list[str] = []
+    res = time_round_robin([lambda: order.append("k"), lambda: order.append("e"), lambda: order.append("c")],
+                           Target.cpu(), min_samples=5)
+    assert [len(r.samples_ns) for r in res] == [5, 5, 5]
+    assert order == ["k", "e", "c"] * 5, "one sample of each contender per round"
+    assert all(not r.is_measurement and "round-robin with 3" in r.note for r in res)
+    with pytest.raises(ValueError):
+        time_round_robin([], Target.cpu())

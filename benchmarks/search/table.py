@@ -17,9 +17,12 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
   ``.ncu-rep`` files, git objects included.
 - ``exhaustive best`` / ``wall`` / ``measured``: the exhaustive tune's best, command wall seconds, configs measured
   (not pruned, not invalid).
-- ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search).
+- ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search, round-robin with the
+  incumbent).
 - ``Inductor (tuned)``: the best of the imported Inductor kernel's search, when there was one; ``final``: the run's
-  final choice and where it came from; ``vs compile``: torch.compile's median / the final's (>= 0.98 is the bar).
+  final choice and where it came from; ``vs compile``: torch.compile's median / the final's (>= 0.98 is the bar),
+  "(round-robin)" when both come from one round-robin timing (run.json's ``final.vs_torch_compile``), else from
+  timings taken at different moments.
 
 Rows are printed as they finish (a timeout still leaves the rows done); ``--json-out`` appends one JSON object per
 kernel. Numbers are those of this GPU: compare within a row.
@@ -141,7 +144,10 @@ def render(r: dict[str, Any]) -> str:
     comp = torch_compile_ns(b)
     final = r.get("final") or {}
     final_ns = final.get("duration_ns") or r.get("opt_ns")
-    vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
+    if final.get("vs_torch_compile"):  # both from one round-robin timing (drift-free)
+        vs = f"{final['vs_torch_compile']:.3f} (round-robin)"
+    else:
+        vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
     f = lambda x, d=1: f"{x:.{d}f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
     return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('v0_ns'))} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
             f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "

@@ -22,11 +22,12 @@ stays.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import BaseModel
 
-__all__ = ["CANDIDATE_BUDGET_S", "MARGIN", "CandidateOutcome", "FinalChoice", "inductor_candidate", "search_final"]
+__all__ = ["CANDIDATE_BUDGET_S", "MARGIN", "CandidateOutcome", "FinalChoice", "decide_final", "inductor_candidate",
+           "paired_ratios", "search_final", "standings"]
 
 #: torch.compile must beat the search's best by more than this (relative) before its kernel is imported: the two
 #: were timed separately (the baseline once, after the search), and 2 % is above the spread of two such timings of
@@ -68,6 +69,8 @@ class FinalChoice(BaseModel):
             folder for the imported one). config / duration_ns: the final's config and median (ns).
         decision: why (the decision rule's reason, or why no candidate competed).
         inductor: the Inductor candidate's outcome (None when the run had no baselines to compare with).
+        vs_torch_compile: torch.compile's median over the final's, both from one round-robin timing
+            (:func:`paired_ratios`); None where the final was not timed round-robin with torch.compile.
     """
 
     source: str
@@ -77,6 +80,7 @@ class FinalChoice(BaseModel):
     duration_ns: float | None
     decision: str
     inductor: CandidateOutcome | None = None
+    vs_torch_compile: float | None = None
 
 
 def torch_compile_ns(baselines_ns: dict[str, float]) -> float | None:
@@ -168,21 +172,65 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
                             torch_compile_ns=baseline_ns)
 
 
-def decide_final(best: Any, kernel: str, cand: CandidateOutcome | None) -> FinalChoice:
+def paired_ratios(bench: Any) -> list[float]:
+    """The kernel's samples over torch.compile's, round by round, from a round-robin benchmark
+    (:func:`kernelpilot.report.benchmark.run_benchmark` without a kernel timing: row 0 the kernel, one sample of each
+    contender per round); empty when either was not timed. Drift between two such timings divides out, so two
+    kernels timed in two round-robins compare through torch.compile as a common yardstick."""
+    rows = {r.name: r for r in getattr(bench, "rows", []) or []}
+    first = bench.rows[0] if bench is not None and bench.rows else None
+    comp = next((r for n, r in rows.items() if n.startswith("torch.compile")), None)
+    if first is None or comp is None or first.timing is None or comp.timing is None:
+        return []
+    return [k / c for k, c in zip(first.timing.samples_ns, comp.timing.samples_ns) if c > 0]
+
+
+def standings(kernel: Path, ref: Path | None, shape: dict[str, Any], config: dict[str, Any], *, interpreted: bool,
+              timeout_s: float, log: Any = lambda _m: None) -> Any:
+    """``kernel`` at ``config`` with PyTorch eager and torch.compile of its reference (``ref``: a separate reference
+    file, or None), timed round-robin in a fresh isolated worker (:func:`kernelpilot.report.benchmark.run_benchmark`
+    without a kernel timing) at ``shape``: a :class:`~kernelpilot.report.benchmark.BenchmarkResult`, or None when it
+    cannot run (the reason goes to ``log``; never raises for the worker's failures)."""
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.report.benchmark import BenchmarkResult
+    from kernelpilot.search.isolated import run_isolated
+
+    try:
+        return BenchmarkResult.model_validate_json(run_isolated(
+            kernel, "kernelpilot.app.session:_baselines_in_worker", shape, config, ref=ref, interpreted=interpreted,
+            timeout_s=max(timeout_s, 300.0)))
+    except KernelpilotError as exc:
+        log(f"round-robin timing of {kernel.name} not measured: {exc.message.splitlines()[0][:200]}")
+        return None
+
+
+def decide_final(best: Any, kernel: str, cand: CandidateOutcome | None, *, best_ratios: Sequence[float] = (),
+                 cand_ratios: Sequence[float] = ()) -> FinalChoice:
     """The final between the search's ``best`` (an accepted version: the candidate is only sought against one) and
-    the candidate: the candidate replaces it only when its median is
-    lower and the decision rule on both sets of samples says faster beyond noise (:func:`kernelpilot.search.stats.
-    decide`: Mann-Whitney U and a bootstrap CI of the ratio of medians). Raises nothing."""
+    the candidate: the candidate replaces it only when the decision rule says faster beyond noise
+    (:func:`kernelpilot.search.stats.decide`: Mann-Whitney U and a bootstrap CI of the ratio of medians) and its
+    median is lower. With ``best_ratios`` and ``cand_ratios`` (each kernel's samples over torch.compile's, round by
+    round: :func:`paired_ratios`) the rule runs on those, drift-free, and ``vs_torch_compile`` is recorded; else on
+    the samples each was timed with (in the search, in the candidate's tune). Raises nothing."""
+    import statistics
+
     from kernelpilot.search.stats import decide
 
+    vs = lambda r: 1 / statistics.median(r) if r else None  # noqa: E731
     if cand is None or cand.status != "imported" or cand.duration_ns is None:
         why = "the search's best (" + (cand.status.replace("_", " ") if cand else "no candidate") + ")"
-        return search_final(best, kernel, why, cand)
-    a = cand.samples_ns or [cand.duration_ns]
-    b = best.samples_ns or [best.duration_ns]
-    d = decide(a, b)
-    if cand.duration_ns < best.duration_ns and d.replace:
+        return search_final(best, kernel, why, cand).model_copy(update={"vs_torch_compile": vs(best_ratios)})
+    if best_ratios and cand_ratios:
+        d = decide(list(cand_ratios), list(best_ratios))
+        lower = statistics.median(cand_ratios) < statistics.median(best_ratios)
+        basis = "each over torch.compile, round-robin"
+    else:
+        d = decide(cand.samples_ns or [cand.duration_ns], best.samples_ns or [best.duration_ns])
+        lower, basis = cand.duration_ns < best.duration_ns, "samples of the search and of the candidate's tune"
+    if lower and d.replace:
         return FinalChoice(source="inductor", kernel=f"inductor/{cand.kernel}", config=cand.config,
-                           duration_ns=cand.duration_ns, decision=f"Inductor's kernel: {d.reason}", inductor=cand)
+                           duration_ns=cand.duration_ns, decision=f"Inductor's kernel: {d.reason} ({basis})",
+                           inductor=cand, vs_torch_compile=vs(cand_ratios))
     return search_final(best, kernel, f"the search's best: the imported Inductor kernel is not faster beyond noise "
-                                      f"({d.reason})", cand)
+                                      f"({d.reason}; {basis})", cand).model_copy(
+        update={"vs_torch_compile": vs(best_ratios)})

@@ -163,11 +163,13 @@ def search_first(strategy: Strategy) -> bool:
     return bool(strategy.search_first)
 
 
-def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str) -> None:
-    """Time PyTorch eager and torch.compile of the reference once (:func:`_baselines`) and record them in
+def _time_baselines(s: Session, runner: Any, guard: GracefulStop, when: str, config: dict[str, Any]) -> None:
+    """Time PyTorch eager and torch.compile of the reference once, round-robin with the kernel at ``config`` (the
+    start config before the search, the incumbent after it: :func:`_baselines`), and record them in
     ``baselines.json`` and run.json; ``when`` says where in the run (logged)."""
-    with Phase(s.log, "baselines", f"PyTorch eager and torch.compile of the reference, timed once {when}"):
-        s.bench = _baselines(runner, s.ctx.shape, s.ctx.start, s.log)
+    with Phase(s.log, "baselines", f"PyTorch eager and torch.compile of the reference, timed once {when}, "
+                                   f"round-robin with the kernel"):
+        s.bench = _baselines(runner, s.ctx.shape, config, s.log)
     if s.bench is not None:
         s.info.baselines_ns = s.bench.baselines_ns
         with guard.held():
@@ -235,7 +237,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
             runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
                                  timeout_s=s.timeout_s)
             if cuda and s.benchmark and s.bench is None and not search_first(s.strategy):
-                _time_baselines(s, runner, guard, "before the search")
+                _time_baselines(s, runner, guard, "before the search", ctx.start)
         stop: list[StopRule] = [FirstIncorrect()]  # after the baselines: the target rule reads them
         if roof is not None and not search_first(s.strategy):
             stop.append(TargetMet(roof.target_fraction * 100, dict(info.baselines_ns)))
@@ -268,7 +270,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
             info.stop_reason += f"; {note}"
             s.log(f"note: {note}")
         if cuda and s.benchmark and s.bench is None and s.replayer is None and ev.incumbent is not None:
-            _time_baselines(s, runner, guard, "after the search")
+            _time_baselines(s, runner, guard, "after the search", dict(ev.incumbent.config))
     except RunInterrupted:
         interrupted = True
         raise
@@ -331,23 +333,36 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
 def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> None:
     """run.json's ``final`` (:mod:`kernelpilot.app.candidates`): on a GPU with the baselines measured, torch.compile's
     kernel is imported and searched when torch.compile beat the search's best by more than ``MARGIN``, and the final
-    is the fastest correct candidate; elsewhere (a replay, the interpreter, no baselines) the search's best. The
-    candidate's files (``RUN/inductor/``) are this command's writes, committed with the final record."""
-    from kernelpilot.app.candidates import MARGIN, CandidateOutcome, decide_final, inductor_candidate, torch_compile_ns
+    is the fastest correct candidate; elsewhere (a replay, the interpreter, no baselines) the search's best. On a GPU
+    the final's ratio to torch.compile comes from one round-robin timing (the baselines timed after the search with
+    the incumbent, or timed again here with the best when they were timed before it), and the candidate is timed
+    round-robin with torch.compile too: the decision compares the two kernels' ratios to torch.compile round by round
+    (:func:`kernelpilot.app.candidates.paired_ratios`). The candidate's files (``RUN/inductor/``) are this command's writes, committed with the final record."""
+    from kernelpilot.app.candidates import (MARGIN, CandidateOutcome, decide_final, inductor_candidate, paired_ratios,
+                                            standings, torch_compile_ns)
     from kernelpilot.records.seal import note_written
 
-    ctx, info = s.ctx, s.info
+    ctx, info, kf = s.ctx, s.info, s.ctx.kf
+    ref = kf.reference_path if kf.reference_path != kf.path else None
     cand = None
+    if (ctx.target.is_gpu and s.replayer is None and best is not None and s.bench is not None
+            and _standing_ns(s, best) is None):  # baselines from before the search: time them again with the best
+        with Phase(s.log, "baselines", f"v{best.index}, PyTorch eager and torch.compile timed round-robin"):
+            again = standings(kf.path, ref, ctx.shape, dict(best.config), interpreted=False, timeout_s=s.timeout_s,
+                              log=s.log)
+        if again is not None:
+            s.bench, info.baselines_ns = again, again.baselines_ns
+            with guard.held():
+                write_json(s.ws.root / "baselines.json", again)
     compiled_ns = torch_compile_ns(info.baselines_ns)
     if ctx.target.is_gpu and s.replayer is None and best is not None and compiled_ns is not None:
-        if compiled_ns < best.duration_ns * (1 - MARGIN):  # type: ignore[operator]
+        best_ns = _standing_ns(s, best) or best.duration_ns  # round-robin with torch.compile where it was
+        if compiled_ns < best_ns * (1 - MARGIN):  # type: ignore[operator]
             s.phase = "Inductor candidate"
-            kf = ctx.kf
             with Phase(s.log, "Inductor candidate", f"torch.compile ran in {compiled_ns / 1000:.2f} µs, the search's "
-                       f"best in {best.duration_ns / 1000:.2f} µs: importing Inductor's kernel"):  # type: ignore[operator]
-                cand = inductor_candidate(kf.path, kf.reference_path if kf.reference_path != kf.path else None,
-                                          ctx.shape, s.ws.root / "inductor", compiled_ns, timeout_s=s.timeout_s,
-                                          log=s.log)
+                       f"best in {best_ns / 1000:.2f} µs: importing Inductor's kernel"):  # type: ignore[operator]
+                cand = inductor_candidate(kf.path, ref, ctx.shape, s.ws.root / "inductor", compiled_ns,
+                                          timeout_s=s.timeout_s, log=s.log)
             for path in sorted((s.ws.root / "inductor").rglob("*")):
                 if path.is_file():
                     note_written(path)
@@ -356,10 +371,26 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
                                     message=f"torch.compile was not faster than the search's best by more than "
                                             f"{MARGIN:.0%}")
     if best is not None:  # a candidate is only sought against the search's best
-        info.final = decide_final(best, "kernel.py", cand).model_dump()
+        best_ratios = paired_ratios(s.bench) if _standing_ns(s, best) is not None else []
+        cand_ratios: list[float] = []
+        if cand is not None and cand.status == "imported" and cand.kernel:
+            with Phase(s.log, "Inductor candidate", "its best, PyTorch eager and torch.compile timed round-robin"):
+                # the converted file finds its reference itself (its tune ran with ref=None)
+                cand_ratios = paired_ratios(standings(s.ws.root / "inductor" / cand.kernel, None, ctx.shape,
+                                                      cand.config, interpreted=False, timeout_s=s.timeout_s, log=s.log))
+        info.final = decide_final(best, "kernel.py", cand, best_ratios=best_ratios,
+                                  cand_ratios=cand_ratios).model_dump()
         with guard.held():
             write_json(s.ws.root / "run.json", info)
         s.log(f"final: {info.final['source']} at {info.final['duration_ns'] or 0:.0f} ns — {info.final['decision']}")
+
+
+def _standing_ns(s: Session, best: Evaluation) -> float | None:
+    """The best version's median from the baselines' round-robin (ns), when those were timed with its config; None
+    otherwise (baselines from before the search, from a resumed session, or not measured)."""
+    if s.bench is None or not s.bench.rows or s.bench.rows[0].timing is None:
+        return None
+    return s.bench.rows[0].timing.median_ns if dict(s.bench.config) == dict(best.config) else None
 
 
 def _record_experience(s: Session, versions: list[Evaluation]) -> None:
@@ -377,8 +408,10 @@ def _record_experience(s: Session, versions: list[Evaluation]) -> None:
 
 
 def _final_benchmark(s: Session, best: Evaluation) -> Any:
-    """benchmark.md's rows: the best version's own timing (the record the decision used) beside the baselines timed
-    before the search; under the interpreter everything is timed now (cheap at the CPU shape); None in a replay."""
+    """benchmark.md's rows: the baselines with the best version timed round-robin with them when they were timed with
+    its config (the ``auto`` strategy times them after the search, with the incumbent), else the best version's own
+    timing (the record the decision used) beside baselines timed at another moment; under the interpreter everything
+    is timed now (cheap at the CPU shape); None in a replay."""
     from kernelpilot.measure.timing import TimingResult
 
     ctx, kf = s.ctx, s.ctx.kf
@@ -401,6 +434,10 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
         timing = TimingResult.model_validate_json(timing_file.read_text())
     if s.bench is None or timing is None:
         return None
+    if _standing_ns(s, best) is not None:  # the baselines were timed round-robin with this config: keep them whole
+        row = s.bench.rows[0]
+        return s.bench.model_copy(update={"rows": [row.model_copy(update={
+            "name": row.name.replace("best config", f"best config v{best.index}")}), *s.bench.rows[1:]]})
     rows = [s.bench.rows[0].model_copy(update={"name": s.bench.rows[0].name.replace("best config", f"best config v{best.index}"),
                                                "timing": TimingResult.model_validate(timing)}), *s.bench.rows[1:]]
     return s.bench.model_copy(update={"config": best.config, "rows": rows})

@@ -316,5 +316,71 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
     return a, b
 
 
+def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
+                     before_each: Callable[[], None] | None = None, min_samples: int = MIN_SAMPLES,
+                     max_samples: int = MAX_SAMPLES, rep_ms: float = REP_MS) -> list[TimingResult]:
+    """Time several contenders round-robin (1, 2, ..., k, 1, 2, ...): one :class:`TimingResult` each, in order.
+
+    The fair way to put numbers side by side (a kernel beside PyTorch eager and torch.compile): clocks and heat drift
+    over seconds (a GEMM timed 0.938x cuBLAS one after the other and 1.013x interleaved on one H100, 2026-11-26,
+    docs/device-runs/2026-11-26-h100-gemm), and round-robin samples see the same drift. On a GPU ``target`` each
+    sample is a CUDA event pair with L2 flushed before it, rounds of ``min_samples`` per contender enqueued with one
+    synchronize (:func:`time_event_sequence`), after three warm-up launches of each; sampling stops when every
+    contender's median CI is within :data:`TIGHT_CI_REL`, or at ``rep_ms`` of the slowest contender's launches
+    (``min_samples`` to ``max_samples`` samples each, the same count for all). On the CPU (the interpreter)
+    wall-clock samples, labelled not a measurement. ``before_each``: as :func:`time_cuda` (``after`` tags are the
+    contenders' indices as strings).
+
+    Raises:
+        ValueError: no contender.
+        Exception: whatever a launch raises (the caller drops a contender that cannot run before timing).
+    """
+    if not fns:
+        raise ValueError("time_round_robin needs at least one contender")
+    prepare = before_each if before_each is not None else (lambda: None)
+    seq = [(fn, str(i)) for i, fn in enumerate(fns)]
+    if not target.is_gpu:
+        cols: list[list[float]] = [[] for _ in fns]
+        for _ in range(max(3, min(min_samples, 20))):
+            for i, (fn, tag) in enumerate(seq):
+                prepare()
+                t = time.perf_counter_ns()
+                fn()
+                cols[i].append(float(time.perf_counter_ns() - t))
+                _after(before_each, tag)
+        return [TimingResult(timer=f"perf_counter ({INTERPRETED_LABEL})", is_measurement=False, samples_ns=c,
+                             n_samples=len(c), **summarize(c), n_warmup=1, warmup_ms=0.0, warmup_stable=False,
+                             flush_bytes=0, l2_bytes=None, note=f"round-robin with {len(fns)} contenders; "
+                             "Triton interpreter on the CPU: relative order only") for c in cols]
+    import torch
+
+    l2 = l2_bytes()
+    flush = torch.empty(flush_size_bytes(l2) // 4, dtype=torch.int32, device="cuda")
+    before = gpu_state()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        for fn, tag in seq:
+            prepare()
+            fn()
+            _after(before_each, tag)
+    torch.cuda.synchronize()
+    warmup_ms = (time.perf_counter() - t0) * 1e3
+    first = time_event_sequence(seq, flush, before_each)
+    n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(max(first), 1.0))))
+    cols = [[x] for x in first]
+    while len(cols[0]) < n and not all(median_ci_rel(c) <= TIGHT_CI_REL for c in cols):
+        k = min(max(min_samples, 1), n - len(cols[0]))
+        got = time_event_sequence(seq * k, flush, before_each)
+        for i in range(len(fns)):
+            cols[i].extend(got[i::len(fns)])
+    after = gpu_state()
+    del flush
+    return [TimingResult(timer="cuda_event", is_measurement=True, samples_ns=c, n_samples=len(c), **summarize(c),
+                         n_warmup=3, warmup_ms=warmup_ms, warmup_stable=False, flush_bytes=flush_size_bytes(l2),
+                         l2_bytes=l2, median_ci_rel=median_ci_rel(c), gpu_state_before=before, gpu_state_after=after,
+                         note=f"round-robin with {len(fns)} contenders after a fixed warm-up (3 launches each); L2 "
+                              "flushed before every sample by writing flush_bytes; flush outside the events") for c in cols]
+
+
 #: A duration for people in the unit that fits it (:func:`kernelpilot.fmt.format_duration_ns`).
 format_ns = format_duration_ns

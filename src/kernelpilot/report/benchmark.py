@@ -67,24 +67,69 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
 
     All three run on the same inputs (seed 0, native dtypes) with the same timer; in-place inputs are restored
     before every launch of each, outside the timed region. torch.compile is skipped without a GPU: next to
-    interpreted Triton its CPU time would compare nothing; it compiles once per process. With ``use_cache`` a
-    torch.compile timing of the same reference, inputs and GPU from the last day is reused when eager, re-timed
-    now, agrees with eager of then within 3 % (:mod:`kernelpilot.measure.baseline_cache`; the row says so).
-    ``kernel_timing``: the kernel's timing already taken on these inputs (``kernelpilot bench``), not taken again.
+    interpreted Triton its CPU time would compare nothing; it compiles once per process.
+
+    Without ``kernel_timing`` (``optimize``'s baselines, timed with the incumbent's config) the contenders that run
+    are timed round-robin (:func:`kernelpilot.measure.timing.time_round_robin`), so the ratios between them are
+    drift-free; torch.compile is then always timed now. With ``kernel_timing`` (the kernel's timing already taken on
+    these inputs: ``kernelpilot bench``) the baselines are timed one after the other and, with ``use_cache``, a
+    torch.compile timing of the same reference, inputs and GPU from the last day is reused when eager, re-timed now,
+    agrees with eager of then within 3 % (:mod:`kernelpilot.measure.baseline_cache`; the row says so).
     Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
     case = make_case(kf, shape, 0, target.torch_device)
     inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
     lang = {"triton": "Triton", "cuda": "CUDA C++"}.get((kf.backend.name if kf.backend is not None else ""), "kernel")
     name = f"{kf.name} ({lang}, best config)"
-    rows = [BenchmarkRow(name=name, timing=kernel_timing) if kernel_timing is not None else
-            _timed(name, lambda: run_kernel(kf, inputs, config), target, restore),
+    if kernel_timing is None:
+        return _round_robin(kf, case, restore, name, config, shape, target)
+    rows = [BenchmarkRow(name=name, timing=kernel_timing),
             _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), target, restore)]
     if target.is_gpu:
         rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache, target))
     else:
-        rows.append(BenchmarkRow(name="torch.compile (reference)",
-                                 skipped="no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"))
+        rows.append(BenchmarkRow(name=COMPILE_ROW, skipped=NO_GPU_COMPILE))
+    return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows)
+
+
+COMPILE_ROW = "torch.compile (reference, default mode)"
+NO_GPU_COMPILE = "no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"
+
+
+def _round_robin(kf: KernelFile, case: Any, restore: Any, name: str, config: dict[str, Any],
+                 shape: dict[str, Any], target: Target) -> BenchmarkResult:
+    """The kernel, eager and (on a GPU) torch.compile timed round-robin; a contender whose first launch raises is a
+    row that says why, and the others are timed without it."""
+    import torch
+
+    from kernelpilot.measure.timing import time_round_robin
+
+    inputs = case.inputs
+    contenders: list[tuple[str, Any]] = [(name, lambda: run_kernel(kf, inputs, config)),
+                                         ("PyTorch eager (reference)", lambda: kf.reference(**inputs))]
+    skipped: dict[str, str] = {}
+    if target.is_gpu:
+        if kf.reference not in _COMPILED:
+            _COMPILED[kf.reference] = torch.compile(kf.reference)
+        compiled = _COMPILED[kf.reference]
+        contenders.append((COMPILE_ROW, lambda: compiled(**inputs)))
+    else:
+        skipped[COMPILE_ROW] = NO_GPU_COMPILE
+    runnable = []
+    for label, fn in contenders:
+        try:  # the first launch compiles (torch.compile, Triton) outside any timing
+            restore()
+            fn()
+            if target.is_gpu:
+                torch.cuda.synchronize()
+            runnable.append((label, fn))
+        except Exception as exc:  # a contender that cannot run is reported, not fatal
+            skipped[label] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    timings = dict(zip([n for n, _ in runnable], time_round_robin([f for _, f in runnable], target,
+                                                                   before_each=restore))) if runnable else {}
+    rows = [BenchmarkRow(name=label, timing=timings.get(label), skipped=skipped.get(label),
+                         note="timed round-robin with the other rows" if label in timings else "")
+            for label in [n for n, _ in contenders] + ([] if target.is_gpu else [COMPILE_ROW])]
     return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows)
 
 
@@ -95,7 +140,7 @@ def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], re
 
     from kernelpilot.measure import baseline_cache
 
-    name = "torch.compile (reference, default mode)"
+    name = COMPILE_ROW
     key, why = None, "baseline cache not used (--fresh-baselines)"
     if use_cache and eager is not None:
         try:
