@@ -11,6 +11,12 @@
 #                                               # (960), cut at the call's end with SIGTERM (their --out folders come
 #                                               # back as ex-*.tgz; `x4b` resumes them); GPU 3 the GPU-marked tests
 #   bash scripts/device-issue25.sh x4b          # resume the exhaustive tunes carried in .dev26/ex-*/ (GPU 1, 2)
+#   bash scripts/device-issue25.sh x4d|x4e      # on 4 GPUs, one lane of table rows per GPU (x4d: the GPU tests of the
+#                                               # round-robin final first, the library kernels and the matmul
+#                                               # example; x4e: the other examples and the layer_norm peer table)
+#   bash scripts/device-issue25.sh x2a|x2b|x2c  # the same rows on 2 GPUs over three calls (x2a: GPU tests, the two
+#                                               # GEMMs; x2b: the other library kernels; x2c: the examples;
+#                                               # x2d: the GPU tests that time, beside the matmul example's row)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -134,6 +140,50 @@ x4c)
     tar czf "$OUT/ex-torchao_int8_mm.tgz" -C /tmp ex-torchao_int8_mm ex-torchao_int8_mm.json ex-torchao_int8_mm.log ) &
   wait; keep > /dev/null
   for f in "$OUT"/lane*.log /tmp/ex-*.log; do echo "== $f"; tail -n 8 "$f"; done ;;
+x4d|x4e|x2a|x2b|x2c|x2d)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
+  row() {  # row GPU KERNEL MAX_S [x]
+    local left=$(( ${CALL_S:-540} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
+    [ $t -lt 60 ] && { echo "-- skipped $2: ${left} s left"; return; }
+    CUDA_VISIBLE_DEVICES=$1 python3 benchmarks/search/table.py "$2" ${4:+--skip-exhaustive} --timeout-s $t \
+      --out /tmp/kp-table-$1 --json-out "$OUT/rows.jsonl"
+  }
+  L=benchmarks/library
+  gputests() {
+    CUDA_VISIBLE_DEVICES=$1 timeout 240 python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
+      tests/test_gpu.py::test_optimize_end_to_end_on_gpu tests/test_timing.py tests/test_inductor_import.py
+    echo "-- gpu tests rc=$? after $SECONDS s"
+  }
+  if [ "$stage" = x2a ]; then
+    ( gputests 0; row 0 $L/triton_tutorial_matmul.py 320 x ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $EX/matmul.py 520 x ) > "$OUT/lane1.log" 2>&1 &
+  elif [ "$stage" = x2b ]; then
+    ( row 0 $L/torchao_int8_mm.py 320 x; row 0 $L/liger_rope.py 250 x ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $L/triton_tutorial_attention.py 200 x; row 1 benchmarks/observed/fla_l2norm.py 150;
+      row 1 $L/liger_geglu.py 250 x ) > "$OUT/lane1.log" 2>&1 &
+  elif [ "$stage" = x2d ]; then  # the GPU tests that time (the opening spin), beside the matmul example's row
+    ( CUDA_VISIBLE_DEVICES=0 timeout $(( ${CALL_S:-540} - 20 )) python3 -m pytest -v -m gpu -p no:cacheprovider -rfE \
+        --tb=short --durations=8 tests/test_timing.py tests/test_gpu.py tests/test_tune_gpu.py tests/test_isolation.py \
+        tests/test_kernelbench_run.py; echo "-- gpu tests rc=$? after $SECONDS s" ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $EX/matmul.py 520 x ) > "$OUT/lane1.log" 2>&1 &
+  elif [ "$stage" = x2c ]; then
+    ( row 0 $EX/softmax.py 500 ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $EX/layer_norm.py 300; row 1 $EX/vector_add.py 300 ) > "$OUT/lane1.log" 2>&1 &
+  elif [ "$stage" = x4d ]; then
+    ( gputests 0; row 0 $L/triton_tutorial_attention.py 200 x; row 0 benchmarks/observed/fla_l2norm.py 200 ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $EX/matmul.py 500 x ) > "$OUT/lane1.log" 2>&1 &
+    ( row 2 $L/triton_tutorial_matmul.py 300 x; row 2 $L/liger_rope.py 250 x ) > "$OUT/lane2.log" 2>&1 &
+    ( row 3 $L/torchao_int8_mm.py 320 x; row 3 $L/liger_geglu.py 250 x ) > "$OUT/lane3.log" 2>&1 &
+  else
+    ( row 0 $EX/softmax.py 500 ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $EX/layer_norm.py 300; row 1 $EX/vector_add.py 300 ) > "$OUT/lane1.log" 2>&1 &
+    ( row 2 $L/liger_rms_norm.py 250 x; row 2 $L/liger_swiglu.py 250 x ) > "$OUT/lane2.log" 2>&1 &
+    ( timeout $(( ${CALL_S:-540} - 20 )) python3 benchmarks/search_peers.py --only layer_norm --out /tmp/kp-peers \
+        --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ) > "$OUT/lane3.log" 2>&1 &
+  fi
+  wait
+  (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
+     --exclude='tc-*' --exclude='ic-*' --exclude='v[0-9]*' --exclude='tune' --exclude='*.jsonl' kp-table-* 2>/dev/null)
+  for f in "$OUT"/lane*.log; do echo "== $f"; grep -E "^\| |final:|stopped:|PASSED|FAILED|passed|failed|skipped" "$f" | cut -c1-400 | tail -n 14; done ;;
 peers)
   timeout ${CALL_S:-560} python3 benchmarks/search_peers.py --only "${1:-layer_norm,sgemm}" --tools "${2:-}" --out /tmp/kp-peers \
     --json-out "$OUT/peers.json" --log "$OUT/peers-progress.log" ;;

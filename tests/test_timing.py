@@ -99,3 +99,30 @@ def test_round_robin_alternates_every_contender_and_labels_cpu_times():
     assert all(not r.is_measurement and "round-robin with 3" in r.note for r in res)
     with pytest.raises(ValueError):
         time_round_robin([], Target.cpu())
+
+
+@pytest.mark.gpu
+def test_host_work_longer_than_the_gpu_work_is_not_timed_either():
+    """300 µs of Python before a ~20 µs op: the host, not the GPU, sets the pace, and without the opening spin every
+    sample would hold the host's time (a synchronize-free loop keeps no lead when the host is the slower side)."""
+    import statistics
+    import time
+
+    import torch
+
+    from kernelpilot.measure.timing import time_interleaved
+
+    x = torch.randn(1 << 22, device="cuda")
+
+    def bare():
+        x.mul_(1.0)
+
+    def slow_host():
+        t_end = time.perf_counter() + 300e-6
+        while time.perf_counter() < t_end:
+            pass
+        x.mul_(1.0)
+
+    a, b = time_interleaved(bare, slow_host, 60, Target.detect())
+    ratio = statistics.median(b) / statistics.median(a)
+    assert ratio < 1.2, f"host work timed as GPU time: {ratio:.3f} ({statistics.median(a):.0f} ns bare)"

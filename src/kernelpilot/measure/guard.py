@@ -117,6 +117,7 @@ class BoundTimers:
     synchronize: Callable[[], None]
     perf_counter: Callable[[], float]
     perf_counter_ns: Callable[[], int]
+    spin: Callable[[int], None]  # torch.cuda._sleep: the opening spin of measure.timing.time_event_sequence
 
 
 _BOUND: BoundTimers | None = None
@@ -130,7 +131,8 @@ def bound() -> BoundTimers:
 
         _BOUND = BoundTimers(event=torch.cuda.Event, record=torch.cuda.Event.record,
                              elapsed_time=torch.cuda.Event.elapsed_time, synchronize=torch.cuda.synchronize,
-                             perf_counter=time.perf_counter, perf_counter_ns=time.perf_counter_ns)
+                             perf_counter=time.perf_counter, perf_counter_ns=time.perf_counter_ns,
+                             spin=torch.cuda._sleep)
     return _BOUND
 
 

@@ -124,15 +124,19 @@ def time_event_sequence(launches: list[tuple[Callable[[], Any], str]], flush: to
 
     Before each call, outside the events and in this order: ``before_each()`` (if given), then ``flush`` (if given)
     is zeroed; after each call's end event, ``before_each.after(tag)`` when it has one (a copy of the outputs of
-    launches chosen in secret, enqueued after the end event). One synchronize at the end, none between launches: the
-    host enqueues the next launch while the GPU runs the flush and the one before, so host-side work in ``fn`` (a
-    TMA descriptor built per call, Triton's launcher) is timed only where it would stall a busy GPU, as in
-    ``triton.testing.do_bench``. The event functions are the ones bound before any kernel file was imported
+    launches chosen in secret, enqueued after the end event). One synchronize at the end, none between launches, and an
+    opening spin (``torch.cuda._sleep``, :data:`LEAD_SLACK`) that holds the GPU while the host enqueues the whole
+    sequence: host-side work in ``fn`` (a TMA descriptor built per call, Triton's launcher, torch.compile's guards)
+    is never timed as GPU time, however busy the host is (``triton.testing.do_bench`` counts it whenever the host
+    falls behind the GPU). The GPU time of every kernel ``fn`` launches is timed in full. The event functions are the ones bound before any kernel file was imported
     (:func:`kernelpilot.measure.guard.bound`).
     """
     t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
     starts = [t.event(enable_timing=True) for _ in launches]
     ends = [t.event(enable_timing=True) for _ in launches]
+    lead_ns = min(MAX_LEAD_NS, LEAD_SLACK * len(launches) * _HOST_NS_PER_LAUNCH[0] + MIN_LEAD_NS)
+    t.spin(int(lead_ns * SPIN_CYCLES_PER_NS))  # the GPU waits while the host enqueues the sequence
+    t0 = t.perf_counter_ns()
     for i, (fn, tag) in enumerate(launches):
         if before_each is not None:
             before_each()
@@ -142,8 +146,21 @@ def time_event_sequence(launches: list[tuple[Callable[[], Any], str]], flush: to
         fn()
         t.record(ends[i])
         _after(before_each, tag)
+    host_ns = (t.perf_counter_ns() - t0) / max(len(launches), 1)
+    _HOST_NS_PER_LAUNCH[0] = max(host_ns, 0.8 * _HOST_NS_PER_LAUNCH[0])
     t.synchronize()
     return [t.elapsed_time(s, e) * 1e6 for s, e in zip(starts, ends)]
+
+
+#: The opening spin of a sequence lasts LEAD_SLACK x (launches x host ns per launch seen last) + MIN_LEAD_NS, at most
+#: MAX_LEAD_NS: long enough that the host has enqueued every launch before the GPU runs the first, so no launch
+#: waits on the host inside its events (round-robin samples on an H200 whose host was busy compiling for another
+#: GPU: a TMA GEMM's median 249.9 us with the host behind, 180 us in the rounds where it kept ahead, 2026-11-27).
+#: ``torch.cuda._sleep`` counts SM clock cycles: 2 cycles per ns spins at least as long as asked up to a 2 GHz clock
+#: (H100 SXM and H200 boost at 1.98 GHz).
+LEAD_SLACK, MIN_LEAD_NS, MAX_LEAD_NS, SPIN_CYCLES_PER_NS = 1.5, 200_000.0, 50e6, 2.0
+#: Host nanoseconds per launch of the last sequence (decaying by 0.8 a sequence when it falls): sizes the next spin.
+_HOST_NS_PER_LAUNCH = [0.0]
 
 
 #: The one timing protocol of every command (bench, check's neighbours, optimize, tune, baselines): at least 20 and
@@ -300,11 +317,12 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
                 _after(before_each, tag)
         return a, b
     flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
-    for fn, tag in ((fn_a, "a"), (fn_b, "b"), (fn_a, "a"), (fn_b, "b")):
+    for fn, tag in ((fn_a, "a"), (fn_b, "b")):
         prepare()
         fn()
         _after(before_each, tag)
     torch.cuda.synchronize()
+    time_event_sequence([(fn_a, "a"), (fn_b, "b")] * 2, flush, before_each)  # warm-up; sizes the opening spin
     done = 0
     while done < n:  # rounds of MIN_SAMPLES pairs, one synchronize each (as time_cuda's batches)
         k = min(MIN_SAMPLES, n - done)
@@ -358,12 +376,12 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     flush = torch.empty(flush_size_bytes(l2) // 4, dtype=torch.int32, device="cuda")
     before = gpu_state()
     t0 = time.perf_counter()
-    for _ in range(3):
-        for fn, tag in seq:
-            prepare()
-            fn()
-            _after(before_each, tag)
+    for fn, tag in seq:
+        prepare()
+        fn()
+        _after(before_each, tag)
     torch.cuda.synchronize()
+    time_event_sequence(seq * 2, flush, before_each)  # warm-up; sizes the opening spin to these launches' host time
     warmup_ms = (time.perf_counter() - t0) * 1e3
     first = time_event_sequence(seq, flush, before_each)
     n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(max(first), 1.0))))
