@@ -6,13 +6,11 @@ unaffected by it; the rules are Triton's (``triton.knobs`` reads ``TRITON_INTERP
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import warnings
-from typing import Iterator
 
-__all__ = ["compile_mode_unavailable", "compile_worker_init", "interpreter_env_on", "without_interpreter_env"]
+__all__ = ["compile_mode_unavailable", "compile_worker_init", "interpreter_env_on"]
 
 
 def interpreter_env_on() -> bool:
@@ -41,14 +39,3 @@ def compile_worker_init(parent_pid: int | None = None) -> None:
         guard_child(parent_pid)
     os.environ.pop("TRITON_INTERPRET", None)
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
-
-
-@contextlib.contextmanager
-def without_interpreter_env() -> Iterator[None]:
-    """Remove ``TRITON_INTERPRET`` while child processes start (they inherit the environment), then restore it."""
-    saved = os.environ.pop("TRITON_INTERPRET", None)
-    try:
-        yield
-    finally:
-        if saved is not None:
-            os.environ["TRITON_INTERPRET"] = saved

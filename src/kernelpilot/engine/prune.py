@@ -397,25 +397,15 @@ def compile_order(strat: Strategy, space: SearchSpace, seed: int, start: dict[st
 #: booting (importing torch, seconds) is left to close itself in the background instead of holding the search's end.
 STOP_JOIN_S = 2.0
 
-#: Held while a compile-mode worker spawns without ``TRITON_INTERPRET`` (:func:`_start_compile_mode`).
-_ENV_LOCK = threading.Lock()
-
 
 def _start_compile_mode(worker: Any) -> None:
-    """Start ``worker`` (a compile-mode :class:`~kernelpilot.search.worker.Worker`) when it is not running, with
-    ``TRITON_INTERPRET`` removed while it spawns (it inherits the environment; held only for the spawn, under a lock,
-    so this process's own Triton mode is untouched otherwise). Raises as ``Worker._start``."""
-    from kernelpilot.backends.triton.compile import _without_interpreter_env
-
-    import os
-
+    """Start ``worker`` (a compile-mode :class:`~kernelpilot.search.worker.Worker`) when it is not running. This
+    process's environment is left alone: the child leaves the interpreter itself before it imports Triton
+    (``use_interpreter(False)`` in :func:`kernelpilot.search.worker_child._child_main`; nothing the spawn imports
+    before it imports Triton). Removing ``TRITON_INTERPRET`` here while it spawned hid it from this process's other
+    threads: a test that imported Triton in between ran it compiled. Raises as ``Worker._start``."""
     proc = getattr(worker, "_proc", None)
     if proc is not None and proc.is_alive():
         return
-    if "TRITON_INTERPRET" not in os.environ:  # nothing to hide (a GPU run): the workers boot side by side; under
-        worker._kill()                        # the lock they booted one at a time (16 x ~5 s on an H100 host, while
-        worker._start()                       # the search waited for the first verdicts)
-        return
-    with _ENV_LOCK, _without_interpreter_env():
-        worker._kill()
-        worker._start()
+    worker._kill()
+    worker._start()

@@ -53,7 +53,6 @@ from kernelpilot.backends.binary.models import dump_result
 from kernelpilot.backends.binary.models import load_result as _load
 from kernelpilot.backends.compile_env import compile_mode_unavailable as _triton_tainted
 from kernelpilot.backends.compile_env import compile_worker_init as _worker_init
-from kernelpilot.backends.compile_env import without_interpreter_env as _without_interpreter_env
 from kernelpilot.errors import ContractError, KernelpilotError
 
 _tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
@@ -109,8 +108,9 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
                                initargs=(os.getpid(),))
     try:
-        with _without_interpreter_env():  # workers start while submitting (spawn starts them on demand)
-            futures = {pool.submit(any_task, t): i for i, t in enumerate(tasks)}
+        # the workers leave the interpreter in their initializer, before Triton loads: this process's environment is
+        # left alone (other threads import Triton too)
+        futures = {pool.submit(any_task, t): i for i, t in enumerate(tasks)}
         for future in as_completed(futures):
             yield futures[future], _load(future.result())
     except BrokenProcessPool as exc:
@@ -293,7 +293,7 @@ def inspect_configs(kernel_path: str | Path, configs: list[dict[str, Any]], shap
 def isolated_workers(kernel_path: str | Path, max_workers: Optional[int], timeout_s: float
                      ) -> Iterator[tuple[Any, tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]]]]:
     """Compile-mode isolated workers for ``kernel_path`` (:class:`~kernelpilot.search.isolated.IsolatedKernel`, up
-    to ``max_workers``, default CPU cores; ``TRITON_INTERPRET`` removed while they start) and the file's
+    to ``max_workers``, default CPU cores; each leaves the interpreter before Triton loads) and the file's
     :func:`read_kernel_meta`, read in the first worker: this process never imports the kernel file.
 
     Raises:
@@ -303,7 +303,7 @@ def isolated_workers(kernel_path: str | Path, max_workers: Optional[int], timeou
     from kernelpilot.search.isolated import IsolatedKernel
 
     with IsolatedKernel(kernel_path, interpreted=False, timeout_s=timeout_s, device="cpu",
-                        max_workers=max_workers or os.cpu_count() or 1, env=_without_interpreter_env()) as iso:
+                        max_workers=max_workers or os.cpu_count() or 1) as iso:
         yield iso, iso.call("kernelpilot.profile.static_isolated:_meta_in_worker")
 
 

@@ -44,8 +44,6 @@ from kernelpilot.backends.binary.sass import MMA_OPCODES, instruction_mix, parse
 from kernelpilot.backends.binary.tools import (STACK_FRAME, disassemble, find_tool, parse_ptxas_spills,
                                                parse_resource_usage, ptxas_command, run_tool)
 from kernelpilot.backends.compile_env import compile_mode_unavailable as _triton_tainted
-# engine.prune imports _without_interpreter_env from here
-from kernelpilot.backends.compile_env import without_interpreter_env as _without_interpreter_env  # noqa: F401
 from kernelpilot.errors import KernelpilotError, ToolMissingError
 
 __all__: list[str] = []  # the worker side of kernelpilot.profile.static; nothing here is public API
