@@ -167,12 +167,12 @@ class Refresher:
 
     Calling it (``before_each``) writes a new draw into the case's tensors (:func:`draw_values`) and logs it.
     :meth:`after` (``after_each``, called after the launch's end event, outside the timed region) keeps a copy of
-    the outputs of ``keep`` launches chosen by reservoir sampling over all launches (each launch equally likely to be
-    kept, whatever the run's length), with a generator seeded from :mod:`secrets`: the kernel cannot know which of
+    the outputs of ``keep`` launches chosen by reservoir sampling over the launches offered to it (every launch, or
+    in a round-robin only the kernel's: each offered launch equally likely to be kept, whatever the run's length), with a generator seeded from :mod:`secrets`: the kernel cannot know which of
     its launches will be compared (issue 24: "check what you time"). Memory: ``keep`` copies of the outputs.
 
     Attributes:
-        launches: launches refreshed so far. kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
+        launches: launches refreshed so far. offered: launches offered to the reservoir (:meth:`after`). kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
     """
 
     def __init__(self, case: Case, keep: int = 0, copy: Callable[[Any], Any] | None = None) -> None:
@@ -182,6 +182,7 @@ class Refresher:
         self.case, self.keep = case, keep
         self.copy = copy if copy is not None else (lambda t: t.detach().clone())
         self.launches = 0
+        self.offered = 0
         self.current: Draw | None = None
         self.kept: list[tuple[int, str, Draw, dict[str, Any]]] = []
         self._rng = random.Random(secrets.randbits(64))
@@ -195,7 +196,8 @@ class Refresher:
         if not self.keep or self.current is None:
             return
         t = self.launches  # the launch just made: every timer calls after() once per before_each()
-        slot = len(self.kept) if len(self.kept) < self.keep else self._rng.randrange(t)
+        self.offered += 1  # the launches offered to the reservoir: all of them, or one contender's of a round-robin
+        slot = len(self.kept) if len(self.kept) < self.keep else self._rng.randrange(self.offered)
         if slot >= self.keep:
             return
         snap = {n: self.copy(self.case.inputs[n]) for n in self.case.outputs}

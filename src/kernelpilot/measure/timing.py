@@ -250,8 +250,12 @@ def time_cuda(fn: Callable[[], Any], *, min_samples: int = MIN_SAMPLES, max_samp
                         note="L2 flushed before every sample by writing flush_bytes; flush outside the events")
 
 
+#: Wall-clock budget of interpreted sampling (a few rounds of interpreted Python are enough for an order).
+INTERPRETED_REP_MS = 1000.0
+
+
 def time_interpreted(fn: Callable[[], Any], *, min_samples: int = 3, max_samples: int = 20,
-                     rep_ms: float = 1000.0, before_each: Callable[[], None] | None = None) -> TimingResult:
+                     rep_ms: float = INTERPRETED_REP_MS, before_each: Callable[[], None] | None = None) -> TimingResult:
     """Wall-clock samples of ``fn`` under the Triton interpreter: recorded, labelled, never a GPU measurement.
 
     ``before_each`` (if given) runs before every call, the warm-up one included, outside the clock.
@@ -346,7 +350,8 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     synchronize (:func:`time_event_sequence`), after three warm-up launches of each; sampling stops when every
     contender's median CI is within :data:`TIGHT_CI_REL`, or at ``rep_ms`` of the slowest contender's launches
     (``min_samples`` to ``max_samples`` samples each, the same count for all). On the CPU (the interpreter)
-    wall-clock samples, labelled not a measurement. ``before_each``: as :func:`time_cuda` (``after`` tags are the
+    wall-clock samples, labelled not a measurement: 3 to ``min(min_samples, 20)`` rounds within about
+    :data:`INTERPRETED_REP_MS`. ``before_each``: as :func:`time_cuda` (``after`` tags are the
     contenders' indices as strings).
 
     Raises:
@@ -359,7 +364,8 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     seq = [(fn, str(i)) for i, fn in enumerate(fns)]
     if not target.is_gpu:
         cols: list[list[float]] = [[] for _ in fns]
-        for _ in range(max(3, min(min_samples, 20))):
+        t_end = time.perf_counter() + INTERPRETED_REP_MS / 1e3  # as time_interpreted: 3 to 20 rounds, about 1 s
+        while len(cols[0]) < min(min_samples, 20) and (len(cols[0]) < 3 or time.perf_counter() < t_end):
             for i, (fn, tag) in enumerate(seq):
                 prepare()
                 t = time.perf_counter_ns()

@@ -82,7 +82,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     lang = {"triton": "Triton", "cuda": "CUDA C++"}.get((kf.backend.name if kf.backend is not None else ""), "kernel")
     name = f"{kf.name} ({lang}, best config)"
     if kernel_timing is None:
-        return _round_robin(kf, case, restore, name, config, shape, target)
+        return _round_robin(kf, case, name, config, shape, target)
     rows = [BenchmarkRow(name=name, timing=kernel_timing),
             _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), target, restore)]
     if target.is_gpu:
@@ -96,15 +96,21 @@ COMPILE_ROW = "torch.compile (reference, default mode)"
 NO_GPU_COMPILE = "no GPU: not run (interpreted Triton vs compiled CPU code compares nothing)"
 
 
-def _round_robin(kf: KernelFile, case: Any, restore: Any, name: str, config: dict[str, Any],
+def _round_robin(kf: KernelFile, case: Any, name: str, config: dict[str, Any],
                  shape: dict[str, Any], target: Target) -> BenchmarkResult:
     """The kernel, eager and (on a GPU) torch.compile timed round-robin; a contender whose first launch raises is a
-    row that says why, and the others are timed without it."""
+    row that says why, and the others are timed without it. The kernel's timed launches are checked as every timed
+    launch is (:func:`kernelpilot.measure.timed_check.check_timed`: outputs of launches kept in secret against the
+    reference); a kernel wrong on them gets no time, its row says why."""
     import torch
 
+    from kernelpilot.measure.memory import keep_copy
+    from kernelpilot.measure.timed_check import KEEP, check_timed
     from kernelpilot.measure.timing import time_round_robin
 
     inputs = case.inputs
+    checked = case.refresher(keep=KEEP, copy=keep_copy)  # new values every launch; kernel outputs kept in secret
+    restore = _KernelLaunchesKept(checked)
     contenders: list[tuple[str, Any]] = [(name, lambda: run_kernel(kf, inputs, config)),
                                          ("PyTorch eager (reference)", lambda: kf.reference(**inputs))]
     skipped: dict[str, str] = {}
@@ -127,10 +133,31 @@ def _round_robin(kf: KernelFile, case: Any, restore: Any, name: str, config: dic
             skipped[label] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
     timings = dict(zip([n for n, _ in runnable], time_round_robin([f for _, f in runnable], target,
                                                                    before_each=restore))) if runnable else {}
+    if name in timings:
+        timed = check_timed(kf, checked, tags={"0": name})
+        if not timed.passed:
+            del timings[name]
+            skipped[name] = f"wrong_when_timed: {timed.error}"
     rows = [BenchmarkRow(name=label, timing=timings.get(label), skipped=skipped.get(label),
                          note="timed round-robin with the other rows" if label in timings else "")
             for label in [n for n, _ in contenders] + ([] if target.is_gpu else [COMPILE_ROW])]
     return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows)
+
+
+class _KernelLaunchesKept:
+    """The ``before_each`` of a round-robin: every launch gets new values (the refresher's ``__call__``), and only
+    the kernel's launches (tag ``"0"``, the first contender) are offered to the refresher's secret reservoir."""
+
+    def __init__(self, refresher: Any) -> None:
+        self.refresher = refresher
+
+    def __call__(self) -> None:
+        self.refresher()
+
+    def after(self, tag: str = "") -> None:
+        """Keep the outputs of the kernel's launch when the reservoir draws it; other contenders' are not kept."""
+        if tag == "0":
+            self.refresher.after(tag)
 
 
 def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], restore: Any,
