@@ -124,12 +124,12 @@ def time_event_sequence(launches: list[tuple[Callable[[], Any], str]], flush: to
 
     Before each call, outside the events and in this order: ``before_each()`` (if given), then ``flush`` (if given)
     is zeroed; after each call's end event, ``before_each.after(tag)`` when it has one (a copy of the outputs of
-    launches chosen in secret, enqueued after the end event). One synchronize at the end, none between launches, and an
-    opening spin (``torch.cuda._sleep``, :data:`LEAD_SLACK`) that holds the GPU while the host enqueues the whole
-    sequence: host-side work in ``fn`` (a TMA descriptor built per call, Triton's launcher, torch.compile's guards)
-    is never timed as GPU time, however busy the host is (``triton.testing.do_bench`` counts it whenever the host
-    falls behind the GPU). The GPU time of every kernel ``fn`` launches is timed in full. The event functions are the ones bound before any kernel file was imported
-    (:func:`kernelpilot.measure.guard.bound`).
+    launches chosen in secret, enqueued after the end event). One synchronize at the end, none between launches,
+    and an opening spin (``torch.cuda._sleep``, :data:`LEAD_SLACK`) that holds the GPU while the host enqueues the
+    whole sequence: host-side work in ``fn`` (a TMA descriptor built per call, Triton's launcher, torch.compile's
+    guards) is never timed as GPU time, however busy the host is (``triton.testing.do_bench`` counts it whenever the
+    host falls behind the GPU). The GPU time of every kernel ``fn`` launches is timed in full. The event functions
+    are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`).
     """
     t = bound()  # the event functions as they were before the kernel file was imported (measure/guard.py)
     starts = [t.event(enable_timing=True) for _ in launches]
@@ -293,12 +293,12 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
 
     Drift (clocks, temperature, other tenants) hits both sides alike, so a rank test on the two lists compares the
     kernels, not the moments they were timed. On a GPU ``target`` each sample is one CUDA event pair with L2 flushed
-    before it (as :func:`time_cuda`), after two warm-up launches of each; on the CPU (the interpreter) wall-clock
-    samples, labelled elsewhere as not a measurement. GPU pairs are enqueued in rounds of :data:`MIN_SAMPLES` with one
-    synchronize a round, so host-side launch work overlaps the GPU's as in :func:`time_cuda` (a synchronize per sample
-    once timed a TMA kernel's descriptor set-up as GPU time: 1.18× slower interleaved than alone, H200, 2026-11-27). ``before_each`` (if given) runs before every launch, warm-up ones
-    included, outside the timed region; its ``after(tag)`` (if it has one) after every launch, ``tag`` ``"a"`` or
-    ``"b"``.
+    before it (as :func:`time_cuda`), after the warm-up of :func:`_warm_up`, in rounds of :data:`MIN_SAMPLES` pairs
+    with one synchronize a round (:func:`_gpu_rounds`): a synchronize per sample once timed a TMA kernel's
+    descriptor set-up as GPU time (1.18x slower interleaved than alone, H200, 2026-11-27). On the CPU (the
+    interpreter) wall-clock samples, labelled elsewhere as not a measurement. ``before_each`` (if given) runs before
+    every launch, warm-up ones included, outside the timed region; its ``after(tag)`` (if it has one) after every
+    launch, ``tag`` ``"a"`` or ``"b"``.
 
     Raises:
         ValueError: ``n`` < 1.
@@ -308,32 +308,17 @@ def time_interleaved(fn_a: Callable[[], Any], fn_b: Callable[[], Any], n: int, t
 
     if n < 1:
         raise ValueError(f"time_interleaved needs n >= 1, got {n}")
-    prepare = before_each if before_each is not None else (lambda: None)
-    a: list[float] = []
-    b: list[float] = []
+    seq = [(fn_a, "a"), (fn_b, "b")]
     if not target.is_gpu:
-        for _ in range(n):
-            for out, fn, tag in ((a, fn_a, "a"), (b, fn_b, "b")):
-                prepare()
-                t = time.perf_counter_ns()
-                fn()
-                out.append(float(time.perf_counter_ns() - t))
-                _after(before_each, tag)
+        a, b = _cpu_rounds(seq, before_each, n, n)
         return a, b
     flush = torch.empty(flush_size_bytes(l2_bytes()) // 4, dtype=torch.int32, device="cuda")
-    for fn, tag in ((fn_a, "a"), (fn_b, "b")):
-        prepare()
-        fn()
-        _after(before_each, tag)
-    torch.cuda.synchronize()
-    time_event_sequence([(fn_a, "a"), (fn_b, "b")] * 2, flush, before_each)  # warm-up; sizes the opening spin
-    done = 0
-    while done < n:  # rounds of MIN_SAMPLES pairs, one synchronize each (as time_cuda's batches)
-        k = min(MIN_SAMPLES, n - done)
-        both = time_event_sequence([(fn_a, "a"), (fn_b, "b")] * k, flush, before_each)
-        a.extend(both[0::2])
-        b.extend(both[1::2])
-        done += k
+    _warm_up(seq, before_each, flush)
+    a, b = [], []
+    while len(a) < n:
+        got_a, got_b = _gpu_rounds(seq, min(MIN_SAMPLES, n - len(a)), flush, before_each)
+        a.extend(got_a)
+        b.extend(got_b)
     del flush
     return a, b
 
@@ -346,13 +331,12 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     The fair way to put numbers side by side (a kernel beside PyTorch eager and torch.compile): clocks and heat drift
     over seconds (a GEMM timed 0.938x cuBLAS one after the other and 1.013x interleaved on one H100, 2026-11-26,
     docs/device-runs/2026-11-26-h100-gemm), and round-robin samples see the same drift. On a GPU ``target`` each
-    sample is a CUDA event pair with L2 flushed before it, rounds of ``min_samples`` per contender enqueued with one
-    synchronize (:func:`time_event_sequence`), after three warm-up launches of each; sampling stops when every
-    contender's median CI is within :data:`TIGHT_CI_REL`, or at ``rep_ms`` of the slowest contender's launches
-    (``min_samples`` to ``max_samples`` samples each, the same count for all). On the CPU (the interpreter)
-    wall-clock samples, labelled not a measurement: 3 to ``min(min_samples, 20)`` rounds within about
-    :data:`INTERPRETED_REP_MS`. ``before_each``: as :func:`time_cuda` (``after`` tags are the
-    contenders' indices as strings).
+    sample is a CUDA event pair with L2 flushed before it, after the warm-up of :func:`_warm_up`, in rounds of
+    ``min_samples`` per contender with one synchronize (:func:`_gpu_rounds`); sampling stops when every contender's
+    median CI is within :data:`TIGHT_CI_REL`, or at ``rep_ms`` of the slowest contender's launches (``min_samples``
+    to ``max_samples`` samples each, the same count for all). On the CPU (the interpreter) wall-clock samples,
+    labelled not a measurement: 3 to ``min(min_samples, 20)`` rounds within about :data:`INTERPRETED_REP_MS`.
+    ``before_each``: as :func:`time_cuda` (``after`` tags are the contenders' indices as strings).
 
     Raises:
         ValueError: no contender.
@@ -360,18 +344,9 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     """
     if not fns:
         raise ValueError("time_round_robin needs at least one contender")
-    prepare = before_each if before_each is not None else (lambda: None)
     seq = [(fn, str(i)) for i, fn in enumerate(fns)]
     if not target.is_gpu:
-        cols: list[list[float]] = [[] for _ in fns]
-        t_end = time.perf_counter() + INTERPRETED_REP_MS / 1e3  # as time_interpreted: 3 to 20 rounds, about 1 s
-        while len(cols[0]) < min(min_samples, 20) and (len(cols[0]) < 3 or time.perf_counter() < t_end):
-            for i, (fn, tag) in enumerate(seq):
-                prepare()
-                t = time.perf_counter_ns()
-                fn()
-                cols[i].append(float(time.perf_counter_ns() - t))
-                _after(before_each, tag)
+        cols = _cpu_rounds(seq, before_each, 3, min(min_samples, 20), time.perf_counter() + INTERPRETED_REP_MS / 1e3)
         return [TimingResult(timer=f"perf_counter ({INTERPRETED_LABEL})", is_measurement=False, samples_ns=c,
                              n_samples=len(c), **summarize(c), n_warmup=1, warmup_ms=0.0, warmup_stable=False,
                              flush_bytes=0, l2_bytes=None, note=f"round-robin with {len(fns)} contenders; "
@@ -382,28 +357,60 @@ def time_round_robin(fns: list[Callable[[], Any]], target: Target, *,
     flush = torch.empty(flush_size_bytes(l2) // 4, dtype=torch.int32, device="cuda")
     before = gpu_state()
     t0 = time.perf_counter()
-    for fn, tag in seq:
-        prepare()
-        fn()
-        _after(before_each, tag)
-    torch.cuda.synchronize()
-    time_event_sequence(seq * 2, flush, before_each)  # warm-up; sizes the opening spin to these launches' host time
+    _warm_up(seq, before_each, flush)
     warmup_ms = (time.perf_counter() - t0) * 1e3
-    first = time_event_sequence(seq, flush, before_each)
-    n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(max(first), 1.0))))
-    cols = [[x] for x in first]
+    cols = _gpu_rounds(seq, 1, flush, before_each)
+    n = int(min(max_samples, max(min_samples, rep_ms * 1e6 / max(max(c[0] for c in cols), 1.0))))
     while len(cols[0]) < n and not all(median_ci_rel(c) <= TIGHT_CI_REL for c in cols):
-        k = min(max(min_samples, 1), n - len(cols[0]))
-        got = time_event_sequence(seq * k, flush, before_each)
-        for i in range(len(fns)):
-            cols[i].extend(got[i::len(fns)])
+        for col, got in zip(cols, _gpu_rounds(seq, min(max(min_samples, 1), n - len(cols[0])), flush, before_each)):
+            col.extend(got)
     after = gpu_state()
     del flush
     return [TimingResult(timer="cuda_event", is_measurement=True, samples_ns=c, n_samples=len(c), **summarize(c),
                          n_warmup=3, warmup_ms=warmup_ms, warmup_stable=False, flush_bytes=flush_size_bytes(l2),
                          l2_bytes=l2, median_ci_rel=median_ci_rel(c), gpu_state_before=before, gpu_state_after=after,
                          note=f"round-robin with {len(fns)} contenders after a fixed warm-up (3 launches each); L2 "
-                              "flushed before every sample by writing flush_bytes; flush outside the events") for c in cols]
+                              "flushed before every sample by writing flush_bytes; flush outside the events")
+            for c in cols]
+
+
+def _warm_up(seq: list[tuple[Callable[[], Any], str]], before_each: Callable[[], None] | None,
+             flush: torch.Tensor) -> None:
+    """One launch of each contender outside any timing (compiles, module loads), a synchronize, then two rounds timed
+    and dropped: they size the opening spin (:data:`LEAD_SLACK`) to these launches' host time."""
+    import torch
+
+    for fn, tag in seq:
+        if before_each is not None:
+            before_each()
+        fn()
+        _after(before_each, tag)
+    torch.cuda.synchronize()
+    time_event_sequence(seq * 2, flush, before_each)
+
+
+def _gpu_rounds(seq: list[tuple[Callable[[], Any], str]], rounds: int, flush: torch.Tensor,
+                before_each: Callable[[], None] | None) -> list[list[float]]:
+    """``rounds`` rounds of one sample of each contender (:func:`time_event_sequence`, one synchronize): the samples
+    of each contender (ns), in ``seq``'s order."""
+    got = time_event_sequence(seq * rounds, flush, before_each)
+    return [got[i::len(seq)] for i in range(len(seq))]
+
+
+def _cpu_rounds(seq: list[tuple[Callable[[], Any], str]], before_each: Callable[[], None] | None, min_rounds: int,
+                max_rounds: int, t_end: float = float("inf")) -> list[list[float]]:
+    """Wall-clock rounds under the interpreter (one sample of each contender a round, ns): at least ``min_rounds``,
+    then more until ``max_rounds`` or ``t_end`` (``time.perf_counter``) passes."""
+    cols: list[list[float]] = [[] for _ in seq]
+    while len(cols[0]) < max_rounds and (len(cols[0]) < min_rounds or time.perf_counter() < t_end):
+        for col, (fn, tag) in zip(cols, seq):
+            if before_each is not None:
+                before_each()
+            t = time.perf_counter_ns()
+            fn()
+            col.append(float(time.perf_counter_ns() - t))
+            _after(before_each, tag)
+    return cols
 
 
 #: A duration for people in the unit that fits it (:func:`kernelpilot.fmt.format_duration_ns`).
