@@ -34,3 +34,4 @@ def test_an_honest_kernel_is_timed_round_robin_beside_eager():
     assert all(r.timing is not None and "round-robin" in r.note for r in bench.rows[:2])
     assert bench.rows[0].timing.n_samples == bench.rows[1].timing.n_samples >= 3
     assert bench.rows[2].timing is None and "no GPU" in bench.rows[2].skipped
+    assert bench.round_robin

@@ -525,7 +525,9 @@ def test_paired_ratios_divide_the_kernels_samples_by_torch_compiles_round_by_rou
     rows = [BenchmarkRow(name="k (Triton, best config)", timing=timing([10.0, 22.0, 30.0])),
             BenchmarkRow(name="PyTorch eager (reference)", timing=timing([50.0, 50.0, 50.0])),
             BenchmarkRow(name="torch.compile (reference, default mode)", timing=timing([20.0, 20.0, 40.0]))]
-    bench = BenchmarkResult(shape={}, config={}, device="cuda", rows=rows)
+    bench = BenchmarkResult(shape={}, config={}, device="cuda", rows=rows, round_robin=True)
     assert paired_ratios(bench) == [0.5, 1.1, 0.75]
     no_compile = bench.model_copy(update={"rows": rows[:2]})
     assert paired_ratios(no_compile) == [] and paired_ratios(None) == []
+    # rows timed one after the other (bench --baselines, a run recorded before round-robin baselines) do not pair
+    assert paired_ratios(bench.model_copy(update={"round_robin": False})) == []

@@ -175,14 +175,16 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
 def paired_ratios(bench: Any) -> list[float]:
     """The kernel's samples over torch.compile's, round by round, from a round-robin benchmark
     (:func:`kernelpilot.report.benchmark.run_benchmark` without a kernel timing: row 0 the kernel, one sample of each
-    contender per round); empty when either was not timed. Drift between two such timings divides out, so two
-    kernels timed in two round-robins compare through torch.compile as a common yardstick."""
-    rows = {r.name: r for r in getattr(bench, "rows", []) or []}
-    first = bench.rows[0] if bench is not None and bench.rows else None
-    comp = next((r for n, r in rows.items() if n.startswith("torch.compile")), None)
-    if first is None or comp is None or first.timing is None or comp.timing is None:
+    contender per round); empty for None, a benchmark not timed round-robin (its samples do not pair), or when
+    either row has no timing. Drift between two such timings divides out, so two kernels timed in two round-robins
+    compare through torch.compile as a common yardstick."""
+    if bench is None or not bench.round_robin or not bench.rows:
         return []
-    return [k / c for k, c in zip(first.timing.samples_ns, comp.timing.samples_ns) if c > 0]
+    kernel = bench.rows[0].timing
+    comp = next((r.timing for r in bench.rows if r.name.startswith("torch.compile")), None)
+    if kernel is None or comp is None:
+        return []
+    return [k / c for k, c in zip(kernel.samples_ns, comp.samples_ns) if c > 0]
 
 
 def standings(kernel: Path, ref: Path | None, shape: dict[str, Any], config: dict[str, Any], *, interpreted: bool,

@@ -337,7 +337,8 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
     the final's ratio to torch.compile comes from one round-robin timing (the baselines timed after the search with
     the incumbent, or timed again here with the best when they were timed before it), and the candidate is timed
     round-robin with torch.compile too: the decision compares the two kernels' ratios to torch.compile round by round
-    (:func:`kernelpilot.app.candidates.paired_ratios`). The candidate's files (``RUN/inductor/``) are this command's writes, committed with the final record."""
+    (:func:`kernelpilot.app.candidates.paired_ratios`). The candidate's files (``RUN/inductor/``) are this command's
+    writes, committed with the final record."""
     from kernelpilot.app.candidates import (MARGIN, CandidateOutcome, decide_final, inductor_candidate, paired_ratios,
                                             standings, torch_compile_ns)
     from kernelpilot.records.seal import note_written
@@ -386,11 +387,13 @@ def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> N
 
 
 def _standing_ns(s: Session, best: Evaluation) -> float | None:
-    """The best version's median from the baselines' round-robin (ns), when those were timed with its config; None
-    otherwise (baselines from before the search, from a resumed session, or not measured)."""
-    if s.bench is None or not s.bench.rows or s.bench.rows[0].timing is None:
+    """The best version's median from the baselines' round-robin (ns), when those were timed round-robin with its
+    config; None otherwise (baselines timed with another config, a run recorded before round-robin baselines, or
+    not measured)."""
+    b = s.bench
+    if b is None or not b.round_robin or not b.rows or b.rows[0].timing is None:
         return None
-    return s.bench.rows[0].timing.median_ns if dict(s.bench.config) == dict(best.config) else None
+    return b.rows[0].timing.median_ns if dict(b.config) == dict(best.config) else None
 
 
 def _record_experience(s: Session, versions: list[Evaluation]) -> None:

@@ -168,11 +168,13 @@ class Refresher:
     Calling it (``before_each``) writes a new draw into the case's tensors (:func:`draw_values`) and logs it.
     :meth:`after` (``after_each``, called after the launch's end event, outside the timed region) keeps a copy of
     the outputs of ``keep`` launches chosen by reservoir sampling over the launches offered to it (every launch, or
-    in a round-robin only the kernel's: each offered launch equally likely to be kept, whatever the run's length), with a generator seeded from :mod:`secrets`: the kernel cannot know which of
-    its launches will be compared (issue 24: "check what you time"). Memory: ``keep`` copies of the outputs.
+    in a round-robin only the kernel's: each offered launch equally likely to be kept, whatever the run's length),
+    with a generator seeded from :mod:`secrets`: the kernel cannot know which of its launches will be compared
+    (issue 24: "check what you time"). Memory: ``keep`` copies of the outputs.
 
     Attributes:
-        launches: launches refreshed so far. offered: launches offered to the reservoir (:meth:`after`). kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
+        launches: launches refreshed so far. offered: launches offered to the reservoir (:meth:`after`).
+        kept: ``(launch number, tag, draw, outputs copy)`` of the chosen ones.
     """
 
     def __init__(self, case: Case, keep: int = 0, copy: Callable[[Any], Any] | None = None) -> None:

@@ -25,12 +25,14 @@ class BenchmarkRow(BaseModel):
 
 
 class BenchmarkResult(BaseModel):
-    """The contenders at one shape; ``config`` is the kernel's (best) config."""
+    """The contenders at one shape; ``config`` is the kernel's (best) config. ``round_robin``: every timed row comes
+    from one round-robin timing (one sample of each per round, the same count each: ratios pair sample by sample)."""
 
     shape: dict[str, Any]
     config: dict[str, Any]
     device: str
     rows: list[BenchmarkRow]
+    round_robin: bool = False
 
     @property
     def baselines_ns(self) -> dict[str, float]:
@@ -115,9 +117,7 @@ def _round_robin(kf: KernelFile, case: Any, name: str, config: dict[str, Any],
                                          ("PyTorch eager (reference)", lambda: kf.reference(**inputs))]
     skipped: dict[str, str] = {}
     if target.is_gpu:
-        if kf.reference not in _COMPILED:
-            _COMPILED[kf.reference] = torch.compile(kf.reference)
-        compiled = _COMPILED[kf.reference]
+        compiled = _compiled(kf)
         contenders.append((COMPILE_ROW, lambda: compiled(**inputs)))
     else:
         skipped[COMPILE_ROW] = NO_GPU_COMPILE
@@ -141,7 +141,7 @@ def _round_robin(kf: KernelFile, case: Any, name: str, config: dict[str, Any],
     rows = [BenchmarkRow(name=label, timing=timings.get(label), skipped=skipped.get(label),
                          note="timed round-robin with the other rows" if label in timings else "")
             for label in [n for n, _ in contenders] + ([] if target.is_gpu else [COMPILE_ROW])]
-    return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows)
+    return BenchmarkResult(shape=shape, config=config, device=target.torch_device, rows=rows, round_robin=True)
 
 
 class _KernelLaunchesKept:
@@ -160,11 +160,19 @@ class _KernelLaunchesKept:
             self.refresher.after(tag)
 
 
+def _compiled(kf: KernelFile) -> Any:
+    """``torch.compile(kf.reference)``, made once per process (:data:`_COMPILED`; Inductor compiles on the first
+    call)."""
+    import torch
+
+    if kf.reference not in _COMPILED:
+        _COMPILED[kf.reference] = torch.compile(kf.reference)
+    return _COMPILED[kf.reference]
+
+
 def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], restore: Any,
                   eager: TimingResult | None, use_cache: bool, target: Target) -> BenchmarkRow:
     """The torch.compile row: from the baseline cache when usable, else compiled (once per process) and timed."""
-    import torch
-
     from kernelpilot.measure import baseline_cache
 
     name = COMPILE_ROW
@@ -178,9 +186,7 @@ def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], re
         if entry is not None:
             return BenchmarkRow(name=name, timing=entry.compiled, cached_at=entry.measured_at,
                                 note=f"timed {entry.measured_at} (baseline cache); {why}")
-    if kf.reference not in _COMPILED:
-        _COMPILED[kf.reference] = torch.compile(kf.reference)
-    compiled = _COMPILED[kf.reference]
+    compiled = _compiled(kf)
     row = _timed(name, lambda: compiled(**inputs), target, restore)
     if row.timing is not None and key is not None and eager is not None:
         baseline_cache.store(key, eager, row.timing)
