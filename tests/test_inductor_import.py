@@ -422,11 +422,15 @@ def test_a_persistent_tma_template_converts_checks_and_gets_triton_scratch(tmp_p
     # the host's grid is Inductor's: min(NUM_SMS, tiles) = 4 programs for its four 32 x 32 tiles
     assert "make_tensor_descriptor" in cap.codes[0] and ", 4, 1, 1, stream" in cap.codes[0]
     conv = _write(cap, tmp_path / "mm.py")
-    # persistent (NUM_SMS in its body): its tiles are tunables too, the launch is NUM_SMS programs
+    # persistent (NUM_SMS in its body): its tiles are tunables too, the launch is NUM_SMS programs; its one loop
+    # over the tiles may be flattened into the K loop (FLATTEN_0, Inductor's nested loops by default)
     assert conv.tunables == {"BLOCK_M_0": [16, 32, 64], "BLOCK_N_0": [16, 32, 64], "BLOCK_K_0": [16, 32],
-                             "num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
+                             "FLATTEN_0": [0, 1], "num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
+    assert conv.default_config["FLATTEN_0"] == 0 and "NUM_SMS, flatten=FLATTEN):" in conv.text
     assert conv.constraints == [] and "programs=8" in conv.text
     result = api.check(tmp_path / "mm.py")
+    assert result.passed, result.summary
+    result = api.check(tmp_path / "mm.py", config={**conv.default_config, "FLATTEN_0": 1})
     assert result.passed, result.summary
     # tiles other than Inductor's: 8 tiles of 16 x 32, which the host's 4 programs striding by 8 would half miss
     other = {**conv.default_config, "BLOCK_M_0": 16, "BLOCK_N_0": 32, "BLOCK_K_0": 32}
@@ -451,12 +455,16 @@ def test_the_persistent_tma_template_max_autotune_triton_chose_on_an_h200_is_rea
     stages, NUM_SMS 132); its tiles move into the signature and the space is around that choice."""
     cap = CapturedCode.model_validate_json((DATA / "triton_tutorial_matmul-persistent-tma-h200.json").read_text())
     (k,) = parse_output(cap.codes[0]).kernels
-    assert (k.kind, k.persistent_sms, k.blocks) == ("template", 132, ["BLOCK_M", "BLOCK_N", "BLOCK_K"])
-    assert "BLOCK_M : tl.constexpr" not in k.source and "BLOCK_K: tl.constexpr):" in k.source
+    assert (k.kind, k.persistent_sms, k.blocks) == ("template", 132, ["BLOCK_M", "BLOCK_N", "BLOCK_K", "FLATTEN"])
+    assert "BLOCK_M : tl.constexpr" not in k.source and "FLATTEN: tl.constexpr):" in k.source
     assert "make_tensor_descriptor" in k.source
+    # the loop over the tiles, and only it, takes the flatten flag; the K loop inside it is Inductor's
+    assert k.source.count("flatten=") == 1
+    assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=FLATTEN):" in k.source
+    assert "for rk in tl.range(0, K, BLOCK_K):" in k.source
     conv = convert_capture(cap, "/nonexistent/kernel.py")
-    assert conv.default_config == {"BLOCK_M_0": 128, "BLOCK_N_0": 256, "BLOCK_K_0": 64, "num_warps_0": 8,
-                                   "num_stages_0": 3}
+    assert conv.default_config == {"BLOCK_M_0": 128, "BLOCK_N_0": 256, "BLOCK_K_0": 64, "FLATTEN_0": 0,
+                                   "num_warps_0": 8, "num_stages_0": 3}
     assert conv.tunables["BLOCK_N_0"] == [128, 256] and conv.tunables["BLOCK_K_0"] == [32, 64, 128]
 
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from kernelpilot.inductor.errors import InductorConvertError, NoTritonKernel
 
-__all__ = ["BLOCK_PARAMS", "GRID_TYPES", "KINDS", "TILE_PARAMS", "InductorKernel", "ParsedOutput", "parse_output"]
+__all__ = ["BLOCK_PARAMS", "FLATTEN_PARAM", "GRID_TYPES", "KINDS", "TILE_PARAMS", "InductorKernel", "ParsedOutput",
+           "parse_output"]
 
 #: Launch parameters Inductor's configs set as constexpr kernel arguments (``triton.Config`` kwargs).
 BLOCK_PARAMS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
@@ -32,6 +33,14 @@ KINDS = ("pointwise", "reduction", "persistent_reduction", "template")
 #: A persistent template's tile sizes, fixed in its body by Inductor; the converter makes them constexpr arguments
 #: (see :attr:`InductorKernel.persistent_sms`).
 TILE_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
+#: A persistent template's loop over its tiles (``for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):``) is given
+#: ``flatten=FLATTEN``, a constexpr argument the space tunes over 0 and 1: 0 keeps Inductor's two nested loops; 1 has
+#: Triton fuse the tile loop with the K loop into one software-pipelined loop (``tl.range(..., flatten=True)``), so the
+#: next tile's first TMA loads are issued during this tile's epilogue, as in the matmul example's persistent kernel and
+#: Triton's persistent-matmul tutorial (``FLATTEN``). Measured on an H100 (docs/device-runs/2026-11-26-h100-gemm): the
+#: example's kernel took 182.72 µs flattened and 189.73 µs not, at bf16 4096³; Inductor's template, not flattened,
+#: stayed at 0.96-0.97× cuBLAS on two H200s (docs/device-runs/2026-11-27-issue25).
+FLATTEN_PARAM = "FLATTEN"
 
 _HOST_RENAMES = ((r"\bempty_strided_cuda\(", "_h.empty("), (r"\btorch\.cuda\._DeviceGuard\(", "_h.guard("),
                  (r"\btorch\.cuda\.set_device\(", "_h.set_device("), (r"\bget_raw_stream\(", "_h.stream("))
@@ -144,8 +153,9 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     blocks = [a for a in args if a in BLOCK_PARAMS]
     sms = consts.get("NUM_SMS") if kind == "template" else None
     if launch is not None and sms is not None and all(t in consts for t in TILE_PARAMS):
-        body = _tiles_to_arguments(name, body)
-        blocks, launch = list(TILE_PARAMS), {**launch, "kwargs": {t: consts[t] for t in TILE_PARAMS}}
+        body, flat = _tiles_to_arguments(name, body)
+        blocks = list(TILE_PARAMS) + ([FLATTEN_PARAM] if flat else [])
+        launch = {**launch, "kwargs": {**{t: consts[t] for t in TILE_PARAMS}, **({FLATTEN_PARAM: 0} if flat else {})}}
     else:
         sms = None
     return InductorKernel(name=name, kind=kind, grid_type=grid_type, source="@triton.jit\n" + body,
@@ -162,9 +172,16 @@ def _body_ints(fn: ast.FunctionDef) -> dict[str, int]:
             and isinstance(node.value, ast.Constant) and type(node.value.value) is int}
 
 
-def _tiles_to_arguments(name: str, body: str) -> str:
+#: The loop over a persistent template's tiles: ``for <name> in tl.range(<start>, <end>, NUM_SMS):`` on one line.
+_TILE_LOOP = re.compile(r"^([ \t]*for[ \t]+\w+[ \t]+in[ \t]+tl\.range\([^\n]*?,[ \t]*NUM_SMS)[ \t]*\)[ \t]*:", re.M)
+
+
+def _tiles_to_arguments(name: str, body: str) -> tuple[str, bool]:
     """A persistent template's ``def`` with its :data:`TILE_PARAMS` moved from body statements to constexpr
-    arguments at the end of its signature (raises InductorConvertError where the text is not as expected)."""
+    arguments at the end of its signature, and ``(body, flattened)``: where the body has one loop over its tiles
+    (:data:`_TILE_LOOP`), that loop is given ``flatten=FLATTEN`` and :data:`FLATTEN_PARAM` joins the signature
+    (``flattened`` True); a body with none or several keeps its loops. Raises InductorConvertError where the tile
+    sizes are not one ``NAME : tl.constexpr = N`` line each."""
     head = re.search(rf"def {re.escape(name)}\((.*?)\):", body, re.S)
     gone = [re.compile(rf"^[ \t]*{t}[ \t]*:[ \t]*tl\.constexpr[ \t]*=[ \t]*\d+[ \t]*\n", re.M) for t in TILE_PARAMS]
     if head is None or any(len(g.findall(body)) != 1 for g in gone):
@@ -173,8 +190,11 @@ def _tiles_to_arguments(name: str, body: str) -> str:
     for g in gone:
         body = g.sub("", body, count=1)
     params = head.group(1).rstrip().rstrip(",")
-    tiles = ", ".join(f"{t}: tl.constexpr" for t in TILE_PARAMS)
-    return body.replace(head.group(0), f"def {name}({params}, {tiles}):", 1)
+    flattened = len(_TILE_LOOP.findall(body)) == 1
+    if flattened:
+        body = _TILE_LOOP.sub(lambda m: f"{m.group(1)}, flatten={FLATTEN_PARAM}):", body, count=1)
+    tiles = ", ".join(f"{t}: tl.constexpr" for t in TILE_PARAMS + ((FLATTEN_PARAM,) if flattened else ()))
+    return body.replace(head.group(0), f"def {name}({params}, {tiles}):", 1), flattened
 
 
 def _host_nodes(tree: ast.Module) -> list[ast.stmt]:

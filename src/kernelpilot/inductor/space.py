@@ -12,7 +12,8 @@ Inductor's host code, depends on them): a template tunes ``num_warps_i`` (the sa
 (:attr:`~kernelpilot.inductor.parse.InductorKernel.persistent_sms`: its grid does not depend on its tiles) also tunes
 its tiles ``BLOCK_M_i``, ``BLOCK_N_i``, ``BLOCK_K_i``: powers of two within ``2**spread`` of Inductor's, from 16 to
 256 (Inductor's own GEMM configs stay within that range: torch/_inductor/template_heuristics/triton.py), with no
-tile constraint (a tile too large for shared memory or registers is pruned when compiled). For a kernel of two or more block sizes (the fixed ones
+tile constraint (a tile too large for shared memory or registers is pruned when compiled), and ``FLATTEN_i`` over 0
+(Inductor's nested loops, the default) and 1 (:data:`~kernelpilot.inductor.parse.FLATTEN_PARAM`). For a kernel of two or more block sizes (the fixed ones
 included) a constraint keeps its tile (their product) at most four times the default's and at most 2**20 elements (Triton's
 largest tensor, ``TRITON_MAX_TENSOR_NUMEL``).
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelpilot.inductor.parse import InductorKernel
+from kernelpilot.inductor.parse import FLATTEN_PARAM, InductorKernel
 
 __all__ = ["KernelSpace", "kernel_space"]
 
@@ -85,6 +86,9 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
     for b in k.blocks:
         name = f"{b}_{i}"
         value = int(cfg["kwargs"].get(b, tiles.get(b, 1)))
+        if b == FLATTEN_PARAM:  # the tile loop fused with the K loop or not (parse.FLATTEN_PARAM)
+            tunables[name], default[name], blocks[b] = [0, 1], value, name
+            continue
         if b in tiles:
             tunables[name], default[name], blocks[b] = _window(value, spread, 16, 256), value, name
             continue
