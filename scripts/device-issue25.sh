@@ -17,7 +17,8 @@
 #   bash scripts/device-issue25.sh x2a|x2b|x2c  # the same rows on 2 GPUs over three calls (x2a: GPU tests, the two
 #                                               # GEMMs; x2b: the other library kernels; x2c: the examples;
 #                                               # x2d: the GPU tests that time, beside the matmul example's row;
-#                                               # x2e, one GPU: Liger GeGLU and RoPE)
+#                                               # x2e, one GPU: Liger GeGLU and RoPE; x1f, one GPU: the tutorial
+#                                               # matmul row and the Inductor import's GPU tests)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -141,7 +142,7 @@ x4c)
     tar czf "$OUT/ex-torchao_int8_mm.tgz" -C /tmp ex-torchao_int8_mm ex-torchao_int8_mm.json ex-torchao_int8_mm.log ) &
   wait; keep > /dev/null
   for f in "$OUT"/lane*.log /tmp/ex-*.log; do echo "== $f"; tail -n 8 "$f"; done ;;
-x4d|x4e|x2a|x2b|x2c|x2d|x2e)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
+x4d|x4e|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
   row() {  # row GPU KERNEL MAX_S [x]
     local left=$(( ${CALL_S:-540} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
     [ $t -lt 60 ] && { echo "-- skipped $2: ${left} s left"; return; }
@@ -168,6 +169,9 @@ x4d|x4e|x2a|x2b|x2c|x2d|x2e)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per G
     ( row 1 $EX/matmul.py 520 x ) > "$OUT/lane1.log" 2>&1 &
   elif [ "$stage" = x2e ]; then  # one GPU: Liger's GeGLU and RoPE, the rows nearest torch.compile
     ( row 0 $L/liger_geglu.py 280 x; row 0 $L/liger_rope.py 250 x ) > "$OUT/lane0.log" 2>&1 &
+  elif [ "$stage" = x1f ]; then  # one GPU: the tutorial matmul row (its Inductor candidate's loop flattened or not)
+    ( row 0 $L/triton_tutorial_matmul.py 420 x; CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m pytest -v -m gpu \
+        -p no:cacheprovider -rfE --tb=short tests/test_inductor_import.py; echo "-- gpu tests rc=$?" ) > "$OUT/lane0.log" 2>&1 &
   elif [ "$stage" = x2c ]; then
     ( row 0 $EX/softmax.py 500 ) > "$OUT/lane0.log" 2>&1 &
     ( row 1 $EX/layer_norm.py 300; row 1 $EX/vector_add.py 300 ) > "$OUT/lane1.log" 2>&1 &
