@@ -385,11 +385,13 @@ def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_
 
 #: The persistent TMA template's form (torch 2.11's ``triton_persistent_tma_mm.py.jinja`` with Triton's device-side
 #: tensor descriptors): NUM_SMS programs stride over the tiles, the host passing ``min(NUM_SMS, tiles)`` as the grid;
-#: the body is ours, at 64³ with 32×32×16 tiles.
+#: the body is ours, at 64³ with 32×32×16 tiles, its tile order grouped and its epilogue's tile rematerialized as the
+#: template's are.
 _TMA_TEMPLATE = _TEMPLATE.split("def triton_tem_fused_mm_0")[0] + """def triton_tem_fused_mm_0(arg_A, arg_B, out_ptr0):
     BLOCK_M : tl.constexpr = 32
     BLOCK_N : tl.constexpr = 32
     BLOCK_K : tl.constexpr = 16
+    GROUP_M : tl.constexpr = 2
     NUM_SMS : tl.constexpr = 8
     M = 64
     N = 64
@@ -397,12 +399,24 @@ _TMA_TEMPLATE = _TEMPLATE.split("def triton_tem_fused_mm_0")[0] + """def triton_
     a_desc = tl.make_tensor_descriptor(base=arg_A, shape=[M, K], strides=[K, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(base=arg_B, shape=[K, N], strides=[N, 1], block_shape=[BLOCK_K, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(base=out_ptr0, shape=[M, N], strides=[N, 1], block_shape=[BLOCK_M, BLOCK_N])
-    for tile in tl.range(tl.program_id(0), (M // BLOCK_M) * (N // BLOCK_N), NUM_SMS):
-        rm = (tile // (N // BLOCK_N)) * BLOCK_M
-        rn = (tile % (N // BLOCK_N)) * BLOCK_N
+    start_pid = tl.program_id(0)
+    grid_m = tl.cdiv(M, BLOCK_M)
+    grid_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * grid_n
+    for tile_id in tl.range(start_pid, grid_m * grid_n, NUM_SMS):
+        # re-order program ID for better L2 performance
+        group_id = tile_id // width
+        group_size = min(grid_m - group_id * GROUP_M, GROUP_M)
+        pid_m = group_id * GROUP_M + (tile_id % group_size)
+        pid_n = (tile_id % width) // (group_size)
+        rm = pid_m * BLOCK_M
+        rn = pid_n * BLOCK_N
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, K, BLOCK_K):
             acc += tl.dot(tl.load_tensor_descriptor(a_desc, [rm, k]), tl.load_tensor_descriptor(b_desc, [k, rn]))
+        # rematerialize rm and rn to save registers
+        rm = pid_m * BLOCK_M
+        rn = pid_n * BLOCK_N
         tl.store_tensor_descriptor(c_desc, [rm, rn], acc.to(tl.bfloat16))
 """
 
@@ -423,17 +437,24 @@ def test_a_persistent_tma_template_converts_checks_and_gets_triton_scratch(tmp_p
     assert "make_tensor_descriptor" in cap.codes[0] and ", 4, 1, 1, stream" in cap.codes[0]
     conv = _write(cap, tmp_path / "mm.py")
     # persistent (NUM_SMS in its body): its tiles are tunables too, the launch is NUM_SMS programs; its one loop
-    # over the tiles may be flattened into the K loop (FLATTEN_0, Inductor's nested loops by default)
+    # over the tiles may be flattened into the K loop (FLATTEN_0 1), the epilogue's tile then also from a counter of
+    # its own (2); Inductor's nested loops by default
     assert conv.tunables == {"BLOCK_M_0": [16, 32, 64], "BLOCK_N_0": [16, 32, 64], "BLOCK_K_0": [16, 32],
-                             "FLATTEN_0": [0, 1], "num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
+                             "FLATTEN_0": [0, 1, 2], "num_warps_0": [2, 4, 8], "num_stages_0": [2, 3, 4]}
     assert conv.default_config["FLATTEN_0"] == 0 and "NUM_SMS, flatten=FLATTEN):" in conv.text
+    assert "tile_id_c = start_pid - NUM_SMS" in conv.text and "if FLATTEN == 2:" in conv.text
     assert conv.constraints == [] and "programs=8" in conv.text
     result = api.check(tmp_path / "mm.py")
     assert result.passed, result.summary
-    result = api.check(tmp_path / "mm.py", config={**conv.default_config, "FLATTEN_0": 1})
-    assert result.passed, result.summary
-    # tiles other than Inductor's: 8 tiles of 16 x 32, which the host's 4 programs striding by 8 would half miss
+    for flatten in (1, 2):
+        result = api.check(tmp_path / "mm.py", config={**conv.default_config, "FLATTEN_0": flatten})
+        assert result.passed, result.summary
+    # tiles other than Inductor's: 8 tiles of 16 x 32, which the host's 4 programs striding by 8 would half miss;
+    # with its own counter the epilogue of a program that has two tiles (16 of 16 x 16) stores each where it belongs
     other = {**conv.default_config, "BLOCK_M_0": 16, "BLOCK_N_0": 32, "BLOCK_K_0": 32}
+    result = api.check(tmp_path / "mm.py", config=other)
+    assert result.passed, result.summary
+    other = {**conv.default_config, "BLOCK_M_0": 16, "BLOCK_N_0": 16, "FLATTEN_0": 2}
     result = api.check(tmp_path / "mm.py", config=other)
     assert result.passed, result.summary
     spec = importlib.util.spec_from_file_location("_kp_tma_mm", tmp_path / "mm.py")
@@ -458,8 +479,10 @@ def test_the_persistent_tma_template_max_autotune_triton_chose_on_an_h200_is_rea
     assert (k.kind, k.persistent_sms, k.blocks) == ("template", 132, ["BLOCK_M", "BLOCK_N", "BLOCK_K", "FLATTEN"])
     assert "BLOCK_M : tl.constexpr" not in k.source and "FLATTEN: tl.constexpr):" in k.source
     assert "make_tensor_descriptor" in k.source
-    # the loop over the tiles, and only it, takes the flatten flag; the K loop inside it is Inductor's
-    assert k.source.count("flatten=") == 1
+    # the loop over the tiles, and only it, takes the flatten flag; the K loop inside it is Inductor's; under
+    # FLATTEN == 2 the epilogue recomputes its tile from tile_id_c with the template's own grouping statements
+    assert k.flatten_values == [0, 1, 2] and k.source.count("flatten=") == 1
+    assert "pid_m = group_id_c * GROUP_M + (tile_id_c % group_size_c)" in k.source
     assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=FLATTEN):" in k.source
     assert "for rk in tl.range(0, K, BLOCK_K):" in k.source
     conv = convert_capture(cap, "/nonexistent/kernel.py")

@@ -34,12 +34,14 @@ KINDS = ("pointwise", "reduction", "persistent_reduction", "template")
 #: (see :attr:`InductorKernel.persistent_sms`).
 TILE_PARAMS = ("BLOCK_M", "BLOCK_N", "BLOCK_K")
 #: A persistent template's loop over its tiles (``for tile_id in tl.range(start_pid, num_tiles, NUM_SMS):``) is given
-#: ``flatten=FLATTEN``, a constexpr argument the space tunes over 0 and 1: 0 keeps Inductor's two nested loops; 1 has
-#: Triton fuse the tile loop with the K loop into one software-pipelined loop (``tl.range(..., flatten=True)``), so the
-#: next tile's first TMA loads are issued during this tile's epilogue, as in the matmul example's persistent kernel and
-#: Triton's persistent-matmul tutorial (``FLATTEN``). Measured on an H100 (docs/device-runs/2026-11-26-h100-gemm): the
-#: example's kernel took 182.72 µs flattened and 189.73 µs not, at bf16 4096³; Inductor's template, not flattened,
-#: stayed at 0.96-0.97× cuBLAS on two H200s (docs/device-runs/2026-11-27-issue25).
+#: ``flatten=FLATTEN``, a constexpr argument the space tunes: 0 keeps Inductor's two nested loops; 1 has Triton fuse
+#: the tile loop with the K loop into one software-pipelined loop (``tl.range(..., flatten=True)``), so the next
+#: tile's first TMA loads are issued during this tile's epilogue, as in the matmul example's persistent kernel and
+#: Triton's persistent-matmul tutorial (``FLATTEN``); 2 (where the body's tile coordinates can be read, see
+#: :func:`_epilogue_counter`) also has the epilogue find its tile from a counter of its own, so the pipelined loads and
+#: the epilogue share no value (the tutorial's ``tile_id_c``). Measured on an H100 (docs/device-runs/2026-11-26-h100-gemm):
+#: the example's kernel took 182.72 µs flattened and 189.73 µs not, at bf16 4096³; on another H100, Inductor's
+#: template at fp16 4096³ took 189.98 µs not flattened and 186.77 µs flattened (docs/device-runs/2026-11-27-s7).
 FLATTEN_PARAM = "FLATTEN"
 
 _HOST_RENAMES = ((r"\bempty_strided_cuda\(", "_h.empty("), (r"\btorch\.cuda\._DeviceGuard\(", "_h.guard("),
@@ -65,6 +67,8 @@ class InductorKernel:
             ``triton_persistent_mm``: ``NUM_SMS`` programs stride over every tile, so any tile size covers the output
             with ``NUM_SMS`` programs): its tile sizes (:data:`TILE_PARAMS`) are moved from the body into the
             signature as constexpr arguments and are in ``blocks``; None for any other kernel.
+        flatten_values: the values of :data:`FLATTEN_PARAM` the body supports (``[0, 1]`` or ``[0, 1, 2]``; it is
+            then in ``blocks``), or empty where it has no such argument.
     """
 
     name: str
@@ -79,6 +83,7 @@ class InductorKernel:
     grid_args: int = 0
     launch: dict | None = None
     persistent_sms: int | None = None
+    flatten_values: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -153,15 +158,16 @@ def _kernel(name: str, module_src: str) -> InductorKernel:
     blocks = [a for a in args if a in BLOCK_PARAMS]
     sms = consts.get("NUM_SMS") if kind == "template" else None
     if launch is not None and sms is not None and all(t in consts for t in TILE_PARAMS):
-        body, flat = _tiles_to_arguments(name, body)
-        blocks = list(TILE_PARAMS) + ([FLATTEN_PARAM] if flat else [])
-        launch = {**launch, "kwargs": {**{t: consts[t] for t in TILE_PARAMS}, **({FLATTEN_PARAM: 0} if flat else {})}}
+        body, flats = _tiles_to_arguments(name, body)
+        blocks = list(TILE_PARAMS) + ([FLATTEN_PARAM] if flats else [])
+        launch = {**launch, "kwargs": {**{t: consts[t] for t in TILE_PARAMS}, **({FLATTEN_PARAM: 0} if flats else {})}}
     else:
-        sms = None
+        sms, flats = None, []
     return InductorKernel(name=name, kind=kind, grid_type=grid_type, source="@triton.jit\n" + body,
                           params=[a for a in args if a not in BLOCK_PARAMS], blocks=blocks,
                           fixed_blocks=fixed, size_hints={str(k): int(v) for k, v in size_hints.items()}, imports=imports,
-                          grid_args=grid_args, launch=launch, persistent_sms=sms)
+                          grid_args=grid_args, launch=launch, persistent_sms=sms,
+                          flatten_values=flats)
 
 
 def _body_ints(fn: ast.FunctionDef) -> dict[str, int]:
@@ -176,12 +182,13 @@ def _body_ints(fn: ast.FunctionDef) -> dict[str, int]:
 _TILE_LOOP = re.compile(r"^([ \t]*for[ \t]+\w+[ \t]+in[ \t]+tl\.range\([^\n]*?,[ \t]*NUM_SMS)[ \t]*\)[ \t]*:", re.M)
 
 
-def _tiles_to_arguments(name: str, body: str) -> tuple[str, bool]:
+def _tiles_to_arguments(name: str, body: str) -> tuple[str, list[int]]:
     """A persistent template's ``def`` with its :data:`TILE_PARAMS` moved from body statements to constexpr
-    arguments at the end of its signature, and ``(body, flattened)``: where the body has one loop over its tiles
-    (:data:`_TILE_LOOP`), that loop is given ``flatten=FLATTEN`` and :data:`FLATTEN_PARAM` joins the signature
-    (``flattened`` True); a body with none or several keeps its loops. Raises InductorConvertError where the tile
-    sizes are not one ``NAME : tl.constexpr = N`` line each."""
+    arguments at the end of its signature, and ``(body, flatten_values)``: where the body has one loop over its tiles
+    (:data:`_TILE_LOOP`), that loop is given ``flatten=FLATTEN``, :data:`FLATTEN_PARAM` joins the signature and
+    ``flatten_values`` is ``[0, 1]`` (``[0, 1, 2]`` where :func:`_epilogue_counter` applies too); a body with none or
+    several keeps its loops (``[]``). Raises InductorConvertError where the tile sizes are not one
+    ``NAME : tl.constexpr = N`` line each."""
     head = re.search(rf"def {re.escape(name)}\((.*?)\):", body, re.S)
     gone = [re.compile(rf"^[ \t]*{t}[ \t]*:[ \t]*tl\.constexpr[ \t]*=[ \t]*\d+[ \t]*\n", re.M) for t in TILE_PARAMS]
     if head is None or any(len(g.findall(body)) != 1 for g in gone):
@@ -190,11 +197,44 @@ def _tiles_to_arguments(name: str, body: str) -> tuple[str, bool]:
     for g in gone:
         body = g.sub("", body, count=1)
     params = head.group(1).rstrip().rstrip(",")
-    flattened = len(_TILE_LOOP.findall(body)) == 1
-    if flattened:
+    values: list[int] = []
+    if len(_TILE_LOOP.findall(body)) == 1:
+        values = [0, 1]
+        counted = _epilogue_counter(body)
+        if counted is not None:
+            body, values = counted, [0, 1, 2]
         body = _TILE_LOOP.sub(lambda m: f"{m.group(1)}, flatten={FLATTEN_PARAM}):", body, count=1)
-    tiles = ", ".join(f"{t}: tl.constexpr" for t in TILE_PARAMS + ((FLATTEN_PARAM,) if flattened else ()))
-    return body.replace(head.group(0), f"def {name}({params}, {tiles}):", 1), flattened
+    tiles = ", ".join(f"{t}: tl.constexpr" for t in TILE_PARAMS + ((FLATTEN_PARAM,) if values else ()))
+    return body.replace(head.group(0), f"def {name}({params}, {tiles}):", 1), values
+
+
+def _epilogue_counter(body: str) -> str | None:
+    """The body with its epilogue's tile coordinates taken, under ``FLATTEN == 2``, from a counter of its own, or
+    None where the text is not as expected. Torch 2.11's persistent templates compute ``pid_m``/``pid_n`` from the
+    loop variable in the statements between the loop's head and ``rm = pid_m * BLOCK_M``, and the epilogue after the
+    K loop rematerializes ``rm = pid_m * BLOCK_M``: before that last line a ``if FLATTEN == 2:`` block (a constexpr
+    branch, absent from the compiled kernel otherwise) advances ``<var>_c`` (set to ``start - NUM_SMS`` before the
+    loop) by ``NUM_SMS`` and recomputes ``pid_m``/``pid_n`` from it with the same statements, their helper names
+    suffixed ``_c``. The tile is the same one, so every value of FLATTEN computes the same result."""
+    head = _TILE_LOOP.search(body)
+    lead = re.match(r"([ \t]*)for[ \t]+(\w+)[ \t]+in[ \t]+tl\.range\(([^,\n]+),", head.group(1)) if head else None
+    lines = body[head.end():].split("\n")[1:] if head else []
+    remat = [i for i, ln in enumerate(lines) if re.fullmatch(r"[ \t]*rm = pid_m \* BLOCK_M[ \t]*", ln)]
+    if lead is None or len(remat) != 2:
+        return None
+    indent, var, start = lead.group(1), lead.group(2), lead.group(3).strip()
+    inner = re.match(r"[ \t]*", lines[remat[1]]).group(0)
+    coords = [ln.strip() for ln in lines[:remat[0]] if ln.strip() and not ln.strip().startswith("#")]
+    assigned = [re.match(r"(\w+)[ \t]*=", c) for c in coords]
+    if not coords or None in assigned or not {"pid_m", "pid_n"} <= {a.group(1) for a in assigned}:
+        return None
+    renames = {var} | {a.group(1) for a in assigned} - {"pid_m", "pid_n"}
+    redo = [re.sub(r"\b(" + "|".join(map(re.escape, sorted(renames))) + r")\b", r"\1_c", c) for c in coords]
+    block = [f"{inner}if {FLATTEN_PARAM} == 2:  # the epilogue's tile from its own counter (kernelpilot)",
+             f"{inner}    {var}_c += NUM_SMS"] + [f"{inner}    {c}" for c in redo]
+    lines[remat[1]:remat[1]] = block
+    return (body[:head.start()] + f"{indent}{var}_c = {start} - NUM_SMS\n" + body[head.start():head.end()] + "\n"
+            + "\n".join(lines))
 
 
 def _host_nodes(tree: ast.Module) -> list[ast.stmt]:

@@ -13,7 +13,8 @@ Inductor's host code, depends on them): a template tunes ``num_warps_i`` (the sa
 its tiles ``BLOCK_M_i``, ``BLOCK_N_i``, ``BLOCK_K_i``: powers of two within ``2**spread`` of Inductor's, from 16 to
 256 (Inductor's own GEMM configs stay within that range: torch/_inductor/template_heuristics/triton.py), with no
 tile constraint (a tile too large for shared memory or registers is pruned when compiled), and ``FLATTEN_i`` over 0
-(Inductor's nested loops, the default) and 1 (:data:`~kernelpilot.inductor.parse.FLATTEN_PARAM`). For a kernel of two or more block sizes (the fixed ones
+(Inductor's nested loops, the default), 1 and, where the converter could give the epilogue its own counter, 2
+(:data:`~kernelpilot.inductor.parse.FLATTEN_PARAM`). For a kernel of two or more block sizes (the fixed ones
 included) a constraint keeps its tile (their product) at most four times the default's and at most 2**20 elements (Triton's
 largest tensor, ``TRITON_MAX_TENSOR_NUMEL``).
 """
@@ -87,7 +88,7 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
         name = f"{b}_{i}"
         value = int(cfg["kwargs"].get(b, tiles.get(b, 1)))
         if b == FLATTEN_PARAM:  # the tile loop fused with the K loop or not (parse.FLATTEN_PARAM)
-            tunables[name], default[name], blocks[b] = [0, 1], value, name
+            tunables[name], default[name], blocks[b] = list(k.flatten_values or [0, 1]), value, name
             continue
         if b in tiles:
             tunables[name], default[name], blocks[b] = _window(value, spread, 16, 256), value, name
