@@ -19,6 +19,8 @@
 #                                               # x2d: the GPU tests that time, beside the matmul example's row;
 #                                               # x2e, one GPU: Liger GeGLU and RoPE; x1f, one GPU: the tutorial
 #                                               # matmul row and the Inductor import's GPU tests)
+#   bash scripts/device-issue25.sh x4t          # on 4 GPUs: the issue's whole table in one call, one lane of rows per
+#                                               # GPU, every command ending before the call's limit (CALL_S)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -142,13 +144,14 @@ x4c)
     tar czf "$OUT/ex-torchao_int8_mm.tgz" -C /tmp ex-torchao_int8_mm ex-torchao_int8_mm.json ex-torchao_int8_mm.log ) &
   wait; keep > /dev/null
   for f in "$OUT"/lane*.log /tmp/ex-*.log; do echo "== $f"; tail -n 8 "$f"; done ;;
-x4d|x4e|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
+x4d|x4e|x4t|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
   row() {  # row GPU KERNEL MAX_S [x]
     local left=$(( ${CALL_S:-540} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
     [ $t -lt 60 ] && { echo "-- skipped $2: ${left} s left"; return; }
     CUDA_VISIBLE_DEVICES=$1 python3 benchmarks/search/table.py "$2" ${4:+--skip-exhaustive} --timeout-s $t \
-      --out /tmp/kp-table-$1 --json-out "$OUT/rows.jsonl"
+      --deadline-unix $(( T0 + ${CALL_S:-540} - 15 )) --out /tmp/kp-table-$1 --json-out "$OUT/rows.jsonl"
   }
+  T0=$(( $(date +%s) - SECONDS ))
   L=benchmarks/library
   gputests() {
     CUDA_VISIBLE_DEVICES=$1 timeout 240 python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
@@ -169,6 +172,14 @@ x4d|x4e|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows p
     ( row 1 $EX/matmul.py 520 x ) > "$OUT/lane1.log" 2>&1 &
   elif [ "$stage" = x2e ]; then  # one GPU: Liger's GeGLU and RoPE, the rows nearest torch.compile
     ( row 0 $L/liger_geglu.py 280 x; row 0 $L/liger_rope.py 250 x ) > "$OUT/lane0.log" 2>&1 &
+  elif [ "$stage" = x4t ]; then  # the whole table, one lane per GPU (torchao's 960-config exhaustive does not fit)
+    ( row 0 $EX/matmul.py 330; row 0 benchmarks/observed/fla_l2norm.py 150 ) > "$OUT/lane0.log" 2>&1 &
+    ( row 1 $L/torchao_int8_mm.py 300 x; row 1 $L/triton_tutorial_matmul.py 260 ) > "$OUT/lane1.log" 2>&1 &
+    ( row 2 $EX/softmax.py 250; row 2 $EX/vector_add.py 200; row 2 $EX/layer_norm.py 200 ) > "$OUT/lane2.log" 2>&1 &
+    ( row 3 $L/triton_tutorial_attention.py 200; row 3 $L/liger_rope.py 200; row 3 $L/liger_geglu.py 250 ) \
+      > "$OUT/lane3.log" 2>&1 &
+    wait
+    cp /tmp/kp-table-1/opt-triton_tutorial_matmul/inductor/tune/tune.md "$OUT/tutorial-inductor-tune.md" 2>/dev/null
   elif [ "$stage" = x1f ]; then  # one GPU: the tutorial matmul row (its Inductor candidate's loop flattened or not)
     ( row 0 $L/triton_tutorial_matmul.py 420 x; CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m pytest -v -m gpu \
         -p no:cacheprovider -rfE --tb=short tests/test_inductor_import.py; echo "-- gpu tests rc=$?" ) > "$OUT/lane0.log" 2>&1 &

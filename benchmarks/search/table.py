@@ -3,6 +3,7 @@
 the imported Inductor kernel after tuning.
 
     python3 benchmarks/search/table.py KERNEL [KERNEL ...] [--out DIR] [--json-out FILE] [--skip-exhaustive]
+        [--timeout-s S] [--deadline-unix T]
 
 Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Inductor caches, then ``kernelpilot tune
 KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
@@ -97,8 +98,13 @@ def time_to_within(run: Path, versions: list[dict[str, Any]], target_ns: float, 
     return (min(hits) - start_unix) if hits else None
 
 
-def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str, Any]:
-    """Run optimize and the exhaustive tune for one kernel; the row's numbers (see the module docstring)."""
+def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float, deadline_unix: float | None = None) -> dict[str, Any]:
+    """Run optimize and the exhaustive tune for one kernel; the row's numbers (see the module docstring). Each command
+    gets at most ``timeout_s`` and, with ``deadline_unix``, ends by then (the exhaustive tune is skipped, with a
+    ``tune_error``, when under 30 s are left for it)."""
+    def limit() -> float:
+        return timeout_s if deadline_unix is None else min(timeout_s, deadline_unix - time.time())
+
     name = Path(kernel).stem
     env = dict(os.environ)
     kp = [sys.executable, "-m", "kernelpilot.cli"]
@@ -109,13 +115,15 @@ def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float) -> dict[str,
     run = out / f"opt-{name}"
     start = time.time()
     opt, res["opt_wall_s"], err = run_json([*kp, "optimize", kernel, "--out", str(run), "--json"], caches,
-                                           timeout_s, out / f"opt-{name}.log")
+                                           max(1.0, limit()), out / f"opt-{name}.log")
     if not opt:
         res["opt_error"] = err
     tune: dict[str, Any] = {}
-    if exhaustive:
+    if exhaustive and limit() < 30:
+        res["tune_error"] = f"not run: {max(0.0, limit()):.0f} s left before the deadline"
+    elif exhaustive:
         tune, res["tune_wall_s"], err = run_json([*kp, "tune", kernel, "--strategy", "exhaustive", "--no-cache",
-                                                 "--json"], caches, timeout_s, out / f"tune-{name}.log")
+                                                 "--json"], caches, limit(), out / f"tune-{name}.log")
         if not tune:
             res["tune_error"] = err
     best_t = (tune.get("best") or {}).get("duration_ns")
@@ -164,13 +172,14 @@ def main() -> None:
     ap.add_argument("--json-out", help="append one JSON object per kernel to this file")
     ap.add_argument("--skip-exhaustive", action="store_true", help="optimize only")
     ap.add_argument("--timeout-s", type=float, default=900.0, help="per command")
+    ap.add_argument("--deadline-unix", type=float, help="every command ends by this unix time (a call's limit)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(HEAD)
     print("|" + "---|" * HEAD.count(" | ") + "---|")
     for k in args.kernels:
-        r = row(k, out, not args.skip_exhaustive, args.timeout_s)
+        r = row(k, out, not args.skip_exhaustive, args.timeout_s, args.deadline_unix)
         print(render(r), flush=True)
         for key in ("tune_error", "opt_error"):
             if r.get(key):
