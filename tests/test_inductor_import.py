@@ -306,6 +306,25 @@ def test_the_triton_gemm_mode_is_max_autotune_with_cublas_left_out():
     assert mode_options("default") == list_mode_options("default", False)
 
 
+def test_the_triton_gemm_capture_asks_for_the_persistent_template_first_and_knows_when_it_got_it():
+    """max-autotune-triton first limits Inductor's choices by name to its persistent TMA template (the option exists
+    in this torch and compile_fx accepts it as a patch); whether the code it wrote launches a persistent template is
+    read from the code: the H200 capture does, the plain template's and cuBLAS's captures do not (the capture is
+    then made again with every choice)."""
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from kernelpilot.inductor.capture import PERSISTENT_TMA_CHOICES, _persistent_template, capture_reference
+
+    assert hasattr(inductor_config.test_configs, "autotune_choice_name_regex")
+    inputs = {"a": torch.randn(4, 8)}
+    codes, _order, result = capture_reference(lambda a: a * 2, inputs, "default", PERSISTENT_TMA_CHOICES)
+    assert codes and torch.equal(result, inputs["a"] * 2)
+    assert _persistent_template(_capture("triton_tutorial_matmul-persistent-tma-h200").codes)
+    assert not _persistent_template(_capture("triton_tutorial_matmul-max-autotune-triton").codes)
+    assert not _persistent_template(_capture("matmul-default").codes)
+
+
 #: A template kernel in the form Inductor's max-autotune writes (``@triton_heuristics.template`` with a FixedGrid, its
 #: tile sizes fixed in the body, the grid passed by the host code after the arguments); the body is ours.
 _TEMPLATE = """

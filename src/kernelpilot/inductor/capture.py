@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from kernelpilot.target import Target
 
-__all__ = ["TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
+__all__ = ["PERSISTENT_TMA_CHOICES", "TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
 
 
 class CapturedCode(BaseModel):
@@ -44,6 +44,8 @@ class CapturedCode(BaseModel):
             None where it could not be read.
         configs: Inductor kernel name -> every config its autotuner was given (same form), where readable.
         return_names: the output name of each returned tensor (a dict result's keys, else ``outputs`` in order).
+        choices: the regex Inductor's GEMM choices were limited to by name (:data:`PERSISTENT_TMA_CHOICES`), or
+            None where every choice competed.
     """
 
     kernel_path: str
@@ -64,6 +66,7 @@ class CapturedCode(BaseModel):
     chosen: dict[str, dict[str, Any] | None] = {}
     configs: dict[str, list[dict[str, Any]]] = {}
     return_names: list[str] = []
+    choices: str | None = None
 
 
 def _sha256(path: str | Path) -> str:
@@ -126,6 +129,18 @@ TRITON_GEMM_MODE = "max-autotune-triton"
 TRITON_GEMM_PATCHES = {"max_autotune_gemm_backends": "TRITON", "triton.enable_persistent_tma_matmul": True}
 
 
+#: In :data:`TRITON_GEMM_MODE` the capture first limits Inductor's GEMM choices to its persistent TMA template (by
+#: name, ``torch._inductor.config.test_configs.autotune_choice_name_regex``; torch 2.11 names its choices
+#: ``triton_mm_persistent_tma_<i>``): that template's tile sizes become tunables of the imported kernel and its tile
+#: loop can be flattened (:data:`kernelpilot.inductor.parse.FLATTEN_PARAM`), where the plain template's tiles stay as
+#: max-autotune fixed them. Which template max-autotune picks varied from run to run on one H200 (the persistent one
+#: at 128 × 256 × 64 in one call, the plain one in the next, on a host busy compiling), and the plain one, tuned,
+#: ended slower each time it was picked: 219.82 vs 190.08 µs (H100), 199.20 vs 190.53 µs (H200), fp16 4096³
+#: (docs/device-runs/2026-11-27-s7). Where no persistent TMA choice exists (before sm_90, shapes TMA cannot describe,
+#: another torch), the capture is made again with every choice.
+PERSISTENT_TMA_CHOICES = "persistent_tma"
+
+
 def mode_options(mode: str) -> dict[str, Any]:
     """Inductor's config patches for ``mode``: :func:`torch._inductor.list_mode_options` of a torch.compile mode, or
     for :data:`TRITON_GEMM_MODE` those of ``max-autotune`` with :data:`TRITON_GEMM_PATCHES`. Raises whatever
@@ -137,12 +152,14 @@ def mode_options(mode: str) -> dict[str, Any]:
     return dict(list_mode_options(mode, False))
 
 
-def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tuple[list[str], list[str], Any]:
+def capture_reference(reference: Any, inputs: dict[str, Any], mode: str,
+                      choices: str | None = None) -> tuple[list[str], list[str], Any]:
     """Compile ``reference(**inputs)`` with Inductor at ``mode`` (static shapes) and run it once.
 
     Args:
         reference: the kernel file's reference. inputs: name -> tensor (on the GPU) or constant.
         mode: ``"default"`` or ``"max-autotune"`` (any mode torch.compile accepts), or :data:`TRITON_GEMM_MODE`.
+        choices: a regex Inductor's template choices must match by name (None: every choice).
 
     Returns:
         ``(codes, arg_names, result)``: Inductor's output code(s), the input names in ``call(args)`` order (observed
@@ -170,7 +187,10 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
                 raise RuntimeError(f"graph input {type(t).__name__} {tuple(getattr(t, 'shape', ()))} is none of "
                                    f"the named inputs {names}")
             order.append(hit)
-        return compile_fx(gm, example_inputs, config_patches=mode_options(mode))
+        patches = mode_options(mode)
+        if choices is not None:
+            patches["test_configs.autotune_choice_name_regex"] = choices
+        return compile_fx(gm, example_inputs, config_patches=patches)
 
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=backend, dynamic=False, fullgraph=False)
@@ -178,6 +198,18 @@ def capture_reference(reference: Any, inputs: dict[str, Any], mode: str) -> tupl
     if any(inputs[n].is_cuda for n in names):
         torch.cuda.synchronize()
     return list(codes), list(order), result
+
+
+def _persistent_template(codes: list[str]) -> bool:
+    """Whether Inductor's output code launches a persistent template (its kernels read by
+    :func:`kernelpilot.inductor.parse.parse_output`; unreadable code counts as no)."""
+    from kernelpilot.errors import KernelpilotError
+    from kernelpilot.inductor.parse import parse_output
+
+    try:
+        return any(k.persistent_sms is not None for c in codes for k in parse_output(c).kernels)
+    except KernelpilotError:
+        return False
 
 
 def capture_in_worker(kf: Any, opts: Any, target: Target, shape: dict[str, Any] | None, mode: str) -> dict[str, Any]:
@@ -195,8 +227,16 @@ def capture_in_worker(kf: Any, opts: Any, target: Target, shape: dict[str, Any] 
                 "message": f"the worker runs on {target.label}; Inductor emits Triton only for CUDA"}
     shp = resolve_shape(kf, shape)
     case = make_case(kf, shp, 0, "cuda")
+    choices = PERSISTENT_TMA_CHOICES if mode == TRITON_GEMM_MODE else None
     try:
-        codes, order, result = capture_reference(kf.reference, case.inputs, mode)
+        codes, order, result = capture_reference(kf.reference, case.inputs, mode, choices) if choices else ([], [], None)
+    except Exception:  # noqa: BLE001 - no persistent TMA choice (or no such option): every choice, below
+        codes = []
+    if choices and not _persistent_template(codes):
+        choices = None
+    try:
+        if choices is None:
+            codes, order, result = capture_reference(kf.reference, case.inputs, mode)
     except Exception as exc:  # noqa: BLE001 - a compile failure is the answer, reported by the parent
         return {"problem": "failed", "message": f"{type(exc).__name__}: {str(exc)[:1500]}"}
     returns = [{"shape": list(t.shape), "stride": list(t.stride()), "dtype": str(t.dtype).replace("torch.", "")}
@@ -217,5 +257,5 @@ def capture_in_worker(kf: Any, opts: Any, target: Target, shape: dict[str, Any] 
         device_name=torch.cuda.get_device_name(), codes=codes, arg_names=order,
         constants={k: v for k, v in consts.items() if isinstance(v, (int, float, str, bool)) or v is None},
         outputs=list(case.outputs), inplace=list(case.inplace), returns=returns, chosen=chosen,
-        configs=every, return_names=names)
+        configs=every, return_names=names, choices=choices)
     return {"captured": cap.model_dump_json()}
