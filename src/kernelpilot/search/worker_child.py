@@ -208,6 +208,8 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
                 update = WorkerOptions.model_validate_json(msg[1])
                 opts = opts.model_copy(update={k: getattr(update, k) for k in WorkerOptions.model_fields
                                                if k not in LOADED_FIELDS})
+        except BrokenPipeError:  # the parent is gone (killed, or it closed the pipe): nobody to answer
+            return
         except BaseException as exc:  # noqa: BLE001 - also the kernel's sys.exit: typed, and the worker goes on
             conn.send(("raised", describe_exception(exc, f"answering a {kind!r} request")))
 
