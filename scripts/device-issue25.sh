@@ -21,6 +21,8 @@
 #                                               # matmul row and the Inductor import's GPU tests)
 #   bash scripts/device-issue25.sh x4t          # on 4 GPUs: the issue's whole table in one call, one lane of rows per
 #                                               # GPU, every command ending before the call's limit (CALL_S)
+#   bash scripts/device-issue25.sh x4u          # the same on 4 GPUs, each lane one table.py that runs every optimize
+#                                               # before any exhaustive tune (a cut then loses an exhaustive wall only)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -144,7 +146,7 @@ x4c)
     tar czf "$OUT/ex-torchao_int8_mm.tgz" -C /tmp ex-torchao_int8_mm ex-torchao_int8_mm.json ex-torchao_int8_mm.log ) &
   wait; keep > /dev/null
   for f in "$OUT"/lane*.log /tmp/ex-*.log; do echo "== $f"; tail -n 8 "$f"; done ;;
-x4d|x4e|x4t|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
+x4d|x4e|x4t|x4u|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of rows per GPU, each row given at most what the call has left (x: optimize only)
   row() {  # row GPU KERNEL MAX_S [x]
     local left=$(( ${CALL_S:-540} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
     [ $t -lt 60 ] && { echo "-- skipped $2: ${left} s left"; return; }
@@ -180,6 +182,19 @@ x4d|x4e|x4t|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane of ro
       > "$OUT/lane3.log" 2>&1 &
     wait
     cp /tmp/kp-table-1/opt-triton_tutorial_matmul/inductor/tune/tune.md "$OUT/tutorial-inductor-tune.md" 2>/dev/null
+  elif [ "$stage" = x4u ]; then  # the whole table again, each lane one table.py: every optimize before any exhaustive
+    lane() {  # lane GPU [--skip-exhaustive] KERNEL...
+      local g=$1; shift
+      CUDA_VISIBLE_DEVICES=$g python3 benchmarks/search/table.py "$@" --timeout-s 420 \
+        --deadline-unix $(( T0 + ${CALL_S:-540} - 12 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
+    }
+    ( lane 0 $EX/matmul.py $EX/vector_add.py ) > "$OUT/lane0.log" 2>&1 &
+    ( lane 1 --skip-exhaustive $L/torchao_int8_mm.py; lane 1 benchmarks/observed/fla_l2norm.py $EX/layer_norm.py ) \
+      > "$OUT/lane1.log" 2>&1 &
+    ( lane 2 $L/liger_geglu.py $L/triton_tutorial_matmul.py ) > "$OUT/lane2.log" 2>&1 &
+    ( lane 3 $L/liger_rope.py $L/triton_tutorial_attention.py $EX/softmax.py ) > "$OUT/lane3.log" 2>&1 &
+    wait
+    cp /tmp/kp-table-2/opt-triton_tutorial_matmul/inductor/tune/tune.md "$OUT/tutorial-inductor-tune.md" 2>/dev/null
   elif [ "$stage" = x1f ]; then  # one GPU: the tutorial matmul row (its Inductor candidate's loop flattened or not)
     ( row 0 $L/triton_tutorial_matmul.py 420 x; CUDA_VISIBLE_DEVICES=0 timeout 100 python3 -m pytest -v -m gpu \
         -p no:cacheprovider -rfE --tb=short tests/test_inductor_import.py; echo "-- gpu tests rc=$?" ) > "$OUT/lane0.log" 2>&1 &

@@ -5,8 +5,8 @@ the imported Inductor kernel after tuning.
     python3 benchmarks/search/table.py KERNEL [KERNEL ...] [--out DIR] [--json-out FILE] [--skip-exhaustive]
         [--timeout-s S] [--deadline-unix T]
 
-Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Inductor caches, then ``kernelpilot tune
-KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
+Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Inductor caches, and after every kernel's
+optimize, ``kernelpilot tune KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
 optimize compiled: its wall is a lower bound of a cold one, so comparing optimize with it is conservative). Columns:
 
 - ``v0 (library default)``: the kernel file as given (a library's own config, or its autotuner's pick for the
@@ -98,51 +98,73 @@ def time_to_within(run: Path, versions: list[dict[str, Any]], target_ns: float, 
     return (min(hits) - start_unix) if hits else None
 
 
-def row(kernel: str, out: Path, exhaustive: bool, timeout_s: float, deadline_unix: float | None = None) -> dict[str, Any]:
-    """Run optimize and the exhaustive tune for one kernel; the row's numbers (see the module docstring). Each command
-    gets at most ``timeout_s`` and, with ``deadline_unix``, ends by then (the exhaustive tune is skipped, with a
-    ``tune_error``, when under 30 s are left for it)."""
-    def limit() -> float:
-        return timeout_s if deadline_unix is None else min(timeout_s, deadline_unix - time.time())
+class Row:
+    """One kernel's row, made in two phases so that a lane of several kernels runs every ``optimize`` before any
+    exhaustive tune (a call's limit then cuts an exhaustive tune, never an optimize run): :meth:`optimize`, then
+    :meth:`exhaustive`, then :meth:`numbers` (see the module docstring). Each command gets at most ``timeout_s`` and,
+    with ``deadline_unix``, ends by then; an exhaustive tune with under 30 s left is not run (``tune_error`` says so)."""
 
-    name = Path(kernel).stem
-    env = dict(os.environ)
-    kp = [sys.executable, "-m", "kernelpilot.cli"]
-    res: dict[str, Any] = {"kernel": kernel}
-    # optimize first, on empty Triton and Inductor caches; the exhaustive tune after it, on the caches optimize
-    # filled: its wall is then a lower bound of a cold exhaustive run, so "optimize met 1 % sooner" is conservative
-    caches = {**env, "TRITON_CACHE_DIR": str(out / f"tc-{name}"), "TORCHINDUCTOR_CACHE_DIR": str(out / f"ic-{name}")}
-    run = out / f"opt-{name}"
-    start = time.time()
-    opt, res["opt_wall_s"], err = run_json([*kp, "optimize", kernel, "--out", str(run), "--json"], caches,
-                                           max(1.0, limit()), out / f"opt-{name}.log")
-    if not opt:
-        res["opt_error"] = err
-    tune: dict[str, Any] = {}
-    if exhaustive and limit() < 30:
-        res["tune_error"] = f"not run: {max(0.0, limit()):.0f} s left before the deadline"
-    elif exhaustive:
-        tune, res["tune_wall_s"], err = run_json([*kp, "tune", kernel, "--strategy", "exhaustive", "--no-cache",
-                                                 "--json"], caches, limit(), out / f"tune-{name}.log")
-        if not tune:
-            res["tune_error"] = err
-    best_t = (tune.get("best") or {}).get("duration_ns")
-    res.update(space=tune.get("space_size") or (opt.get("run") or {}).get("space_size"), exhaustive_ns=best_t,
-               measured=sum(1 for e in tune.get("evaluations", []) if e.get("status") not in ("pruned", "invalid_config")))
-    info = opt.get("run") or {}
-    versions = opt.get("versions") or []
-    best = next((v for v in versions if v.get("index") == info.get("best_version")), None)
-    v0 = next((v for v in versions if v.get("index") == 0), None)
-    res.update(opt_ns=best.get("duration_ns") if best else None, versions=len(versions),
-               v0_ns=v0.get("duration_ns") if v0 else None,
-               baselines=info.get("baselines_ns") or {}, final=info.get("final") or {},
-               strategy=info.get("strategy"), stop=info.get("stop_reason", "")[:200])
-    skipped = run / "skipped.jsonl"
-    res["skipped"] = sum(1 for _ in skipped.open()) if skipped.is_file() else 0
-    res["mb"] = folder_bytes(run) / 1e6 if run.is_dir() else None
-    ref = min(x for x in (best_t, res["opt_ns"]) if x) if (best_t or res["opt_ns"]) else None
-    res["to_1pct_s"] = time_to_within(run, versions, 1.01 * ref, start) if ref else None
-    return res
+    def __init__(self, kernel: str, out: Path, timeout_s: float, deadline_unix: float | None = None) -> None:
+        self.kernel, self.out, self.timeout_s, self.deadline_unix = kernel, out, timeout_s, deadline_unix
+        self.name = Path(kernel).stem
+        self.kp = [sys.executable, "-m", "kernelpilot.cli"]
+        # optimize first, on empty Triton and Inductor caches; the exhaustive tune after it, on the caches optimize
+        # filled: its wall is then a lower bound of a cold exhaustive run, so "optimize met 1 % sooner" is conservative
+        self.caches = {**os.environ, "TRITON_CACHE_DIR": str(out / f"tc-{self.name}"),
+                       "TORCHINDUCTOR_CACHE_DIR": str(out / f"ic-{self.name}")}
+        self.run = out / f"opt-{self.name}"
+        self.res: dict[str, Any] = {"kernel": kernel}
+        self.opt: dict[str, Any] = {}
+        self.tune: dict[str, Any] = {}
+        self.start = time.time()
+
+    def limit(self) -> float:
+        """Seconds the next command may take."""
+        if self.deadline_unix is None:
+            return self.timeout_s
+        return min(self.timeout_s, self.deadline_unix - time.time())
+
+    def optimize(self) -> None:
+        """``kernelpilot optimize KERNEL`` at its defaults."""
+        self.start = time.time()
+        self.opt, self.res["opt_wall_s"], err = run_json(
+            [*self.kp, "optimize", self.kernel, "--out", str(self.run), "--json"], self.caches,
+            max(1.0, self.limit()), self.out / f"opt-{self.name}.log")
+        if not self.opt:
+            self.res["opt_error"] = err
+
+    def exhaustive(self) -> None:
+        """``kernelpilot tune KERNEL --strategy exhaustive`` on the caches optimize filled."""
+        if self.limit() < 30:
+            self.res["tune_error"] = f"not run: {max(0.0, self.limit()):.0f} s left before the deadline"
+            return
+        self.tune, self.res["tune_wall_s"], err = run_json(
+            [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--json"], self.caches,
+            self.limit(), self.out / f"tune-{self.name}.log")
+        if not self.tune:
+            self.res["tune_error"] = err
+
+    def numbers(self) -> dict[str, Any]:
+        """The row's numbers from what ran."""
+        res, opt, tune, run = self.res, self.opt, self.tune, self.run
+        best_t = (tune.get("best") or {}).get("duration_ns")
+        res.update(space=tune.get("space_size") or (opt.get("run") or {}).get("space_size"), exhaustive_ns=best_t,
+                   measured=sum(1 for e in tune.get("evaluations", [])
+                                if e.get("status") not in ("pruned", "invalid_config")))
+        info = opt.get("run") or {}
+        versions = opt.get("versions") or []
+        best = next((v for v in versions if v.get("index") == info.get("best_version")), None)
+        v0 = next((v for v in versions if v.get("index") == 0), None)
+        res.update(opt_ns=best.get("duration_ns") if best else None, versions=len(versions),
+                   v0_ns=v0.get("duration_ns") if v0 else None,
+                   baselines=info.get("baselines_ns") or {}, final=info.get("final") or {},
+                   strategy=info.get("strategy"), stop=info.get("stop_reason", "")[:200])
+        skipped = run / "skipped.jsonl"
+        res["skipped"] = sum(1 for _ in skipped.open()) if skipped.is_file() else 0
+        res["mb"] = folder_bytes(run) / 1e6 if run.is_dir() else None
+        ref = min(x for x in (best_t, res["opt_ns"]) if x) if (best_t or res["opt_ns"]) else None
+        res["to_1pct_s"] = time_to_within(run, versions, 1.01 * ref, self.start) if ref else None
+        return res
 
 
 def render(r: dict[str, Any]) -> str:
@@ -178,8 +200,14 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     print(HEAD)
     print("|" + "---|" * HEAD.count(" | ") + "---|")
-    for k in args.kernels:
-        r = row(k, out, not args.skip_exhaustive, args.timeout_s, args.deadline_unix)
+    rows = [Row(k, out, args.timeout_s, args.deadline_unix) for k in args.kernels]
+    for r in rows:
+        r.optimize()
+    for r in rows:
+        if not args.skip_exhaustive:
+            r.exhaustive()
+    for k, row in zip(args.kernels, rows):
+        r = row.numbers()
         print(render(r), flush=True)
         for key in ("tune_error", "opt_error"):
             if r.get(key):
