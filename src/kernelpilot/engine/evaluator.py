@@ -400,7 +400,9 @@ class Evaluator:
         if not found:
             return ev, True
         failed = ev.model_copy(update={"status": found["status"], "message": found["message"][:2000],
-                                       "accepted": None, "decision": "refused by the device-activity audit"})
+                                       "accepted": None,
+                                       "decision": "refused by the audit before leading (timer guard, derived "
+                                                   "shapes, device activity)"})
         if self.cache is not None:
             self.cache.put(failed.model_copy(update={"cached": False}))
         return failed, False
