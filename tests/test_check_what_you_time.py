@@ -96,6 +96,24 @@ def test_a_declared_domain_is_respected_by_draws_and_recorded():
         derived_shapes(_kf(rules={"M": "BQ"}), {"M": 64}, {"BM": 16})
 
 
+def test_a_declared_lower_bound_keeps_the_draws_at_or_above_it_and_is_recorded():
+    """``">= EXPR"`` and ``"power_of_two >= EXPR"``: a config's domain that starts at a tunable's value (Triton's
+    fused-attention tutorial asserts BLOCK_N <= HEAD_DIM: its head dimension 64 was drawn for a BLOCK_N 128 config,
+    which then could not compile, and an honest config was refused as wrong at that shape)."""
+    kf = _kf(rules={"D": "power_of_two >= BN", "S": ">= LO"}, tunables={"BN": [64, 128], "LO": [1000, 3000]})
+    shape = {"D": 128, "S": 4096}
+    for seed in range(20):
+        (small, near), notes = derived_shapes(kf, shape, {"BN": 128, "LO": 1000}, rng=random.Random(seed))
+        assert small["D"] == near["D"] == 128  # half of it is under BLOCK_N: not drawn
+        assert 1000 <= small["S"] <= 2048 and is_prime(small["S"]) and near["S"] > 4096
+        assert "D a power of two >= BN" in notes[0] and "S at least LO" in notes[0]
+        (small, _near), _ = derived_shapes(kf, shape, {"BN": 64, "LO": 3000}, rng=random.Random(seed))
+        assert small["D"] == 64  # at BLOCK_N 64 the half is in the domain
+        assert small["S"] == 4096  # no odd prime in [3000, 2048]: the dimension is kept, never put under the bound
+    with pytest.raises(ContractError, match="only '>= EXPR'"):
+        derived_shapes(_kf(rules={"D": "power_of_two <= 4"}), {"D": 64}, {})
+
+
 def test_a_kernel_right_only_at_its_declared_check_shapes_fails_at_the_drawn_ones(tmp_path):
     src = ELEMENTWISE.replace("BODY", "out.copy_(torch.sin(x) if N in (256, 64) else x)") + \
         "\nCHECK_SHAPES = [{'N': 64}]\n"

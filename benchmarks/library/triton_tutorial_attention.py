@@ -37,8 +37,9 @@ _PATH = Path(os.environ.get("KP_TRITON_TUTORIAL_ATTENTION", _DEFAULT))
 SHAPE = {"Z": 1, "H": 32, "S": 4096, "D": 128, "causal": 1}
 CPU_SHAPE = {"Z": 1, "H": 2, "S": 128, "D": 64, "causal": 1}
 # no masks in the tutorial kernel: the sequence is whole BLOCK_M tiles (128 at most), the head dimension a power of
-# two (16..256, a tl.arange length)
-SHAPE_RULES = {"S": 128, "D": "power_of_two"}
+# two (16..256, a tl.arange length) and at least BLOCK_N (the kernel's tl.static_assert(BLOCK_N <= HEAD_DIM): on two
+# H200s the drawn head dimension 64 refused the BLOCK_N 128 config, right at D 128, as wrong at that shape)
+SHAPE_RULES = {"S": 128, "D": "power_of_two >= BLOCK_N"}
 COMPUTE_UNIT = "fp16_tensor"
 RCP_LN2 = 1.0 / math.log(2.0)
 

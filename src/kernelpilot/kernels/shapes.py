@@ -20,8 +20,10 @@ them; it never replaces them.
 **A declared domain** (``SHAPE_RULES``) is how an honest kernel that is right only at some sizes says so (a tiled
 GEMM without bounds checks, an attention kernel whose head dimension is a ``tl.arange`` length): per dimension, an
 int ``k`` or a tunable expression (``"BM"``, ``"BM * TM"``, evaluated over the config being checked): the dimension
-must be a multiple of it; ``"<= EXPR"``: at most that (a row read in one block of a tunable size); or
-``"power_of_two"``. Drawn shapes stay inside the declared domain — a multiple ``k·p``
+must be a multiple of it; ``"<= EXPR"``: at most that (a row read in one block of a tunable size); ``">= EXPR"``:
+at least that; ``"power_of_two"``, or ``"power_of_two >= EXPR"`` (a power of two at least that: Triton's
+fused-attention tutorial asserts ``BLOCK_N <= HEAD_DIM``, so its head dimension is ``"power_of_two >= BLOCK_N"``).
+Drawn shapes stay inside the declared domain — a multiple ``k·p``
 with ``p`` an odd prime (so a multiple of ``k`` and of nothing above it), a power of two half the declared one
 while that is ≥ 16 — and the restriction is a claim recorded with every verdict (``domain`` notes), never a way to
 pick the shapes: the values are still drawn, not chosen. A dimension set to a bool or a non-integer, and one the
@@ -51,13 +53,15 @@ MAX_TAIL = 63
 #: The larger shape holds at most this many times the declared shape's elements (product over its dimensions).
 MAX_GROWTH = 1.25
 
-_HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "<= BLOCK_N", "K": 16, "D": "power_of_two", "H": "fixed"} '
-         "(a multiple of the config's BM, at most BLOCK_N, a multiple of 16, a power of two, kept as declared)")
+_HINT = ('e.g. SHAPE_RULES = {"M": "BM", "N": "<= BLOCK_N", "K": 16, "D": "power_of_two >= BLOCK_D", "H": "fixed", '
+         '"S": ">= 128"} (a multiple of the config\'s BM, at most BLOCK_N, a multiple of 16, a power of two at least '
+         "BLOCK_D, kept as declared, at least 128)")
 
 
 def parse_rules(rules: Any, path: str | Path = "SHAPE_RULES") -> dict[str, int | str]:
     """Validate a kernel file's ``SHAPE_RULES``: a dict from dimension name to a positive int, a tunable expression
-    (a non-empty string other than the two keywords), :data:`POWER_OF_TWO` or :data:`FIXED`.
+    (a non-empty string other than the two keywords), ``"<= EXPR"``, ``">= EXPR"``, :data:`POWER_OF_TWO` (alone or
+    followed by ``>= EXPR``) or :data:`FIXED`.
 
     Raises:
         ContractError: not a dict, a key that is not a string, or a value of another kind (the message names it).
@@ -138,19 +142,42 @@ def _odd_prime(lo: int, hi: int, avoid: set[int], rng: secrets.SystemRandom) -> 
     return rng.choice(primes) if primes else None
 
 
-def _smaller(d: int, rule: int | str | None, k: int, avoid: set[int], rng: secrets.SystemRandom) -> int:
+def _smaller(d: int, rule: int | str | None, k: int, avoid: set[int], rng: secrets.SystemRandom,
+             least: int = 1) -> int:
+    """The smaller shape's value of a dimension ``d`` (see the module docstring), never under ``least``."""
     if rule == POWER_OF_TWO:
-        return d // 2 if d // 2 >= MIN_POWER_OF_TWO and d & (d - 1) == 0 else d
+        return d // 2 if d // 2 >= max(MIN_POWER_OF_TWO, least) and d & (d - 1) == 0 else d
     units = d // k  # the dimension in multiples of k (k = 1 without a rule)
     if units < 2:
         return d
     if units <= 3:
-        return k
-    p = _odd_prime(-(-units // 4), units // 2, avoid if k == 1 else set(), rng)
+        return k if k >= least else d
+    p = _odd_prime(max(-(-units // 4), -(-least // k)), units // 2, avoid if k == 1 else set(), rng)
     if p is None:
         hi = units // 2
         p = hi if hi % 2 else hi - 1
+        if k * p < least:
+            return d
     return k * max(p, 1)
+
+
+def _lower_bound(rule: int | str | None, config: dict[str, Any], name: str,
+                 path: str | Path) -> tuple[int | str | None, int]:
+    """``(rule, least)``: a ``">= EXPR"`` rule is no other rule with ``least`` its value at ``config``; a
+    ``"power_of_two >= EXPR"`` rule is :data:`POWER_OF_TWO` with that ``least``; any other rule is itself with 1.
+    Raises ContractError for ``"power_of_two"`` followed by anything but ``>= EXPR``, or an EXPR that is not a
+    positive int at ``config``."""
+    if not isinstance(rule, str):
+        return rule, 1
+    if rule.startswith(">="):
+        return None, _multiple(rule[2:].strip(), config, name, path)
+    if rule.startswith(POWER_OF_TWO) and rule != POWER_OF_TWO:
+        rest = rule[len(POWER_OF_TWO):].strip()
+        if not rest.startswith(">="):
+            raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r}: after 'power_of_two' only '>= EXPR' "
+                                "may follow", _HINT)
+        return POWER_OF_TWO, _multiple(rest[2:].strip(), config, name, path)
+    return rule, 1
 
 
 def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom, room: float) -> int:
@@ -210,11 +237,16 @@ def derived_shapes(kf: ShapeDomain, shape: dict[str, Any], config: dict[str, Any
         if isinstance(rule, str) and rule.startswith("<="):  # an upper bound, not a divisor
             bound = _multiple(rule[2:].strip(), config, name, kf.path)
             rule = None
+        rule, least = _lower_bound(rule, config, name, kf.path)
         k = 1 if rule in (None, POWER_OF_TWO) else _multiple(rule, config, name, kf.path)
         if d % k:  # the declared shape itself is outside the declared domain: vary it freely
             k = 1
-        small[name] = _smaller(d, rule, k, avoid, rng)
+        if d < least:  # likewise under its lower bound
+            least = 1
+        small[name] = _smaller(d, rule, k, avoid, rng, least)
         near[name] = _near(d, rule, k, rng, room if bound is None else min(room, bound / d))
+        if near[name] < least:  # the tail cut off instead of added (no room to grow) went under the bound
+            near[name] = d
         room /= max(near[name] / d, 1.0)
     out: list[dict[str, Any]] = []
     for s in (small, near, *({**shape, **c} for c in (kf.check_shapes or []))):
@@ -237,8 +269,12 @@ def domain_notes(kf: ShapeDomain, config: dict[str, Any] | None = None) -> list[
     for name, rule in rules.items():
         if rule == POWER_OF_TWO:
             parts.append(f"{name} a power of two")
+        elif isinstance(rule, str) and rule.startswith(POWER_OF_TWO):
+            parts.append(f"{name} a power of two {rule[len(POWER_OF_TWO):].strip()}")
         elif isinstance(rule, str) and rule.startswith("<="):
             parts.append(f"{name} at most {rule[2:].strip()}")
+        elif isinstance(rule, str) and rule.startswith(">="):
+            parts.append(f"{name} at least {rule[2:].strip()}")
         elif rule == FIXED:
             parts.append(f"{name} as declared")
         elif isinstance(rule, int):
