@@ -114,6 +114,16 @@ def test_a_declared_lower_bound_keeps_the_draws_at_or_above_it_and_is_recorded()
         derived_shapes(_kf(rules={"D": "power_of_two <= 4"}), {"D": 64}, {})
 
 
+def test_a_kernel_that_raises_at_a_drawn_shape_is_refused_and_told_how_to_declare_its_domain(tmp_path):
+    """A raise at a drawn shape is still a failure there (a kernel cannot opt out of the shapes check by raising),
+    and the verdict says how an honest kernel declares a domain that excludes it."""
+    (tmp_path / "only.py").write_text(ELEMENTWISE.replace(
+        "BODY", "if N != SHAPE['N']:\n        raise ValueError('only the declared size')\n    out.copy_(torch.sin(x))"))
+    r = api.check(tmp_path / "only.py")
+    assert not r.passed and r.failed_stage == "shapes"
+    assert "kernel raised ValueError" in r.summary and "declare its domain in SHAPE_RULES" in r.summary
+
+
 def test_a_kernel_right_only_at_its_declared_check_shapes_fails_at_the_drawn_ones(tmp_path):
     src = ELEMENTWISE.replace("BODY", "out.copy_(torch.sin(x) if N in (256, 64) else x)") + \
         "\nCHECK_SHAPES = [{'N': 64}]\n"

@@ -335,6 +335,9 @@ def _shapes(ctx: StageContext) -> Failure | None:
         if not check.passed:
             break
     skipped = [n for n in notes if "not checked" in n]
+    if any(not c.passed and (c.error or "").startswith("kernel raised") for c in checks):
+        notes.append("the kernel raised at a drawn shape: where this config cannot run there, declare its domain in "
+                     "SHAPE_RULES (a multiple, '<= EXPR', '>= EXPR', 'power_of_two >= EXPR', 'fixed'; docs/contract.md)")
     if ctx.opts.strict and skipped and all(c.passed for c in checks):
         checks.append(SeedCheck(seed=FRESH_SEED, passed=False, error=f"--strict refuses: {skipped[0]}",
                                 stage="tolerance", shape=shape))
