@@ -23,6 +23,9 @@
 #                                               # GPU, every command ending before the call's limit (CALL_S)
 #   bash scripts/device-issue25.sh x4u          # the same on 4 GPUs, each lane one table.py that runs every optimize
 #                                               # before any exhaustive tune (a cut then loses an exhaustive wall only)
+#   bash scripts/device-issue25.sh big4a|big4b  # on 4 GPUs: the 10,800-config space's exhaustive tune, cut at the
+#                                               # call's end (ex-big.tgz), resumed from .dev27/ex-big by big4b
+#   bash scripts/device-issue25.sh big4c S      # on 4 GPUs: tune --strategy auto over that space for S seconds
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -128,6 +131,27 @@ x4a|x4b)
   fi
   wait
   for f in /tmp/ex-*.log /tmp/row.log "$OUT/gputests.log"; do echo "== $f"; tail -n 6 "$f"; done ;;
+big4a|big4b|big4c)  # the 10,800-config space (benchmarks/search/softmax_big.py) on 4 GPUs, one worker each:
+  # big4a: its exhaustive tune, cut by SIGTERM before the call's limit, its --out folder back as ex-big.tgz;
+  # big4b: resumed from .dev27/ex-big (the unpacked archive, carried); big4c BUDGET_S: optimize's search (auto) on
+  # the same 4 GPUs with BUDGET_S wall seconds (a quarter of the exhaustive tune's), for "within 3 % in <= 25 %"
+  dir=/tmp/ex-big; left=$(( ${CALL_S:-570} - SECONDS - 25 )); export CUDA_VISIBLE_DEVICES=0,1,2,3
+  if [ "$stage" = big4c ]; then
+    timeout $left python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py --strategy auto --no-cache \
+      --budget-s "${1:?budget seconds}" --out /tmp/auto-big --json > /tmp/auto-big.json 2> /tmp/auto-big.log
+    echo "-- auto rc=$? after $SECONDS s" >> /tmp/auto-big.log
+    tar czf "$OUT/auto-big.tgz" -C /tmp auto-big auto-big.json auto-big.log
+  else
+    if [ "$stage" = big4b ]; then rm -rf "$dir"; cp -r .dev27/ex-big "$dir"
+      timeout -s TERM $left python3 -m kernelpilot.cli tune --resume "$dir" --json > "$dir.json" 2> "$dir.log"
+    else
+      timeout -s TERM $left python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py --strategy exhaustive \
+        --no-cache --out "$dir" --json > "$dir.json" 2> "$dir.log"
+    fi
+    echo "-- exhaustive rc=$? after $SECONDS s" >> "$dir.log"
+    tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log
+  fi
+  tail -n 5 /tmp/*-big.log ;;
 x4c)
   row() {  # row GPU KERNEL MAX_S [x]: one table row on one GPU, given at most what the call has left
     local left=$(( ${CALL_S:-570} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))
