@@ -22,7 +22,8 @@
 #   bash scripts/device-issue25.sh x4t          # on 4 GPUs: the issue's whole table in one call, one lane of rows per
 #                                               # GPU, every command ending before the call's limit (CALL_S)
 #   bash scripts/device-issue25.sh x4u          # the same on 4 GPUs, each lane one table.py that runs every optimize
-#                                               # before any exhaustive tune (a cut then loses an exhaustive wall only)
+#                                               # before any exhaustive tune (a cut then loses an exhaustive wall only;
+#                                               # COLD=1: the exhaustive tunes on empty caches of their own)
 #   bash scripts/device-issue25.sh big4a|big4b  # on 4 GPUs: the 10,800-config space's exhaustive tune, cut at the
 #                                               # call's end (ex-big.tgz), resumed from .dev27/ex-big by big4b
 #   bash scripts/device-issue25.sh big4c S      # on 4 GPUs: tune --strategy auto over that space for S seconds
@@ -209,7 +210,7 @@ x4d|x4e|x4t|x4u|x2a|x2b|x2c|x2d|x2e|x1f)  # on 4 (x4) or 2 (x2) GPUs, one lane o
   elif [ "$stage" = x4u ]; then  # the whole table again, each lane one table.py: every optimize before any exhaustive
     lane() {  # lane GPU [--skip-exhaustive] KERNEL...
       local g=$1; shift
-      CUDA_VISIBLE_DEVICES=$g python3 benchmarks/search/table.py "$@" --timeout-s 420 \
+      CUDA_VISIBLE_DEVICES=$g python3 benchmarks/search/table.py "$@" --timeout-s 420 ${COLD:+--cold-exhaustive} \
         --deadline-unix $(( T0 + ${CALL_S:-540} - 12 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
     }
     ( lane 0 $EX/matmul.py $EX/vector_add.py ) > "$OUT/lane0.log" 2>&1 &

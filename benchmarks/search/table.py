@@ -3,11 +3,12 @@
 the imported Inductor kernel after tuning.
 
     python3 benchmarks/search/table.py KERNEL [KERNEL ...] [--out DIR] [--json-out FILE] [--skip-exhaustive]
-        [--timeout-s S] [--deadline-unix T]
+        [--timeout-s S] [--deadline-unix T] [--cold-exhaustive]
 
 Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Inductor caches, and after every kernel's
 optimize, ``kernelpilot tune KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
-optimize compiled: its wall is a lower bound of a cold one, so comparing optimize with it is conservative). Columns:
+optimize compiled: its wall is a lower bound of a cold one, so comparing optimize with it is conservative; with
+``--cold-exhaustive`` it gets empty caches of its own, as a user's first exhaustive tune does). Columns:
 
 - ``v0 (library default)``: the kernel file as given (a library's own config, or its autotuner's pick for the
   shape), timed as version 0 of the optimize run; the final must be no slower.
@@ -104,8 +105,10 @@ class Row:
     :meth:`exhaustive`, then :meth:`numbers` (see the module docstring). Each command gets at most ``timeout_s`` and,
     with ``deadline_unix``, ends by then; an exhaustive tune with under 30 s left is not run (``tune_error`` says so)."""
 
-    def __init__(self, kernel: str, out: Path, timeout_s: float, deadline_unix: float | None = None) -> None:
+    def __init__(self, kernel: str, out: Path, timeout_s: float, deadline_unix: float | None = None,
+                 cold_exhaustive: bool = False) -> None:
         self.kernel, self.out, self.timeout_s, self.deadline_unix = kernel, out, timeout_s, deadline_unix
+        self.cold_exhaustive = cold_exhaustive
         self.name = Path(kernel).stem
         self.kp = [sys.executable, "-m", "kernelpilot.cli"]
         # optimize first, on empty Triton and Inductor caches; the exhaustive tune after it, on the caches optimize
@@ -138,8 +141,14 @@ class Row:
         if self.limit() < 30:
             self.res["tune_error"] = f"not run: {max(0.0, self.limit()):.0f} s left before the deadline"
             return
+        caches = self.caches
+        if self.cold_exhaustive:  # empty caches of its own: what a user's first exhaustive tune pays
+            caches = {**self.caches, "TRITON_CACHE_DIR": str(self.out / f"tc-ex-{self.name}"),
+                      "TORCHINDUCTOR_CACHE_DIR": str(self.out / f"ic-ex-{self.name}"),
+                      "KERNELPILOT_CACHE_DIR": str(self.out / f"kp-ex-{self.name}")}
+        self.res["exhaustive_caches"] = "cold" if self.cold_exhaustive else "optimize's"
         self.tune, self.res["tune_wall_s"], err = run_json(
-            [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--json"], self.caches,
+            [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--json"], caches,
             self.limit(), self.out / f"tune-{self.name}.log")
         if not self.tune:
             self.res["tune_error"] = err
@@ -195,12 +204,14 @@ def main() -> None:
     ap.add_argument("--skip-exhaustive", action="store_true", help="optimize only")
     ap.add_argument("--timeout-s", type=float, default=900.0, help="per command")
     ap.add_argument("--deadline-unix", type=float, help="every command ends by this unix time (a call's limit)")
+    ap.add_argument("--cold-exhaustive", action="store_true",
+                    help="the exhaustive tune on empty Triton/Inductor caches of its own (default: optimize's)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(HEAD)
     print("|" + "---|" * HEAD.count(" | ") + "---|")
-    rows = [Row(k, out, args.timeout_s, args.deadline_unix) for k in args.kernels]
+    rows = [Row(k, out, args.timeout_s, args.deadline_unix, args.cold_exhaustive) for k in args.kernels]
     for r in rows:
         r.optimize()
     for r in rows:
