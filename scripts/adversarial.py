@@ -31,7 +31,9 @@ def has_gpu() -> bool:
 
 def run_case(case: dict, gpu: bool = False) -> dict:
     """One case through verify; returns the case with ``observed`` stage, status, ok, message, seconds. On a GPU the
-    expected stage is ``stage_gpu`` when the case gives one (a cheat a GPU exposes at an earlier step)."""
+    expected stage is ``stage_gpu`` when the case gives one (a cheat a GPU exposes at an earlier step); a case whose
+    catch at that stage rests on a secret sample also passes at its ``stage_sampled``, the later stage that catches
+    it when the sample fell on exact launches."""
     from kernelpilot.api import verify
 
     t0 = time.monotonic()
@@ -41,7 +43,7 @@ def run_case(case: dict, gpu: bool = False) -> dict:
     except Exception as exc:  # noqa: BLE001 - a contract error is an answer too, recorded as such
         observed, status, message = "error", type(exc).__name__, str(getattr(exc, "message", exc))
     expected = case.get("stage_gpu", case["stage"]) if gpu else case["stage"]
-    ok = observed == expected
+    ok = observed in (expected, case.get("stage_sampled"))
     return {**case, "stage": expected, "observed": observed, "status": status, "ok": ok, "message": message.splitlines()[0][:160],
             "seconds": round(time.monotonic() - t0, 1)}
 

@@ -56,6 +56,9 @@ def test_manifest_is_complete_and_consistent():
         assert FIELDS <= set(case), case
         assert case["kind"] in ("cheat", "honest", "defused") and case["stage"] in STAGES
         assert case.get("stage_gpu", "none") in STAGES
+        # a sampled catch's fallback is another refusing stage of a cheat's, never a way to accept it
+        assert case.get("stage_sampled") is None or (case["kind"] == "cheat" and case["stage_sampled"] in STAGES
+                                                     and case["stage_sampled"] not in ("none", case["stage"]))
         assert case["expected"] == ("accepted" if case["kind"] in ("honest", "defused") else "rejected")
         assert (case["stage"] == "none") == (case["kind"] in ("honest", "defused"))
         assert isinstance(case["needs_gpu"], bool) and case["what"].strip() and case["source"].strip()

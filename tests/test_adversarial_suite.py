@@ -27,5 +27,7 @@ def outcomes() -> dict[str, dict]:
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
 def test_case_is_caught_at_its_stage(outcomes: dict[str, dict], case: dict) -> None:
     got = outcomes[case["file"]]
-    assert got["observed"] == case["stage"], f"{case['file']}: {got['status']}: {got['message']}"
+    # a catch that rests on the secret sample of timed launches may fall to the later stage the manifest names
+    assert got["observed"] in (case["stage"], case.get("stage_sampled")), \
+        f"{case['file']}: {got['status']}: {got['message']}"
     assert (got["observed"] == "none") == (case["kind"] in ("honest", "defused"))
