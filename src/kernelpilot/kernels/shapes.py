@@ -79,6 +79,10 @@ def parse_rules(rules: Any, path: str | Path = "SHAPE_RULES") -> dict[str, int |
             raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r} is not a positive int, a tunable "
                                 "expression, 'power_of_two' or 'fixed'", _HINT)
         out[name] = rule.strip() if isinstance(rule, str) else rule
+        rest = out[name][len(POWER_OF_TWO):].strip() if isinstance(rule, str) and out[name].startswith(POWER_OF_TWO) else ""
+        if rest and not (rest.startswith(">=") and rest[2:].strip()):
+            raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r}: after 'power_of_two' only '>= EXPR' may "
+                                "follow", _HINT)
     return out
 
 
