@@ -137,7 +137,8 @@ class Row:
             self.res["opt_error"] = err
 
     def exhaustive(self) -> None:
-        """``kernelpilot tune KERNEL --strategy exhaustive`` on the caches optimize filled."""
+        """``kernelpilot tune KERNEL --strategy exhaustive`` on the caches optimize filled (empty ones of its own with
+        ``cold_exhaustive``)."""
         if self.limit() < 30:
             self.res["tune_error"] = f"not run: {max(0.0, self.limit()):.0f} s left before the deadline"
             return

@@ -24,7 +24,8 @@ from pydantic import BaseModel
 
 from kernelpilot.target import Target
 
-__all__ = ["PERSISTENT_TMA_CHOICES", "TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference", "mode_options"]
+__all__ = ["PERSISTENT_TMA_CHOICES", "TRITON_GEMM_MODE", "CapturedCode", "capture_in_worker", "capture_reference",
+           "mode_options"]
 
 
 class CapturedCode(BaseModel):
@@ -228,17 +229,19 @@ def capture_in_worker(kf: Any, opts: Any, target: Target, shape: dict[str, Any] 
     shp = resolve_shape(kf, shape)
     case = make_case(kf, shp, 0, "cuda")
     choices = PERSISTENT_TMA_CHOICES if mode == TRITON_GEMM_MODE else None
-    try:
-        codes, order, result = capture_reference(kf.reference, case.inputs, mode, choices) if choices else ([], [], None)
-    except Exception:  # noqa: BLE001 - no persistent TMA choice (or no such option): every choice, below
-        codes = []
-    if choices and not _persistent_template(codes):
-        choices = None
-    try:
-        if choices is None:
+    codes: list[str] = []
+    if choices is not None:
+        try:
+            codes, order, result = capture_reference(kf.reference, case.inputs, mode, choices)
+        except Exception:  # noqa: BLE001 - no persistent TMA choice (or no such option): every choice, below
+            codes = []
+        if not _persistent_template(codes):
+            choices = None
+    if choices is None:
+        try:
             codes, order, result = capture_reference(kf.reference, case.inputs, mode)
-    except Exception as exc:  # noqa: BLE001 - a compile failure is the answer, reported by the parent
-        return {"problem": "failed", "message": f"{type(exc).__name__}: {str(exc)[:1500]}"}
+        except Exception as exc:  # noqa: BLE001 - a compile failure is the answer, reported by the parent
+            return {"problem": "failed", "message": f"{type(exc).__name__}: {str(exc)[:1500]}"}
     returns = [{"shape": list(t.shape), "stride": list(t.stride()), "dtype": str(t.dtype).replace("torch.", "")}
                for t in _flat_tensors(result)]
     chosen: dict[str, Any] = {}

@@ -88,7 +88,7 @@ def kernel_space(k: InductorKernel, i: int, chosen: dict[str, Any] | None, liste
         name = f"{b}_{i}"
         value = int(cfg["kwargs"].get(b, tiles.get(b, 1)))
         if b == FLATTEN_PARAM:  # the tile loop fused with the K loop or not (parse.FLATTEN_PARAM)
-            tunables[name], default[name], blocks[b] = list(k.flatten_values or [0, 1]), value, name
+            tunables[name], default[name], blocks[b] = list(k.flatten_values), value, name
             continue
         if b in tiles:
             tunables[name], default[name], blocks[b] = _window(value, spread, 16, 256), value, name

@@ -79,11 +79,20 @@ def parse_rules(rules: Any, path: str | Path = "SHAPE_RULES") -> dict[str, int |
             raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r} is not a positive int, a tunable "
                                 "expression, 'power_of_two' or 'fixed'", _HINT)
         out[name] = rule.strip() if isinstance(rule, str) else rule
-        rest = out[name][len(POWER_OF_TWO):].strip() if isinstance(rule, str) and out[name].startswith(POWER_OF_TWO) else ""
-        if rest and not (rest.startswith(">=") and rest[2:].strip()):
-            raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r}: after 'power_of_two' only '>= EXPR' may "
-                                "follow", _HINT)
+        _power_of_two_bound(out[name], name, path)  # a malformed "power_of_two ..." is refused here, when read
     return out
+
+
+def _power_of_two_bound(rule: int | str | None, name: str, path: str | Path) -> str | None:
+    """The EXPR of a ``"power_of_two >= EXPR"`` rule, or None for any other rule. Raises ContractError for
+    ``"power_of_two"`` followed by anything but ``>= EXPR``."""
+    if not isinstance(rule, str) or not rule.startswith(POWER_OF_TWO) or rule == POWER_OF_TWO:
+        return None
+    rest = rule[len(POWER_OF_TWO):].strip()
+    if not (rest.startswith(">=") and rest[2:].strip()):
+        raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r}: after 'power_of_two' only '>= EXPR' may "
+                            "follow", _HINT)
+    return rest[2:].strip()
 
 
 def is_prime(n: int) -> bool:
@@ -169,19 +178,11 @@ def _lower_bound(rule: int | str | None, config: dict[str, Any], name: str,
                  path: str | Path) -> tuple[int | str | None, int]:
     """``(rule, least)``: a ``">= EXPR"`` rule is no other rule with ``least`` its value at ``config``; a
     ``"power_of_two >= EXPR"`` rule is :data:`POWER_OF_TWO` with that ``least``; any other rule is itself with 1.
-    Raises ContractError for ``"power_of_two"`` followed by anything but ``>= EXPR``, or an EXPR that is not a
-    positive int at ``config``."""
-    if not isinstance(rule, str):
-        return rule, 1
-    if rule.startswith(">="):
+    Raises ContractError for an EXPR that is not a positive int at ``config`` (or as :func:`_power_of_two_bound`)."""
+    if isinstance(rule, str) and rule.startswith(">="):
         return None, _multiple(rule[2:].strip(), config, name, path)
-    if rule.startswith(POWER_OF_TWO) and rule != POWER_OF_TWO:
-        rest = rule[len(POWER_OF_TWO):].strip()
-        if not rest.startswith(">="):
-            raise ContractError(f"{path}: SHAPE_RULES[{name!r}] = {rule!r}: after 'power_of_two' only '>= EXPR' "
-                                "may follow", _HINT)
-        return POWER_OF_TWO, _multiple(rest[2:].strip(), config, name, path)
-    return rule, 1
+    expr = _power_of_two_bound(rule, name, path)
+    return (rule, 1) if expr is None else (POWER_OF_TWO, _multiple(expr, config, name, path))
 
 
 def _near(d: int, rule: int | str | None, k: int, rng: secrets.SystemRandom, room: float) -> int:
