@@ -27,6 +27,8 @@
 #   bash scripts/device-issue25.sh big4a|big4b  # on 4 GPUs: the 10,800-config space's exhaustive tune, cut at the
 #                                               # call's end (ex-big.tgz), resumed from .dev27/ex-big by big4b
 #   bash scripts/device-issue25.sh big4c S      # on 4 GPUs: tune --strategy auto over that space for S seconds
+#   bash scripts/device-issue25.sh s8a|s8b      # 4 GPUs: the 10,800-config exhaustive tune on GPUs 0-2 beside
+#                                               # optimize on GPU 3 (s8a); resumed on 0-3 (s8b)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -153,6 +155,34 @@ big4a|big4b|big4c)  # the 10,800-config space (benchmarks/search/softmax_big.py)
     tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log
   fi
   tail -n 5 /tmp/*-big.log ;;
+s8a|s8b)  # the 10,800-config space (benchmarks/search/softmax_big.py):
+  # s8a: its exhaustive tune on GPUs 0-2, cut by SIGTERM before the call's limit (ex-big.tgz); GPU 3: optimize at
+  #      its defaults on the same space (a table row, its timeline in rows.jsonl), then vector_add and the attention
+  #      tutorial beside a cold exhaustive tune (where optimize's time goes on a small space)
+  # s8b: the exhaustive tune resumed on GPUs 0-3 from .dev27/ex-big.tgz (carried)
+  left=$(( ${CALL_S:-570} - SECONDS - 25 )); T0=$(( $(date +%s) - SECONDS ))
+  ( if [ "$stage" = s8b ]; then rm -rf /tmp/ex-big; tar xzf .dev27/ex-big.tgz -C /tmp
+      CUDA_VISIBLE_DEVICES=0,1,2,3 timeout -s TERM $left python3 -m kernelpilot.cli tune --resume /tmp/ex-big --json \
+        > /tmp/ex-big.json 2>> /tmp/ex-big.log
+    else
+      CUDA_VISIBLE_DEVICES=0,1,2 timeout -s TERM $left python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py \
+        --strategy exhaustive --no-cache --out /tmp/ex-big --json > /tmp/ex-big.json 2> /tmp/ex-big.log
+    fi
+    echo "-- exhaustive rc=$? after $SECONDS s" >> /tmp/ex-big.log
+    tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log ) &
+  if [ "$stage" = s8a ]; then
+    ( export CUDA_VISIBLE_DEVICES=3
+      python3 benchmarks/search/table.py benchmarks/search/softmax_big.py --skip-exhaustive --timeout-s 330 \
+        --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 --json-out "$OUT/rows.jsonl"
+      python3 benchmarks/search/table.py $EX/vector_add.py benchmarks/library/triton_tutorial_attention.py \
+        --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 \
+        --json-out "$OUT/rows.jsonl"
+      (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
+         --exclude='tc-*' --exclude='ic-*' --exclude='kp-ex-*' --exclude='v[0-9]*' --exclude='*.jsonl' kp-table-3) \
+    ) > "$OUT/lane3.log" 2>&1 &
+  fi
+  wait
+  tail -n 4 /tmp/ex-big.log; grep -E "^\| " "$OUT/lane3.log" 2>/dev/null | cut -c1-300 ;;
 x4c)
   row() {  # row GPU KERNEL MAX_S [x]: one table row on one GPU, given at most what the call has left
     local left=$(( ${CALL_S:-570} - SECONDS - 20 )); local t=$(( $3 < left ? $3 : left ))

@@ -17,6 +17,8 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
   first version within 1 % of the exhaustive best (commit times have 1 s resolution); ``versions`` / ``skipped``:
   version folders (measured configs) and rows of the skipped-config table; ``MB``: the run folder's size without
   ``.ncu-rep`` files, git objects included.
+- ``--json-out`` rows also carry ``timeline``: each version's commit time from the command's start, median,
+  status and phases (where optimize's time went).
 - ``exhaustive best`` / ``wall`` / ``measured``: the exhaustive tune's best, command wall seconds, configs measured
   (not pruned, not invalid).
 - ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search, round-robin with the
@@ -99,6 +101,17 @@ def time_to_within(run: Path, versions: list[dict[str, Any]], target_ns: float, 
     return (min(hits) - start_unix) if hits else None
 
 
+def timeline(run: Path, versions: list[dict[str, Any]], start_unix: float) -> list[dict[str, Any]]:
+    """Where an optimize run's time went, one entry per version: its index, seconds from ``start_unix`` to its git
+    commit (1 s resolution; None without one), median (ns), status, whether it was accepted, and its phases (seconds
+    per stage, ``Evaluation.phases_s``: check, timing, ``ab``, ``audit``, ``evidence``, ``record`` ...)."""
+    times = commit_times(run)
+    return [{"index": v.get("index"), "at_s": (times[v["index"]] - start_unix) if v.get("index") in times else None,
+             "duration_ns": v.get("duration_ns"), "status": v.get("status"), "accepted": v.get("accepted"),
+             "phases_s": {k: round(x, 3) for k, x in (v.get("phases_s") or {}).items() if isinstance(x, (int, float))}}
+            for v in versions]
+
+
 class Row:
     """One kernel's row, made in two phases so that a lane of several kernels runs every ``optimize`` before any
     exhaustive tune (a call's limit then cuts an exhaustive tune, never an optimize run): :meth:`optimize`, then
@@ -174,6 +187,7 @@ class Row:
         res["mb"] = folder_bytes(run) / 1e6 if run.is_dir() else None
         ref = min(x for x in (best_t, res["opt_ns"]) if x) if (best_t or res["opt_ns"]) else None
         res["to_1pct_s"] = time_to_within(run, versions, 1.01 * ref, self.start) if ref else None
+        res["timeline"] = timeline(run, versions, self.start)
         return res
 
 
