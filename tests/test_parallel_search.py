@@ -82,3 +82,84 @@ def test_a_batch_never_exceeds_the_budget():
     runner = TwoWorkerReplay(DATA / "softmax-h100.jsonl")
     tuner = _search("local", runner, budget=5)
     assert tuner.n_new == 5 and tuner.budget.evals == 5
+
+
+class RacingTwoWorkerReplay(TwoWorkerReplay):
+    """Two workers that also record the time each batch was raced against."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.races: list[float | None] = []
+
+    def map(self, configs, race_against_ns=None):
+        self.races.append(race_against_ns)
+        return super().map(configs, race_against_ns)
+
+
+def test_a_known_plan_is_measured_a_window_at_a_time_racing_the_incumbent():
+    """An exhaustive plan over several workers goes to the runner in windows (``plan_ahead``), not as one batch of
+    the whole space: each window after the first races against the incumbent judged so far, and every planned
+    config is answered once."""
+    from kernelpilot.app.tune import _prefetch
+
+    runner = RacingTwoWorkerReplay(DATA / "softmax-h100.jsonl")
+    space = SearchSpace(TUNABLES, ["num_stages == 2"])
+    tuner = Tuner(space, runner, budget=Budget(), ab_samples=0, race=True)
+    strat = get_strategy("exhaustive")
+    _prefetch(strat, tuner, 0, START)
+    strat.search(space, tuner, seed=0, start=START)
+    window = max(runner.batches)
+    assert len(runner.batches) >= 3 and window <= 8 * runner.parallel  # windows, not one batch of the plan
+    assert runner.races[0] is None  # nothing judged before the first window
+    assert all(r is not None for r in runner.races[1:])  # later windows race the incumbent of their moment
+    assert runner.races[-1] <= runner.races[1]  # which only gets faster
+    assert len({e.key for e in tuner.order}) == len(tuner.order) == space.size
+    assert sum(runner.batches) + runner.singles == tuner.n_new
+
+
+def test_plan_ahead_refuses_an_empty_window():
+    tuner = Tuner(SearchSpace(TUNABLES), TwoWorkerReplay(DATA / "softmax-h100.jsonl"), budget=Budget())
+    with pytest.raises(ValueError, match="window"):
+        tuner.plan_ahead([START], 0)
+
+
+class _TimedWorker:
+    """A stand-in for :class:`kernelpilot.search.worker.Worker`: answers after ``delay_s``, noting what it ran."""
+
+    def __init__(self, name: str, delay_s: float, fail_on: str | None = None) -> None:
+        self.name, self.delay_s, self.fail_on, self.ran = name, delay_s, fail_on, []
+
+    def evaluate(self, config, race_against_ns=None):
+        import time
+
+        from kernelpilot.search.model import Evaluation
+
+        if config["id"] == self.fail_on:
+            raise RuntimeError(f"worker {self.name} broke on {config['id']}")
+        time.sleep(self.delay_s)
+        self.ran.append(config["id"])
+        return Evaluation(config=config, status="ok", duration_ns=1000.0, worker=self.name)
+
+
+def _pool(*workers):
+    from kernelpilot.search.worker import WorkerPool
+
+    pool = WorkerPool.__new__(WorkerPool)  # no processes: the dispatch is what is tested
+    pool.workers = list(workers)
+    return pool
+
+
+def test_the_pool_hands_each_config_to_the_first_free_worker_and_yields_in_order():
+    """A slow device does not hold a fixed share of the configs: the fast one takes the rest; results come in input
+    order, each as soon as it and those before it are in."""
+    slow, fast = _TimedWorker("slow", 0.4), _TimedWorker("fast", 0.01)
+    configs = [{"id": str(i)} for i in range(12)]
+    got = list(_pool(slow, fast).map(configs))
+    assert [e.config["id"] for e in got] == [c["id"] for c in configs]
+    assert len(fast.ran) >= 9 and len(slow.ran) + len(fast.ran) == 12  # a fixed split would give each 6
+
+
+def test_a_worker_exception_reaches_the_caller():
+    broken, fine = _TimedWorker("a", 0.01, fail_on="3"), _TimedWorker("b", 0.05)
+    with pytest.raises(RuntimeError, match="broke on 3"):
+        list(_pool(broken, fine).map([{"id": str(i)} for i in range(8)]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -198,6 +199,11 @@ def test_tune_killed_mid_compile_mid_search_and_at_the_end_then_resumed(tmp_path
     result = json.loads(last.output.strip().splitlines()[-1])
     configs = [json.dumps(e["config"], sort_keys=True) for e in result["evaluations"]]
     assert len(configs) == 6 and len(set(configs)) == 6  # the budget counted what the killed sessions spent
+    # the compile-ahead of a resumed session gets only the configs not answered before (a fresh machine would
+    # otherwise compile the whole space again)
+    left, answered = map(int, re.search(r"compiling (\d+) configs in parallel with the measurements \((\d+) "
+                                        r"answered before the resume\)", last.output).groups())
+    assert answered >= 3 and left + answered == result["space_size"]
     assert json.loads((out / "tune-run.json").read_text())["finished_utc"]
     found = _report(out, tmp_path)
     assert found["kind"] == "tune" and found["finished"] and len(found["versions"]) == 6

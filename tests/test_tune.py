@@ -236,3 +236,4 @@ def test_min_occupancy_option_of_tune_cli(tmp_path):
     assert status[1]["status"] == "pruned" and "occupancy" in status[1]["message"] and status[1]["wall_s"] == 0
     assert status[4]["status"] == "ok"
     assert data["prune"]["by_reason"] == {"occupancy": 1}
+

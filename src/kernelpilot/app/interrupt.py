@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["HOLD_ENV", "GracefulStop", "RunInterrupted", "hold_point", "signal_name"]
+__all__ = ["HOLD_ENV", "GracefulStop", "RunInterrupted", "hold_point", "record_interruption", "signal_name"]
 
 #: Environment variable naming a point where a run pauses (tests kill it there: ``final`` = after the search,
 #: before the final report). Unset in normal use; ``KERNELPILOT_HOLD_S`` is how long the pause lasts (default 60 s).
@@ -107,3 +107,33 @@ class GracefulStop:
         if self.pending is not None and self.signum is None and not self._holds:
             self.signum, self.pending = self.pending, None
             raise RunInterrupted(self.signum)
+
+
+def record_interruption(s: Any, signum: int) -> Exception:
+    """Record the interruption of an ``optimize`` session ``s`` (a :class:`kernelpilot.app.session.Session`): the
+    version in flight gets ``interrupted.json``, run.json says what was interrupted and what the search spent, both
+    are committed; returns the :class:`~kernelpilot.errors.Interrupted` error to raise (its hint: how to resume)."""
+    from kernelpilot.errors import Interrupted
+    from kernelpilot.records.models import Interruption, now_utc
+    from kernelpilot.records.workspace import write_json
+
+    ws, info, ev = s.ws, s.info, s.evaluator
+    sig = signal_name(signum)
+    resume = f"kernelpilot optimize --resume {ws.root}"
+    n_done = len(ev.versions) if ev is not None else len([p for p in s.prior if p.index is not None])
+    where = f"during the {s.phase}" if s.phase != "search" else "between versions"
+    flight = ws.root / f"v{n_done}"
+    if s.phase == "search" and (flight / "config.json").is_file() and not (flight / "outcome.json").is_file():
+        where = f"during v{n_done}"
+        write_json(flight / "interrupted.json", Interruption(signal=sig, at_utc=now_utc(), resume=resume))
+    info.interrupted = f"{sig} {where}"
+    if ev is not None:
+        info.search_spent_s = ev.budget.elapsed_s()
+    write_json(ws.root / "run.json", info)
+    if s.history is not None:
+        pending = list(s.recorder.pending) if s.recorder is not None else []
+        s.history.commit([ws.root / "run.json", *pending], f"run: interrupted by {sig} {where}")
+    kept = f"v0–v{n_done - 1} are recorded and committed" if n_done else "no version was decided yet"
+    message = f"interrupted by {sig} {where}: {kept} in {ws.root}"
+    s.log(f"stopped: {message}; resume with `{resume}`")
+    return Interrupted(message, f"resume with `{resume}`", signum)

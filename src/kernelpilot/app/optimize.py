@@ -115,7 +115,7 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
         if replayer is not None:  # what the replayed lines are worth, said where the run is described
             log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
-        env = collect_env(probe_ncu=profile and cuda)
+        env = collect_env(probe_ncu=profile and cuda and not search_first(strat))  # search-first: after it
         write_json(ws.root / "env.json", env)
         write_text(ws.root / "env.md", render_env_md(env))
         head = (f"Shape: {ctx.shape}\n\nFLOPs: {ctx.work.flops:.6g} ({ctx.work.flops_source})\n\n"

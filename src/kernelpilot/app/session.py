@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, signal_name
+from kernelpilot.app.interrupt import GracefulStop, RunInterrupted, hold_point, record_interruption
 from kernelpilot.engine.evaluator import Evaluator, MaxVersions, StopRule, TargetMet
 from kernelpilot.engine.stops import StopRuleBase
 from kernelpilot.target import Target
 from kernelpilot.progress import Phase, counter
 from kernelpilot.records.evaluation import Evaluation
-from kernelpilot.records.models import Interruption, RunInfo, now_utc
+from kernelpilot.records.models import RunInfo, now_utc
 from kernelpilot.records.workspace import Workspace, write_json, write_text
 from kernelpilot.search.model import Budget, BudgetExhausted
 
@@ -298,7 +298,9 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     versions = ev.versions
     skipped = [e for e in ev.order if e.index is None]
     best = best_version(versions)
-    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of:
+    if best is not None and isinstance(evidence, NcuEvidence) and s.env is not None and not evidence.disabled:
+        _probe_late(s, evidence)
+    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of and not evidence.disabled:
         s.log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
         profiled = evidence.profile(best.model_copy(update={"card": None}))
         versions = [profiled if v is best else v for v in versions]
@@ -328,6 +330,20 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     # the worker's full records live in the version folders; the result carries what outcome.json holds
     return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions],
                           report_html=html)
+
+
+def _probe_late(s: Session, evidence: Any) -> None:
+    """ncu's counter permission probed after a search-first search (:func:`kernelpilot.measure.env.
+    with_counters_probed`), recorded in env.json/env.md; a refusal disables the final profile."""
+    from kernelpilot.measure.env import render_env_md, with_counters_probed
+
+    if (probed := with_counters_probed(s.env)) is not s.env:
+        s.env = probed
+        write_json(s.ws.root / "env.json", probed)
+        write_text(s.ws.root / "env.md", render_env_md(probed))
+        if probed.ncu.counters_readable is False:
+            evidence.disable(f"profiling disabled: {probed.ncu.counters_detail}")
+            s.log(evidence.disabled)
 
 
 def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> None:
@@ -446,33 +462,6 @@ def _final_benchmark(s: Session, best: Evaluation) -> Any:
     return s.bench.model_copy(update={"config": best.config, "rows": rows})
 
 
-def _interrupted(s: Session, signum: int) -> Exception:
-    """Record an interruption (see the module docstring) and return the :class:`~kernelpilot.errors.Interrupted`
-    error to raise."""
-    from kernelpilot.errors import Interrupted
-
-    ws, info, ev = s.ws, s.info, s.evaluator
-    sig = signal_name(signum)
-    resume = f"kernelpilot optimize --resume {ws.root}"
-    n_done = len(ev.versions) if ev is not None else len([p for p in s.prior if p.index is not None])
-    where = f"during the {s.phase}" if s.phase != "search" else "between versions"
-    flight = ws.root / f"v{n_done}"
-    if s.phase == "search" and (flight / "config.json").is_file() and not (flight / "outcome.json").is_file():
-        where = f"during v{n_done}"
-        write_json(flight / "interrupted.json", Interruption(signal=sig, at_utc=now_utc(), resume=resume))
-    info.interrupted = f"{sig} {where}"
-    if ev is not None:
-        info.search_spent_s = ev.budget.elapsed_s()
-    write_json(ws.root / "run.json", info)
-    if s.history is not None:
-        pending = list(s.recorder.pending) if s.recorder is not None else []
-        s.history.commit([ws.root / "run.json", *pending], f"run: interrupted by {sig} {where}")
-    kept = f"v0–v{n_done - 1} are recorded and committed" if n_done else "no version was decided yet"
-    message = f"interrupted by {sig} {where}: {kept} in {ws.root}"
-    s.log(f"stopped: {message}; resume with `{resume}`")
-    return Interrupted(message, f"resume with `{resume}`", signum)
-
-
 def drive(s: Session) -> OptimizeResult:
     """Run the session: the search, then the final report (see the module docstring).
 
@@ -486,4 +475,4 @@ def drive(s: Session) -> OptimizeResult:
             evidence = _search(s, guard)
             return _final(s, evidence, guard)
         except RunInterrupted as exc:
-            raise _interrupted(s, exc.signum) from None
+            raise record_interruption(s, exc.signum) from None

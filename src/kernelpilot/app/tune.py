@@ -28,7 +28,7 @@ from kernelpilot.engine.prune import CompileAhead, PruneReport, compile_order
 from kernelpilot.errors import OptionError, SearchError
 from kernelpilot.options import TuneOptions, build_options, stored_options
 from kernelpilot.progress import counter
-from kernelpilot.records.evaluation import Evaluation
+from kernelpilot.records.evaluation import Evaluation, config_key
 from kernelpilot.search.model import Budget, BudgetExhausted
 
 __all__ = ["TuneResult", "make_runner", "resume_tune", "tune", "write_tune_records"]
@@ -122,12 +122,19 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     return WorkerPool(opts, devices, timeout_s=timeout_s, spare=spare)
 
 
+#: Planned configs measured per worker in one window of :meth:`Evaluator.plan_ahead`: large enough that a window's
+#: tail (workers idle while the last config of the window finishes) is a small part of it, small enough that the
+#: incumbent the next window races against is recent and an interruption loses little.
+PLAN_WINDOW_PER_WORKER = 8
+
+
 def _prefetch(strat: Any, ev: Evaluator, seed: int, start: dict[str, Any]) -> None:
     """With several workers and a strategy whose order is known up front (``plan``), measure the planned configs in
-    parallel (:meth:`Evaluator.measure_ahead`), so the strategy's sequential calls are answered without waiting."""
+    parallel a window at a time (:meth:`Evaluator.plan_ahead`), so the strategy's sequential calls are answered
+    without waiting."""
     planned = strat.plan(ev.space, seed=seed, start=start) if ev.parallel > 1 else None
     if planned is not None:
-        ev.measure_ahead(planned)
+        ev.plan_ahead(planned, PLAN_WINDOW_PER_WORKER * ev.parallel)
 
 
 def tune(kernel: str | Path, options: TuneOptions | None = None, *, out: str | Path | None = None,
@@ -205,8 +212,12 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
             try:
                 if replayer is None:
                     if o.prune and not kf.extras.get("autotuner"):
-                        log(f"static pruning: compiling {space.size} configs in parallel with the measurements")
-                        ahead = CompileAhead(kf.path, compile_order(strat, space, o.seed, ctx.start), ctx.shape,
+                        answered = {e.key for e in prior}  # a resumed search compiles only what is left
+                        order = [c for c in compile_order(strat, space, o.seed, ctx.start)
+                                 if config_key(c) not in answered]
+                        log(f"static pruning: compiling {len(order)} configs in parallel with the measurements"
+                            + (f" ({len(answered)} answered before the resume)" if answered else ""))
+                        ahead = CompileAhead(kf.path, order, ctx.shape,
                                              arch=None if ctx.target.is_gpu else "sm_90", max_spills=o.max_spills,
                                              min_occupancy_pct=o.min_occupancy_pct, timeout_s=o.timeout_s,
                                              compute_unit=kf.compute_unit,

@@ -114,6 +114,12 @@ class Evaluator:
         #: the per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
         #: ``timeout`` measured under a smaller limit is run again (None: the runner has no limit, e.g. a replay)
         self.timeout_s: float | None = runner.timeout_s
+        #: a known plan measured ahead a window at a time (:meth:`plan_ahead`): the configs, each key's first place,
+        #: the first place not yet handed to the runner, and the window (configs per batch)
+        self._plan: list[dict[str, Any]] = []
+        self._plan_at: dict[str, int] = {}
+        self._plan_next = 0
+        self._window = 0
 
     def preload(self, prior: Sequence[Evaluation]) -> None:
         """Start from the evaluations of an earlier session of the same search (``--resume``), in their order: each
@@ -140,6 +146,35 @@ class Evaluator:
                 self.history.append(IncumbentChange(evaluations=len(self.order), config=ev.config,
                                                     duration_ns=float(ev.duration_ns or math.nan),
                                                     decision=ev.decision))
+
+    def plan_ahead(self, planned: Sequence[dict[str, Any]], window: int) -> None:
+        """Measure a strategy's known order (``plan``) ahead over the runner's workers, ``window`` configs at a time:
+        when the strategy asks for a planned config not measured yet, that config and the ``window - 1`` planned
+        after it are measured in parallel (:meth:`measure_ahead`), then answered and judged one by one as the
+        strategy asks. Between windows the incumbent is judged (A/B, audit) and later windows race against it; an
+        interruption loses at most the window in flight; a time budget is checked before each window. (Measuring a
+        10,800-config plan in one batch waited for every config's compile before the first measurement, raced
+        nothing, and recorded nothing until the whole batch was done.)
+
+        Raises:
+            ValueError: ``window`` under 1.
+        """
+        if window < 1:
+            raise ValueError(f"plan_ahead: window must be at least 1, got {window}")
+        self._plan = [dict(c) for c in planned]
+        self._plan_at = {}
+        for i, c in enumerate(self._plan):
+            self._plan_at.setdefault(config_key(c), i)
+        self._plan_next, self._window = 0, window
+
+    def _measure_window(self, key: str) -> None:
+        """With a plan (:meth:`plan_ahead`): measure the window starting at ``key``'s place when that place was not
+        handed to the runner yet."""
+        i = self._plan_at.get(key)
+        if i is None or i < self._plan_next or key in self.ready:
+            return
+        self._plan_next = i + self._window
+        self.measure_ahead(self._plan[i:i + self._window])
 
     @property
     def parallel(self) -> int:
@@ -170,6 +205,8 @@ class Evaluator:
             why = rule.check(self)
             if why is not None:
                 raise StopSearch(why)
+        if self._plan_at:
+            self._measure_window(key)
         skip = self._skip_answer(config)
         known = skip if skip is not None else self._measured_answer(config, key)
         if known is None:

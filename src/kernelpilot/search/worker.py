@@ -396,25 +396,53 @@ class WorkerPool(RunnerBase):
         return self.workers[0].evaluate(config, race_against_ns)
 
     def map(self, configs: Iterable[dict[str, Any]], race_against_ns: float | None = None) -> Iterator[Evaluation]:
-        """Evaluate ``configs`` spread over all devices (one worker each); yields results in input order.
+        """Evaluate ``configs`` spread over all devices, each to the first free worker (a config raced out in a
+        second does not leave its device idle while another runs a minute); yields each result as soon as it and
+        every one before it are in (input order).
 
         ``race_against_ns``: the incumbent's time, to race clearly slower candidates out (see :meth:`Worker.evaluate`).
+        An exception a worker raises is raised here once the workers in flight finish; configs not started then
+        are dropped.
         """
         configs = list(configs)
         if len(self.workers) == 1:
             for c in configs:
                 yield self.workers[0].evaluate(c, race_against_ns)
             return
-        chunks: list[list[int]] = [list(range(i, len(configs), len(self.workers))) for i in range(len(self.workers))]
-        results: list[Evaluation | None] = [None] * len(configs)
+        todo = list(range(len(configs)))[::-1]  # popped from the end: input order
+        results: dict[int, Evaluation] = {}
+        done = threading.Condition()
 
-        def run(worker: Worker, idx: list[int]) -> None:
-            for i in idx:
-                results[i] = worker.evaluate(configs[i], race_against_ns)
+        def run(worker: Worker) -> None:
+            while True:
+                with done:
+                    if not todo:
+                        return
+                    i = todo.pop()
+                ev = worker.evaluate(configs[i], race_against_ns)
+                with done:
+                    results[i] = ev
+                    done.notify_all()
 
-        with ThreadPoolExecutor(len(self.workers)) as ex:
-            list(ex.map(run, self.workers, chunks))
-        yield from (r for r in results if r is not None)
+        ex = ThreadPoolExecutor(len(self.workers))
+        futures = [ex.submit(run, w) for w in self.workers]
+        finished = False
+        try:
+            for nxt in range(len(configs)):
+                with done:
+                    while nxt not in results and not all(f.done() for f in futures):
+                        done.wait(timeout=0.5)
+                    ev = results.pop(nxt, None)
+                if ev is None:  # every worker stopped before this one: one of them raised
+                    break
+                yield ev
+            finished = True
+        finally:
+            with done:
+                todo.clear()  # a stopped consumer (budget, interruption) starts nothing more
+            ex.shutdown(wait=finished)  # an interrupted run does not wait for the configs in flight (abort kills them)
+        for f in futures:
+            f.result()  # a worker's exception, raised here
 
     def ab_samples(self, a: dict[str, Any], b: dict[str, Any], n: int) -> tuple[list[float], list[float]] | None:
         """Interleaved A/B samples on the first device (see :meth:`Worker.ab_samples`)."""
