@@ -28,7 +28,7 @@
 #                                               # call's end (ex-big.tgz), resumed from .dev27/ex-big by big4b
 #   bash scripts/device-issue25.sh big4c S      # on 4 GPUs: tune --strategy auto over that space for S seconds
 #   bash scripts/device-issue25.sh s8a|s8b      # 4 GPUs: the 10,800-config exhaustive tune on GPUs 0-2 beside
-#                                               # optimize on GPU 3 (s8a); resumed on 0-3 (s8b)
+#                                               # optimize on GPU 3 (s8a); resumed on 0-2 beside the same (s8b)
 #   bash scripts/device-issue25.sh x4c          # on 4 GPUs: GPU 0 the tutorial matmul row (its persistent template's
 #                                               # tiles tunable), then torchao's optimize row; GPU 1 the matmul
 #                                               # example's row, optimize and exhaustive; GPU 2+3 torchao's
@@ -159,29 +159,31 @@ s8a|s8b)  # the 10,800-config space (benchmarks/search/softmax_big.py):
   # s8a: its exhaustive tune on GPUs 0-2, cut by SIGTERM before the call's limit (ex-big.tgz); GPU 3: optimize at
   #      its defaults on the same space (a table row, its timeline in rows.jsonl), then vector_add and the attention
   #      tutorial beside a cold exhaustive tune (where optimize's time goes on a small space)
-  # s8b: the exhaustive tune resumed on GPUs 0-3 from .dev27/ex-big.tgz (carried)
+  # s8b: the exhaustive tune resumed on GPUs 0-2 from .dev27/ex-big.tgz (carried), GPU 3 as in s8a
   left=$(( ${CALL_S:-570} - SECONDS - 25 )); T0=$(( $(date +%s) - SECONDS ))
   ( if [ "$stage" = s8b ]; then rm -rf /tmp/ex-big; tar xzf .dev27/ex-big.tgz -C /tmp
-      CUDA_VISIBLE_DEVICES=0,1,2,3 timeout -s TERM $left python3 -m kernelpilot.cli tune --resume /tmp/ex-big --json \
+      CUDA_VISIBLE_DEVICES=0,1,2 timeout -s TERM $left python3 -m kernelpilot.cli tune --resume /tmp/ex-big --json \
         > /tmp/ex-big.json 2>> /tmp/ex-big.log
     else
       CUDA_VISIBLE_DEVICES=0,1,2 timeout -s TERM $left python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py \
         --strategy exhaustive --no-cache --out /tmp/ex-big --json > /tmp/ex-big.json 2> /tmp/ex-big.log
     fi
     echo "-- exhaustive rc=$? after $SECONDS s" >> /tmp/ex-big.log
-    tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log ) &
-  if [ "$stage" = s8a ]; then
-    ( export CUDA_VISIBLE_DEVICES=3
-      python3 benchmarks/search/table.py benchmarks/search/softmax_big.py --skip-exhaustive --timeout-s 330 \
-        --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 --json-out "$OUT/rows.jsonl"
-      python3 benchmarks/search/table.py $EX/vector_add.py benchmarks/library/triton_tutorial_attention.py \
-        --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 \
-        --json-out "$OUT/rows.jsonl"
-      (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
-         --exclude='tc-*' --exclude='ic-*' --exclude='kp-ex-*' --exclude='v[0-9]*' --exclude='*.jsonl' kp-table-3) \
-    ) > "$OUT/lane3.log" 2>&1 &
-  fi
+    tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log
+    if [ "$stage" = s8b ]; then  # the GPUs the exhaustive tune leaves: the attention tutorial beside a cold one
+      CUDA_VISIBLE_DEVICES=0 python3 benchmarks/search/table.py benchmarks/library/triton_tutorial_attention.py \
+        --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-0 \
+        --json-out "$OUT/rows.jsonl" > "$OUT/lane0.log" 2>&1
+    fi ) &
+  ( export CUDA_VISIBLE_DEVICES=3
+    python3 benchmarks/search/table.py benchmarks/search/softmax_big.py --skip-exhaustive --timeout-s 330 \
+      --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 --json-out "$OUT/rows.jsonl"
+    python3 benchmarks/search/table.py $EX/vector_add.py ${S8A_ATTENTION:-benchmarks/library/triton_tutorial_attention.py} \
+      --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 \
+      --json-out "$OUT/rows.jsonl" ) > "$OUT/lane3.log" 2>&1 &
   wait
+  (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='.git' --exclude='report.html' \
+     --exclude='tc-*' --exclude='ic-*' --exclude='kp-ex-*' --exclude='v[0-9]*' --exclude='*.jsonl' kp-table-*)
   tail -n 4 /tmp/ex-big.log; grep -E "^\| " "$OUT/lane3.log" 2>/dev/null | cut -c1-300 ;;
 x4c)
   row() {  # row GPU KERNEL MAX_S [x]: one table row on one GPU, given at most what the call has left

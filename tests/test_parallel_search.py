@@ -145,7 +145,7 @@ def _pool(*workers):
     from kernelpilot.search.worker import WorkerPool
 
     pool = WorkerPool.__new__(WorkerPool)  # no processes: the dispatch is what is tested
-    pool.workers = list(workers)
+    pool.workers, pool._closed = list(workers), False
     return pool
 
 
@@ -163,3 +163,62 @@ def test_a_worker_exception_reaches_the_caller():
     broken, fine = _TimedWorker("a", 0.01, fail_on="3"), _TimedWorker("b", 0.05)
     with pytest.raises(RuntimeError, match="broke on 3"):
         list(_pool(broken, fine).map([{"id": str(i)} for i in range(8)]))
+
+
+class ConcurrentReplay(RacingTwoWorkerReplay):
+    """Two workers that take requests from several threads: each window's map notes how many evaluations the
+    main thread had judged when it started."""
+
+    concurrent = True
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.judged_at_start: list[int] = []
+        self.tuner = None
+
+    def map(self, configs, race_against_ns=None):
+        self.judged_at_start.append(len(self.tuner.order))
+        return super().map(configs, race_against_ns)
+
+
+def _exhaustive(runner, budget: Budget):
+    from kernelpilot.app.tune import _prefetch
+
+    space = SearchSpace(TUNABLES, ["num_stages == 2"])
+    tuner = runner.tuner = Tuner(space, runner, budget=budget, ab_samples=0, race=True)
+    strat = get_strategy("exhaustive")
+    _prefetch(strat, tuner, 0, START)
+    try:
+        strat.search(space, tuner, seed=0, start=START)
+    except BudgetExhausted:
+        pass
+    tuner.finish_plan()
+    return tuner, space
+
+
+def test_with_a_concurrent_runner_the_next_window_is_measured_while_this_one_is_judged():
+    runner = ConcurrentReplay(DATA / "softmax-h100.jsonl")
+    tuner, space = _exhaustive(runner, Budget())
+    window = 8 * runner.parallel
+    # window k (k >= 1) started before window k-1 was judged: at most (k-1) windows judged, not k
+    assert len(runner.judged_at_start) >= 3
+    assert all(n <= (k - 1) * window for k, n in enumerate(runner.judged_at_start[1:], 1))
+    assert len({e.key for e in tuner.order}) == len(tuner.order) == space.size  # each config answered once
+    assert sum(runner.batches) + runner.singles == tuner.n_new
+
+
+def test_a_concurrent_plan_keeps_the_evaluation_budget():
+    runner = ConcurrentReplay(DATA / "softmax-h100.jsonl")
+    tuner, _ = _exhaustive(runner, Budget(max_evals=20))
+    assert tuner.budget.evals <= 20 and tuner.n_new <= 20
+
+
+def test_a_window_whose_map_raised_raises_in_the_search():
+    class Broken(ConcurrentReplay):
+        def map(self, configs, race_against_ns=None):
+            if self.batches:
+                raise RuntimeError("the second window's workers are gone")
+            return super().map(configs, race_against_ns)
+
+    with pytest.raises(RuntimeError, match="second window"):
+        _exhaustive(Broken(DATA / "softmax-h100.jsonl"), Budget())

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.app.session import (NCU_PROFILES_IN_SEARCH, FirstIncorrect, Log, OptimizeResult, Session, drive,
-                                     now_utc)
+                                     now_utc, search_first)
 from kernelpilot.options import OptimizeOptions
 from kernelpilot.records.models import RunInfo
 from kernelpilot.records.seal import note_written
@@ -115,7 +115,8 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
         if replayer is not None:  # what the replayed lines are worth, said where the run is described
             log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
-        env = collect_env(probe_ncu=profile and cuda and not search_first(strat))  # search-first: after it
+        probe_now = not search_first(strat)  # a search-first strategy probes ncu after its search (_probe_late)
+        env = collect_env(probe_ncu=profile and cuda and probe_now)
         write_json(ws.root / "env.json", env)
         write_text(ws.root / "env.md", render_env_md(env))
         head = (f"Shape: {ctx.shape}\n\nFLOPs: {ctx.work.flops:.6g} ({ctx.work.flops_source})\n\n"

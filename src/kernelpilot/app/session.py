@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from kernelpilot.app.recorder import RunFolderRecorder
     from kernelpilot.search.strategies import Strategy
 
-__all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc"]
+__all__ = ["FirstIncorrect", "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "Session", "drive", "now_utc", "search_first"]
 
 #: Nsight Compute profiles taken during the search: v0's (the starting diagnosis the guided strategy's first moves
 #: come from); later incumbents get light cards, and the final best is profiled after the search. One ncu run took
@@ -300,7 +300,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     best = best_version(versions)
     if best is not None and isinstance(evidence, NcuEvidence) and s.env is not None and not evidence.disabled:
         _probe_late(s, evidence)
-    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of and not evidence.disabled:
+    if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of:
         s.log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
         profiled = evidence.profile(best.model_copy(update={"card": None}))
         versions = [profiled if v is best else v for v in versions]

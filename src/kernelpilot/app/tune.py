@@ -249,6 +249,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                     stopped = "strategy finished"
                 except BudgetExhausted as exc:
                     stopped = str(exc)
+                ev.finish_plan()  # a window still measuring, before the workers close
             finally:
                 ctx.discard_spare()  # a search that failed before its first worker
                 restarts = 0

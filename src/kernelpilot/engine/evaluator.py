@@ -47,6 +47,7 @@ from kernelpilot.search.cache_trust import SHORT_TIMING, race_stored
 from kernelpilot.search.model import Budget
 
 if TYPE_CHECKING:
+    from kernelpilot.engine.plan_ahead import PlanAhead
     from kernelpilot.engine.runner import Runner
     from kernelpilot.hardware.roofline import Roofline
     from kernelpilot.search.space import SearchSpace
@@ -114,12 +115,8 @@ class Evaluator:
         #: the per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
         #: ``timeout`` measured under a smaller limit is run again (None: the runner has no limit, e.g. a replay)
         self.timeout_s: float | None = runner.timeout_s
-        #: a known plan measured ahead a window at a time (:meth:`plan_ahead`): the configs, each key's first place,
-        #: the first place not yet handed to the runner, and the window (configs per batch)
-        self._plan: list[dict[str, Any]] = []
-        self._plan_at: dict[str, int] = {}
-        self._plan_next = 0
-        self._window = 0
+        #: a known plan measured ahead a window at a time (:meth:`plan_ahead`)
+        self._ahead: PlanAhead | None = None
 
     def preload(self, prior: Sequence[Evaluation]) -> None:
         """Start from the evaluations of an earlier session of the same search (``--resume``), in their order: each
@@ -148,33 +145,22 @@ class Evaluator:
                                                     decision=ev.decision))
 
     def plan_ahead(self, planned: Sequence[dict[str, Any]], window: int) -> None:
-        """Measure a strategy's known order (``plan``) ahead over the runner's workers, ``window`` configs at a time:
-        when the strategy asks for a planned config not measured yet, that config and the ``window - 1`` planned
-        after it are measured in parallel (:meth:`measure_ahead`), then answered and judged one by one as the
-        strategy asks. Between windows the incumbent is judged (A/B, audit) and later windows race against it; an
-        interruption loses at most the window in flight; a time budget is checked before each window. (Measuring a
-        10,800-config plan in one batch waited for every config's compile before the first measurement, raced
-        nothing, and recorded nothing until the whole batch was done.)
+        """Measure a strategy's known order (``plan``) ahead over the runner's workers, ``window`` configs at a time
+        (:class:`~kernelpilot.engine.plan_ahead.PlanAhead`): a planned config the strategy asks for is measured with
+        the ``window - 1`` after it; with a runner that takes concurrent requests the next window is measured while
+        this one is judged. Call :meth:`finish_plan` before the runner closes.
 
         Raises:
             ValueError: ``window`` under 1.
         """
-        if window < 1:
-            raise ValueError(f"plan_ahead: window must be at least 1, got {window}")
-        self._plan = [dict(c) for c in planned]
-        self._plan_at = {}
-        for i, c in enumerate(self._plan):
-            self._plan_at.setdefault(config_key(c), i)
-        self._plan_next, self._window = 0, window
+        from kernelpilot.engine.plan_ahead import PlanAhead
 
-    def _measure_window(self, key: str) -> None:
-        """With a plan (:meth:`plan_ahead`): measure the window starting at ``key``'s place when that place was not
-        handed to the runner yet."""
-        i = self._plan_at.get(key)
-        if i is None or i < self._plan_next or key in self.ready:
-            return
-        self._plan_next = i + self._window
-        self.measure_ahead(self._plan[i:i + self._window])
+        self._ahead = PlanAhead(self, planned, window)
+
+    def finish_plan(self) -> None:
+        """Wait for a window still measuring (its answers kept, counted and cached); nothing without a plan."""
+        if self._ahead is not None:
+            self._ahead.finish()
 
     @property
     def parallel(self) -> int:
@@ -205,8 +191,8 @@ class Evaluator:
             why = rule.check(self)
             if why is not None:
                 raise StopSearch(why)
-        if self._plan_at:
-            self._measure_window(key)
+        if self._ahead is not None:
+            self._ahead.before(key)
         skip = self._skip_answer(config)
         known = skip if skip is not None else self._measured_answer(config, key)
         if known is None:

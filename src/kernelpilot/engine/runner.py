@@ -24,7 +24,7 @@ __all__ = ["Comparison", "ReplayRunner", "Runner", "RunnerBase", "compare_ab"]
 @runtime_checkable
 class Runner(Protocol):
     """Evaluates configs; never raises for a config's own faults (they are failure statuses). Subclass
-    :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``knows``, ``audits``,
+    :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``concurrent``, ``knows``, ``audits``,
     ``audit``, ``ab_error`` and ``abort``."""
 
     @property
@@ -36,6 +36,11 @@ class Runner(Protocol):
     def timeout_s(self) -> float | None:
         """The per-config time limit of the runner's workers (s), recorded with each new evaluation; a cached
         ``timeout`` measured under a smaller limit is run again. None: no limit (a replay)."""
+        ...
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether requests may come from several threads at once (False: the evaluator makes one at a time)."""
         ...
 
     @property

@@ -24,10 +24,14 @@ class RunnerBase:
         audits: whether :meth:`audit` runs the device-activity audit (:mod:`kernelpilot.measure.activity`). False:
             the evaluator neither calls it nor records an ``audit`` phase (a replay, whose answers were judged when
             measured).
+        concurrent: whether the runner takes requests from several threads at once (a window of configs measured
+            on one thread while the main thread asks for A/B samples and audits:
+            :class:`~kernelpilot.engine.plan_ahead.PlanAhead`). False: one request at a time.
     """
 
     timeout_s: float | None = None
     audits: bool = False
+    concurrent: bool = False
 
     def knows(self, config: dict[str, Any]) -> bool:
         """Whether this runner can answer ``config`` at all (True: it measures whatever it is given; a replay

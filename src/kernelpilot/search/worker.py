@@ -81,6 +81,7 @@ class Worker:
         self._proc: Any = None
         self._conn: Any = None
         self._spare = spare
+        self._lock = threading.RLock()  # one request at a time: a window measuring beside the main thread's A/B
 
     # -- process management
     def _start(self) -> None:
@@ -145,7 +146,12 @@ class Worker:
         self._kill()
 
     def _request(self, msg: tuple) -> tuple[str, Any]:
-        """Send one request; returns (kind, payload) or ("timeout"|"crash", text). Restarts the worker as needed."""
+        """Send one request; returns (kind, payload) or ("timeout"|"crash", text). Restarts the worker as needed.
+        Requests from several threads take turns (the pipe carries one exchange at a time)."""
+        with self._lock:
+            return self._exchange(msg)
+
+    def _exchange(self, msg: tuple) -> tuple[str, Any]:
         if self._proc is None or not self._proc.is_alive():
             if self._proc is not None:
                 self.restarts += 1
@@ -355,6 +361,7 @@ class WorkerPool(RunnerBase):
     """
 
     audits = True  # the device-activity audit runs on the first device (:meth:`audit`)
+    concurrent = True  # each worker takes one request at a time (Worker._request); map stops once closed
 
     def __init__(self, opts: WorkerOptions, devices: list[str] | None = None, *, timeout_s: float = 120.0,
                  spare: SpareWorker | None = None):
@@ -364,6 +371,7 @@ class WorkerPool(RunnerBase):
         self.timeout_s = timeout_s
         self.workers = [Worker(opts, d, timeout_s=timeout_s, spare=spare if i == 0 else None)
                         for i, d in enumerate(self.devices)]
+        self._closed = False  # set by close/abort: a map still running starts no more configs
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -373,11 +381,13 @@ class WorkerPool(RunnerBase):
 
     def close(self) -> None:
         """Stop every worker."""
+        self._closed = True
         for w in self.workers:
             w.close()
 
     def abort(self) -> None:
         """Kill every worker now, without the polite stop (an interrupted run: the version in flight is dropped)."""
+        self._closed = True
         for w in self.workers:
             w._kill()
 
@@ -416,7 +426,7 @@ class WorkerPool(RunnerBase):
         def run(worker: Worker) -> None:
             while True:
                 with done:
-                    if not todo:
+                    if not todo or self._closed:
                         return
                     i = todo.pop()
                 ev = worker.evaluate(configs[i], race_against_ns)
