@@ -178,7 +178,7 @@ s8a|s8b)  # the 10,800-config space (benchmarks/search/softmax_big.py):
   ( export CUDA_VISIBLE_DEVICES=3
     python3 benchmarks/search/table.py benchmarks/search/softmax_big.py --skip-exhaustive --timeout-s 330 \
       --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 --json-out "$OUT/rows.jsonl"
-    python3 benchmarks/search/table.py $EX/vector_add.py ${S8A_ATTENTION:-benchmarks/library/triton_tutorial_attention.py} \
+    python3 benchmarks/search/table.py $EX/vector_add.py ${S8A_ATTENTION-benchmarks/library/triton_tutorial_attention.py} \
       --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 \
       --json-out "$OUT/rows.jsonl" ) > "$OUT/lane3.log" 2>&1 &
   wait
