@@ -222,3 +222,29 @@ def test_a_window_whose_map_raised_raises_in_the_search():
 
     with pytest.raises(RuntimeError, match="second window"):
         _exhaustive(Broken(DATA / "softmax-h100.jsonl"), Budget())
+
+
+def test_a_spent_budget_ends_the_search_before_waiting_for_a_compile():
+    """Once the budget is spent, the next config ends the search at once: no wait for its compile-ahead verdict
+    (up to 30 s per config; an H200 run waited that long after its 200 s budget)."""
+    import time
+
+    from kernelpilot.engine.seams import PrunerBase
+
+    class SlowCompiles(PrunerBase):
+        def __init__(self):
+            self.asked: list[dict] = []
+
+        def reason(self, config):
+            self.asked.append(config)
+            time.sleep(0.2)
+            return None
+
+    pruner = SlowCompiles()
+    space = SearchSpace(TUNABLES, ["num_stages == 2"])
+    tuner = Tuner(space, ReplayRunner(DATA / "softmax-h100.jsonl"), budget=Budget(max_evals=1), pruner=pruner,
+                  ab_samples=0)
+    tuner(START)
+    with pytest.raises(BudgetExhausted):
+        tuner({**START, "num_warps": 8})
+    assert pruner.asked == [START]

@@ -193,6 +193,8 @@ class Evaluator:
                 raise StopSearch(why)
         if self._ahead is not None:
             self._ahead.before(key)
+        if key not in self.ready and self.budget.exhausted():  # before a wait for the config's compile (up to
+            self.budget.check()  # 30 s on the H200 after the 10,800-config space's budget ended) that is no use now
         skip = self._skip_answer(config)
         known = skip if skip is not None else self._measured_answer(config, key)
         if known is None:
