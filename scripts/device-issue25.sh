@@ -169,6 +169,16 @@ s8a|s8b)  # the 10,800-config space (benchmarks/search/softmax_big.py):
         --strategy exhaustive --no-cache --out /tmp/ex-big --json > /tmp/ex-big.json 2> /tmp/ex-big.log
     fi
     echo "-- exhaustive rc=$? after $SECONDS s" >> /tmp/ex-big.log
+    python3 - /tmp/ex-big/evaluations.jsonl > "$OUT/ex-big-summary.json" <<'PY'  # small, whatever the archive's size
+import json, sys
+evs = [json.loads(line)["evaluation"] for line in open(sys.argv[1]) if line.strip()]
+full = [e for e in evs if e["status"] == "ok" and not e["message"].startswith("raced out")]
+best = sorted(full, key=lambda e: e["duration_ns"])[:10]
+print(json.dumps({"answered": len(evs), "measured_fully": len(full), "raced_out": sum(
+    1 for e in evs if e["message"].startswith("raced out")), "statuses": {s: sum(1 for e in evs if e["status"] == s)
+    for s in {e["status"] for e in evs}}, "device_s": sum(e.get("wall_s") or 0 for e in evs),
+    "best": [{"config": e["config"], "duration_ns": e["duration_ns"]} for e in best]}, indent=1))
+PY
     tar czf "$OUT/ex-big.tgz" -C /tmp ex-big ex-big.json ex-big.log
     if [ "$stage" = s8b ]; then  # the GPUs the exhaustive tune leaves: the attention tutorial beside a cold one
       CUDA_VISIBLE_DEVICES=0 python3 benchmarks/search/table.py benchmarks/library/triton_tutorial_attention.py \
