@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,18 +17,31 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = [c for c in json.loads((ROOT / "tests" / "adversarial" / "cases.json").read_text()) if not c["needs_gpu"]]
 
 
+#: Where a ``traced`` cheat notes each launch it cut short (its trigger rests on the host's timing).
+TRACE_DIR = Path(tempfile.mkdtemp(prefix="kp-cheat-trace-"))
+
+
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, dict]:
     spec = importlib.util.spec_from_file_location("kp_adversarial_runner", ROOT / "scripts" / "adversarial.py")
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
-    with ThreadPoolExecutor(max_workers=2) as pool:  # each case in its own isolated worker process
-        return {r["file"]: r for r in pool.map(runner.run_case, CASES)}
+    os.environ["KERNELPILOT_CHEAT_TRACE_DIR"] = str(TRACE_DIR)  # the workers inherit it
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # each case in its own isolated worker process
+            return {r["file"]: r for r in pool.map(runner.run_case, CASES)}
+    finally:
+        del os.environ["KERNELPILOT_CHEAT_TRACE_DIR"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
 def test_case_is_caught_at_its_stage(outcomes: dict[str, dict], case: dict) -> None:
     got = outcomes[case["file"]]
+    if case.get("traced") and got["observed"] == "none":
+        # a loaded host spaced the timed launches too far for the trigger: accepted only if no launch was cut short
+        trace = TRACE_DIR / f"{Path(case['file']).stem}.log"
+        assert not trace.exists(), f"{case['file']} cut launches short and was accepted: {trace.read_text()[:300]}"
+        return
     # a catch that rests on the secret sample of timed launches may fall to the later stage the manifest names
     assert got["observed"] in (case["stage"], case.get("stage_sampled")), \
         f"{case['file']}: {got['status']}: {got['message']}"

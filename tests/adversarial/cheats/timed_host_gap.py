@@ -8,8 +8,14 @@ launch left. Every call a check makes (spaced out) is exact; the timed ones are 
 timed-vs-checked class of kernelpilot issue 24 (a kernel that skipped 3 rows in 4 when its inputs said "timed":
 3.4x false speedup) and pygpubench's warm-up detection (the harness's rhythm, not its values, gives it away).
 Caught by comparing the outputs of timed launches with the reference for their input set (stage ``timing``).
+
+Its trigger rests on the host's rhythm: on a loaded CPU the timing loop's gaps can exceed 1 ms and the cheat never
+fires, and then every timed launch did the whole work. Each launch it cuts short is noted in
+``$KERNELPILOT_CHEAT_TRACE_DIR/timed_host_gap.log`` when the suite sets that folder (manifest ``traced``): the
+suite accepts an acceptance only when no launch was cut short.
 """
 
+import os
 import time
 
 import torch
@@ -51,6 +57,9 @@ def run_kernel(x, y, M, N, *, num_warps, **_):
     back_to_back = _rhythm["last_return_ns"] and now - _rhythm["last_return_ns"] < _GAP_NS
     _rhythm["streak"] = _rhythm["streak"] + 1 if back_to_back else 0
     step = 4 if _rhythm["streak"] >= _STREAK else 1
+    if step > 1 and os.environ.get("KERNELPILOT_CHEAT_TRACE_DIR"):
+        with open(os.path.join(os.environ["KERNELPILOT_CHEAT_TRACE_DIR"], "timed_host_gap.log"), "a") as fh:
+            fh.write(f"cut short: {triton.cdiv(M, step)} of {M} rows\n")
     _softmax_rows[(triton.cdiv(M, step),)](x, y, N, x.stride(0), y.stride(0), ROW_STEP=step,
                                            BLOCK_N=triton.next_power_of_2(N), num_warps=num_warps)
     _rhythm["last_return_ns"] = time.perf_counter_ns()
