@@ -229,3 +229,23 @@ def test_sigterm_becomes_run_interrupted_and_waits_for_a_held_block() -> None:
                 order.append("block finished")
             order.append("after the block")  # never reached: raised when the block ended
     assert order == ["block finished"]
+
+
+def test_optimize_resumes_only_on_the_device_that_measured_it(tmp_path: Path) -> None:
+    """run.json records what the times were measured on; ``optimize --resume`` on another device is refused with
+    error/hint and a non-zero exit, and the run folder is left as it was."""
+    run = tmp_path / "run"
+    first = Run(["optimize", str(EXAMPLES / "vector_add.py"), "--out", str(run), "--iterations", "5",
+                 "--budget-s", "300", "--no-benchmark"], tmp_path)
+    first.wait_for(_checking(1))
+    first.kill()
+    info = json.loads((run / "run.json").read_text())
+    assert info["measured_on"] == "cpu"
+    info["measured_on"] = "cuda NVIDIA H100 80GB HBM3"  # as if the first session had run on an H100
+    (run / "run.json").write_text(json.dumps(info))
+    before = (run / "run.json").read_bytes()
+    other = Run(["optimize", "--resume", str(run)], tmp_path)
+    assert other.finish() != 0
+    assert "error:" in other.output and "measured on cuda NVIDIA H100 80GB HBM3" in other.output
+    assert "hint:" in other.output and "resume it where it was measured" in other.output
+    assert (run / "run.json").read_bytes() == before

@@ -237,3 +237,27 @@ def test_min_occupancy_option_of_tune_cli(tmp_path):
     assert status[4]["status"] == "ok"
     assert data["prune"]["by_reason"] == {"occupancy": 1}
 
+
+
+def test_a_search_resumes_only_on_the_device_that_measured_it(tmp_path):
+    """tune-run.json records what the times were measured on; ``--resume`` elsewhere (an H200 search on an H100, a
+    GPU search under the interpreter) is refused, naming both: the earlier incumbent's times would judge the new
+    device's."""
+    from kernelpilot.api import bundled_example
+    from kernelpilot.app.tune import resume_tune
+    from kernelpilot.errors import RunFolderError
+
+    out = tmp_path / "t"
+    tune(bundled_example("vector_add"), strategy="exhaustive", ab_samples=3, budget_evals=2, use_cache=False,
+         out=out)
+    run = json.loads((out / "tune-run.json").read_text())
+    assert run["measured_on"] == "cpu"
+    (out / "tune.json").unlink()  # as a killed search leaves it: not finished
+    run.update(finished_utc=None, measured_on="cuda NVIDIA H200")
+    (out / "tune-run.json").write_text(json.dumps(run))
+    with pytest.raises(RunFolderError, match="measured on cuda NVIDIA H200; this session would measure on cpu") as info:
+        resume_tune(out, budget_evals=4)
+    assert "resume it where it was measured" in info.value.hint
+    run["measured_on"] = "cpu"
+    (out / "tune-run.json").write_text(json.dumps(run))
+    assert len(resume_tune(out, budget_evals=4).evaluations) >= 4  # the same device resumes

@@ -20,9 +20,8 @@ from kernelpilot.kernels.workload import Workload, counted_flops, workload
 from kernelpilot.options import check_kernel_path, check_shape_values
 from kernelpilot.target import Target
 
-__all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "detect_device", "detect_target", "gpu_name",
-           "prepare",
-           "observe_roles", "roofline_at", "roofline_for"]
+__all__ = ["RunContext", "UnguardedScriptError", "check_main_guard", "check_same_device", "detect_device",
+           "detect_target", "gpu_name", "observe_roles", "prepare", "roofline_at", "roofline_for"]
 
 
 class UnguardedScriptError(KernelpilotError):
@@ -222,6 +221,14 @@ class RunContext:
         return self.target.record
 
     @property
+    def measured_on(self) -> str:
+        """What this campaign's times are measured on, as run.json and tune-run.json record it (``measured_on``):
+        ``cuda NVIDIA H200`` (the kind and the name NVML gives the device), ``cpu`` (the Triton interpreter),
+        ``replay`` (a cache's answers). ``--resume`` refuses a folder measured on another device: its incumbent's
+        times would judge this device's."""
+        return f"{self.target.record} {self.gpu}" if self.target.is_gpu and self.gpu else self.target.record
+
+    @property
     def interpreted(self) -> bool:
         """True under the Triton interpreter (times are not measurements): :attr:`target`'s."""
         return self.target.interpreted
@@ -338,3 +345,23 @@ def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], target
     opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shape,
                          interpreted=target.interpreted, activity=False)
     return SpareWorker(opts, default_devices(target.interpreted)[0])
+
+
+def check_same_device(folder: Path, recorded: str | None, ctx: RunContext, command: str) -> None:
+    """Refuse to resume ``folder`` (its records say their times were measured on ``recorded``) on another device.
+
+    Args:
+        folder: the run or tune folder. recorded: its ``measured_on`` (None in folders written before it was
+            recorded: not checked). ctx: this session's set-up (:attr:`RunContext.measured_on`).
+        command: ``optimize`` or ``tune`` (for the hint).
+
+    Raises:
+        RunFolderError: the devices differ (an H200 search resumed on an H100, a GPU search under the interpreter).
+    """
+    from kernelpilot.errors import RunFolderError
+
+    if recorded is not None and recorded != ctx.measured_on:
+        raise RunFolderError(f"{folder} was measured on {recorded}; this session would measure on {ctx.measured_on}: "
+                             f"its times would be judged against the other device's",
+                             f"resume it where it was measured ({recorded}), or start a new search "
+                             f"(kernelpilot {command} ... --out NEW)")

@@ -133,7 +133,7 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                        device_name=(env.gpu.name if env.gpu else ("CPU (Triton interpreter)" if ctx.target.interpreted
                                                                     else f"replay of {ctx.gpu} (cache "
                                                                          f"{replayer.trust if replayer else ''})")),
-                       gpu_spec=roof.gpu if roof else None, iterations=o.iterations,
+                       gpu_spec=roof.gpu if roof else None, measured_on=ctx.measured_on, iterations=o.iterations,
                        profile=profile and cuda, started_utc=now_utc(), strategy=o.strategy, seed=o.seed,
                        budget_s=budget_s,
                        floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None,

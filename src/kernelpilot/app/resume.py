@@ -219,11 +219,12 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
         The :class:`OptimizeResult` of the whole run (kept and new versions).
 
     Raises:
-        RunFolderError: not a run folder; run.json corrupt; the kernel changed; a committed version is incomplete.
+        RunFolderError: not a run folder; run.json corrupt; the kernel changed; a committed version is incomplete;
+            the run was measured on another device (:func:`kernelpilot.app.context.check_same_device`).
         OptionError: a new option value out of range. Interrupted: stopped again by a signal (resume again).
         ContractError / SpecError / SearchError: as :func:`kernelpilot.app.optimize.optimize`.
     """
-    from kernelpilot.app.context import prepare
+    from kernelpilot.app.context import check_same_device, prepare
     from kernelpilot.engine.runner import ReplayRunner
     from kernelpilot.options import OptimizeOptions, build_options
     from kernelpilot.measure.env import EnvInfo
@@ -248,6 +249,7 @@ def resume(run: str | Path, *, timeout_s: float | None = None, budget_s: float |
     replayer = ReplayRunner(options.replay, root=options.cache_root) if options.replay else None
     ctx = prepare(kernel, ref=ref, shape=info.shape, config=options.config, gpu=options.gpu,
                   constraints=options.constraints, replay=replayer)
+    check_same_device(ws.root, info.measured_on, ctx, "optimize")
     kept, redone = complete_versions(ws, history)
     prior = evaluation_order(ws, kept)
     info.timeout_s = timeout_s if timeout_s is not None else (info.timeout_s or 300.0)

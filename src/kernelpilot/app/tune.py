@@ -191,7 +191,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                   replay=replayer, spare_worker=True, timeout_s=o.timeout_s or 300.0)
     kf, space, roof = ctx.kf, ctx.space, ctx.roofline
     try:
-        folder, prior, spent_s = _folder(kf, out, resume_from, o)
+        folder, prior, spent_s = _folder(kf, out, resume_from, o, ctx)
     except BaseException:
         ctx.discard_spare()
         raise
@@ -332,10 +332,12 @@ def write_tune_records(result: TuneResult, out: Path, *, existing: bool = False,
     try_write_report_html(ws.root, log)
 
 
-def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: TuneOptions) -> tuple[Any, list[Any], float]:
+def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: TuneOptions,
+            ctx: Any) -> tuple[Any, list[Any], float]:
     """(the search's folder or None, the evaluations of earlier sessions, the seconds they spent): a new folder
     with ``tune-run.json`` (``options``: the model's JSON) for ``out``, the resumed one (checked: same kernel
     source) for ``resume_from``."""
+    from kernelpilot.app.context import check_same_device
     from kernelpilot.records.models import now_utc
     from kernelpilot.app.tune_run import TuneRun, start_folder
 
@@ -345,11 +347,12 @@ def _folder(kf: Any, out: str | Path | None, resume_from: Any, options: TuneOpti
             raise SearchError(f"{kf.path} changed since the search in {ws.root} started (sha256 "
                               f"{run.source_sha256[:12]} then, {kf.source_sha256[:12]} now)",
                               "start a new search (--out NEW_FOLDER) for the changed kernel")
+        check_same_device(ws.root, run.measured_on, ctx, "tune")
         return ws, prior, spent
     if out is None:
         return None, [], 0.0
     run = TuneRun(kernel=str(kf.path), source_sha256=kf.source_sha256, options=options.model_dump(mode="json"),
-                  started_utc=now_utc())
+                  started_utc=now_utc(), measured_on=ctx.measured_on)
     return start_folder(Path(out), run), [], 0.0
 
 
@@ -385,7 +388,8 @@ def resume_tune(folder: str | Path, *, timeout_s: float | None = None, budget_ev
 
     Raises:
         RunFolderError: not a tune folder, a corrupt record, or stored options that are not a TuneOptions (a field
-            it does not know, a value of the wrong type or out of range). SearchError: the kernel changed since.
+            it does not know, a value of the wrong type or out of range); the search was measured on another device
+            (:func:`kernelpilot.app.context.check_same_device`). SearchError: the kernel changed since.
         OptionError: a new value out of range. Interrupted: as :func:`tune`.
     """
     from kernelpilot.records.models import now_utc

@@ -43,6 +43,9 @@ class TuneRun(BaseModel):
             limits ...); ``--resume`` validates it back into the model whole.
         started_utc / resumed_utc / finished_utc: when it started, each resume, when tune.json was written.
         interrupted: the signal and place when a signal stopped the last session, else None.
+        measured_on: what its times are measured on (:attr:`kernelpilot.app.context.RunContext.measured_on`: ``cuda
+            NVIDIA H200``, ``cpu``, ``replay``); ``--resume`` refuses another device. None in folders written before
+            it was recorded.
     """
 
     kernel: str
@@ -52,6 +55,7 @@ class TuneRun(BaseModel):
     resumed_utc: list[str] = Field(default_factory=list)
     finished_utc: str | None = None
     interrupted: str | None = None
+    measured_on: str | None = None
 
 
 class TuneLine(BaseModel):

@@ -51,6 +51,10 @@ class RunInfo(BaseModel):
     mode: str
     device_name: str
     gpu_spec: str | None
+    #: what the times are measured on (``cuda NVIDIA H200``, ``cpu``, ``replay``:
+    #: :attr:`kernelpilot.app.context.RunContext.measured_on`); ``--resume`` refuses another device. None in runs
+    #: from before it was recorded.
+    measured_on: str | None = None
     iterations: int | None = None
     profile: bool
     started_utc: str
