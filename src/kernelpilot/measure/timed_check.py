@@ -25,10 +25,29 @@ if TYPE_CHECKING:
     from kernelpilot.kernels.case import Refresher
     from kernelpilot.kernels.contract import KernelFile
 
-__all__ = ["KEEP", "TimedCheck", "check_timed", "interleaved_checked"]
+__all__ = ["KEEP", "KEEP_BUDGET_S", "KEEP_MAX", "TimedCheck", "check_timed", "interleaved_checked", "keep_for"]
 
-#: Launches of each timed run whose outputs are kept and compared (one float64 reference each).
+#: Launches of each timed run whose outputs are kept and compared (one float64 reference each), at least.
 KEEP = 2
+#: At most, when the reference is cheap (:func:`keep_for`).
+KEEP_MAX = 8
+#: Seconds of check time a timed run may spend on its kept launches (:func:`keep_for`).
+KEEP_BUDGET_S = 1.0
+
+
+def keep_for(check_s_per_seed: float | None) -> int:
+    """How many launches of a timed run to keep and compare, given what one seed of the correctness check cost
+    (seconds: the kernel, the float64 reference and the comparison; None: not known).
+
+    A kernel wrong on a fraction ``f`` of its timed launches escapes ``k`` kept launches with probability about
+    ``(1 - f)^k``; to move the median it must be wrong on more than half of them, so 2 kept launches let it through
+    a quarter of the time and 8 one time in 256. Where the reference is cheap the check keeps up to
+    :data:`KEEP_MAX` launches within :data:`KEEP_BUDGET_S`, never fewer than :data:`KEEP`. (A clean-clone CI run on
+    a loaded CPU accepted the timed-host-gap cheat with 2 kept launches while it cut some timed launches short.)
+    """
+    if not check_s_per_seed or check_s_per_seed <= 0:
+        return KEEP
+    return max(KEEP, min(KEEP_MAX, int(KEEP_BUDGET_S / check_s_per_seed)))
 
 
 class TimedCheck(BaseModel):

@@ -221,7 +221,7 @@ def _check(ctx: StageContext) -> Failure | None:
 
 def _timing(ctx: StageContext) -> Failure | None:
     from kernelpilot.measure.memory import keep_copy
-    from kernelpilot.measure.timed_check import KEEP, check_timed
+    from kernelpilot.measure.timed_check import check_timed, keep_for
     from kernelpilot.measure.timing import time_callable
     from kernelpilot.search.stats import clearly_slower
 
@@ -238,7 +238,9 @@ def _timing(ctx: StageContext) -> Failure | None:
                 return None
         kwargs: dict[str, Any] = {} if ctx.target.interpreted else {
             "rep_ms": opts.rep_ms, "max_samples": opts.max_samples, "min_samples": opts.min_samples}
-        refresher = case.refresher(keep=KEEP, copy=keep_copy)  # KEEP launches' outputs, chosen in secret, compared
+        check_s = ctx.phases.get("check")  # what one seed of the check cost bounds what a kept launch costs
+        keep = keep_for(check_s / len(ctx.seeds) if check_s and ctx.seeds else None)
+        refresher = case.refresher(keep=keep, copy=keep_copy)  # launches' outputs chosen in secret, compared
         timing = time_callable(ctx.fn, ctx.target, before_each=refresher, **kwargs)
     except Exception as exc:  # noqa: BLE001
         return Failure(classify_exception(exc), f"timing failed: {type(exc).__name__}: {exc}")
