@@ -284,14 +284,14 @@ def test_a_version_setup_friendlier_only_at_seeds_the_check_did_not_show_is_caug
 
 
 def test_a_cheap_reference_keeps_more_timed_launches():
-    """The timing stage keeps as many launches as one second of check time allows, 2 to 8: a kernel wrong on a
+    """The timing stage keeps as many launches as 0.3 s of check time allows, 2 to 8: a kernel wrong on a
     fraction f of its timed launches escapes with about (1 - f)^k, so a cheap reference buys a much smaller k-th
     power."""
     from kernelpilot.measure.timed_check import KEEP, KEEP_MAX, keep_for
 
     assert keep_for(None) == KEEP and keep_for(0.0) == KEEP
     assert keep_for(0.01) == KEEP_MAX  # a CPU-shape check: 8 kept launches
-    assert keep_for(0.25) == 4 and keep_for(0.9) == KEEP and keep_for(30.0) == KEEP  # a costly one: never under 2
+    assert keep_for(0.075) == 4 and keep_for(0.2) == KEEP and keep_for(30.0) == KEEP  # a costly one: never under 2
 
 
 def test_the_timing_stage_keeps_launches_by_what_the_check_cost(tmp_path):
