@@ -160,9 +160,10 @@ s8a|s8b)  # the 10,800-config space (benchmarks/search/softmax_big.py):
   #      its defaults on the same space (a table row, its timeline in rows.jsonl), then vector_add and the attention
   #      tutorial beside a cold exhaustive tune (where optimize's time goes on a small space)
   # s8b: the exhaustive tune resumed on GPUs 0-2 from .dev27/ex-big.tgz (carried), GPU 3 as in s8a
+  #      (EX_GPUS=0,1,2,3 NO_LANE3=1: the tune alone on all four)
   left=$(( ${CALL_S:-570} - SECONDS - 25 )); T0=$(( $(date +%s) - SECONDS ))
   ( if [ "$stage" = s8b ]; then rm -rf /tmp/ex-big; tar xzf .dev27/ex-big.tgz -C /tmp
-      CUDA_VISIBLE_DEVICES=0,1,2 timeout -s TERM $left python3 -m kernelpilot.cli tune --resume /tmp/ex-big --json \
+      CUDA_VISIBLE_DEVICES=${EX_GPUS:-0,1,2} timeout -s TERM $left python3 -m kernelpilot.cli tune --resume /tmp/ex-big --json \
         > /tmp/ex-big.json 2>> /tmp/ex-big.log
     else
       CUDA_VISIBLE_DEVICES=0,1,2 timeout -s TERM $left python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py \
@@ -185,7 +186,7 @@ PY
         --cold-exhaustive --timeout-s 200 --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-0 \
         --json-out "$OUT/rows.jsonl" > "$OUT/lane0.log" 2>&1
     fi ) &
-  ( export CUDA_VISIBLE_DEVICES=3
+  [ -n "${NO_LANE3:-}" ] || ( export CUDA_VISIBLE_DEVICES=3
     python3 benchmarks/search/table.py benchmarks/search/softmax_big.py --skip-exhaustive --timeout-s 330 \
       --deadline-unix $(( T0 + ${CALL_S:-570} - 15 )) --out /tmp/kp-table-3 --json-out "$OUT/rows.jsonl"
     python3 benchmarks/search/table.py $EX/vector_add.py ${S8A_ATTENTION-benchmarks/library/triton_tutorial_attention.py} \
