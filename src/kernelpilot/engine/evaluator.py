@@ -294,6 +294,16 @@ class Evaluator:
         Raises:
             BudgetExhausted: the budget is already spent.
         """
+        todo = self.runs_needed(configs)
+        if len(todo) < 2:
+            return
+        self.budget.check()
+        for ev in self.runner.map(todo, race_against_ns=self._race_ns()):
+            self.ready[ev.key] = self._absorb(ev)
+
+    def runs_needed(self, configs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The configs among ``configs`` that would cost a worker evaluation now (:meth:`needs_run`), each once, in
+        order, no more than the evaluation budget has left: what a batch measured ahead hands the runner."""
         todo: list[dict[str, Any]] = []
         keys: set[str] = set()
         for c in configs:
@@ -301,13 +311,9 @@ class Evaluator:
             if key not in keys and self.needs_run(c):
                 keys.add(key)
                 todo.append(dict(c))
-        if len(todo) < 2:
-            return
-        self.budget.check()
         if self.budget.max_evals is not None:
             todo = todo[: max(0, self.budget.max_evals - self.budget.evals)]
-        for ev in self.runner.map(todo, race_against_ns=self._race_ns()):
-            self.ready[ev.key] = self._absorb(ev)
+        return todo
 
     def needs_run(self, config: dict[str, Any]) -> bool:
         """True when ``config`` would cost a worker evaluation now (valid, not pruned, not answered before)."""

@@ -55,7 +55,7 @@ class PlanAhead:
     """Measure ``planned`` ahead over ``ev``'s runner, ``window`` configs at a time (see the module docstring).
 
     Args:
-        ev: the evaluator (its ``runner``, ``budget``, ``ready``, ``needs_run`` and ``_absorb`` are used).
+        ev: the evaluator (its ``runner``, ``budget``, ``ready``, ``runs_needed`` and ``_absorb`` are used).
         planned: the strategy's order (configs). window: configs per window (at least 1).
 
     Raises:
@@ -113,14 +113,7 @@ class PlanAhead:
             raise
         end = start + self.window
         self.next = end
-        todo, keys = [], set()
-        for c in self.plan[start:end]:
-            k = config_key(c)
-            if k not in keys and ev.needs_run(c):
-                keys.add(k)
-                todo.append(dict(c))
-        if ev.budget.max_evals is not None:
-            todo = todo[: max(0, ev.budget.max_evals - ev.budget.evals)]
+        todo = ev.runs_needed(self.plan[start:end])
         if todo:
             self.inflight = _Window(start, end, todo, ev, ev._race_ns())
 

@@ -24,8 +24,8 @@ __all__ = ["Comparison", "ReplayRunner", "Runner", "RunnerBase", "compare_ab"]
 @runtime_checkable
 class Runner(Protocol):
     """Evaluates configs; never raises for a config's own faults (they are failure statuses). Subclass
-    :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``concurrent``, ``knows``, ``audits``,
-    ``audit``, ``ab_error`` and ``abort``."""
+    :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``concurrent``, ``knows``,
+    ``audits``, ``audit``, ``ab_error`` and ``abort``."""
 
     @property
     def parallel(self) -> int:

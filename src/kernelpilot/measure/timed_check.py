@@ -44,8 +44,8 @@ def keep_for(check_s_per_seed: float | None) -> int:
     ``(1 - f)^k``; to move the median it must be wrong on more than half of them, so 2 kept launches let it through
     a quarter of the time and 8 one time in 256. Where the reference is cheap the check keeps up to
     :data:`KEEP_MAX` launches within :data:`KEEP_BUDGET_S`, never fewer than :data:`KEEP` (the extra seconds per
-    fully timed config were not measured on a GPU yet). (A clean-clone CI run on
-    a loaded CPU accepted the timed-host-gap cheat with 2 kept launches while it cut some timed launches short.)
+    fully timed config were not measured on a GPU yet). A clean-clone CI run on a loaded CPU accepted the
+    timed-host-gap cheat with 2 kept launches while it cut some timed launches short.
     """
     if not check_s_per_seed or check_s_per_seed <= 0:
         return KEEP
