@@ -35,3 +35,51 @@ def test_a_forked_reference_process_answers_after_the_worker_ran_parallel_cpu_wo
     except subprocess.TimeoutExpired:
         raise AssertionError("the forked reference process hung in its first parallel CPU op") from None
     assert proc.returncode == 0 and "answered" in proc.stdout, proc.stderr[-2000:]
+
+
+ORPHANED = """
+import hashlib, os, sys, time
+from pathlib import Path
+import torch
+real = torch.set_num_threads
+def slow(n):  # the server is slow to start (a loaded host): its worker dies before the server follows it
+    time.sleep(1.5)
+    real(n)
+torch.set_num_threads = slow
+from kernelpilot.measure import refproc
+path = Path(sys.argv[1])
+server = refproc.ReferenceProcess(path, hashlib.sha256(path.read_bytes()).hexdigest(), "cpu", method="fork")
+Path(sys.argv[2]).write_text(str(server.proc.pid))
+os._exit(0)  # killed right after it forked the server, as a refused worker is
+"""
+
+
+def test_a_reference_process_whose_worker_died_before_it_started_exits(tmp_path: Path) -> None:
+    """A CI run's ``check vector_add.cu --json`` on a CPU host printed its refusal and then held its caller 600 s: the
+    worker, killed right after it refused the file, had forked its reference server a moment before; the server
+    armed its parent-death signal after the worker was gone and waited on a pipe whose other end it held itself.
+    Here the worker exits at once and the server is slow to start: the server must be gone within seconds, and
+    the worker's caller must see EOF on the output the server inherited."""
+    import os
+    import time
+
+    ref = tmp_path / "ref.py"
+    ref.write_text("import torch\n\n\ndef reference(x, out):\n    out.copy_(torch.relu(x))\n    return {'out': out}\n")
+    script, pid_file = tmp_path / "orphaned.py", tmp_path / "server.pid"
+    script.write_text(ORPHANED)
+    try:  # run() reads stdout and stderr to EOF: a server alive with the worker's stderr holds it
+        subprocess.run([sys.executable, str(script), str(ref), str(pid_file)], capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        if pid_file.exists():
+            os.kill(int(pid_file.read_text()), 9)
+        raise AssertionError("the orphaned reference server held the worker's output open") from None
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(pid, 9)
+    raise AssertionError(f"the reference server {pid} outlived its worker by 10 s")

@@ -27,13 +27,16 @@ cloned: they are valid until the next call (a call made while a view of the last
 new buffer). After a large request the server returns its cached device memory to the driver
 (``torch.cuda.empty_cache``), so the worker's next allocations find it.
 
-The server dies with its worker (``PR_SET_DEATHSIG`` on Linux; EOF on its pipe otherwise). Cost: one interpreter
+The server dies with its worker (:func:`kernelpilot.procguard.guard_child`: ``PR_SET_PDEATHSIG`` on Linux, an
+exit when the worker is already gone, a watchdog; EOF on its pipe otherwise). Cost: one interpreter
 start per worker, overlapped with the worker's own start (it is spawned before the kernel file is imported), one
 copy of each input set per call, and none of the float64 work the cache saves.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +89,11 @@ class ReferenceProcess:
         ctx = mp.get_context(method)
         self.ready: str | None = None  # None: not heard from yet; "" ready; else why it cannot serve
         self.conn, child = ctx.Pipe()
+        # a fork inherits this end of the pipe too: it closes it (else its parent's death never shows as EOF)
+        inherited = self.conn.fileno() if method == "fork" else None
         self.proc = ctx.Process(target=_serve, args=(child, self.path, self.sha256, self.device, method == "fork"),
+                                kwargs={"parent_pid": os.getpid(), "inherited_fd": inherited,
+                                        "main_thread_parent": threading.current_thread() is threading.main_thread()},
                                 daemon=True, name="kernelpilot-reference")
         # the worker is itself a daemon process, and multiprocessing refuses children to daemons (they would be
         # orphaned when it is terminated): this child dies with its parent instead (PR_SET_PDEATHSIG, pipe EOF)
@@ -295,20 +302,17 @@ def start_for(reference_path: str | Path, device: str) -> ReferenceProcess | Non
 
 # -- the server side (runs in the spawned process)
 
-def _die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent dies (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); elsewhere a
-    no-op (the pipe's EOF ends the loop instead)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
-    except Exception:  # noqa: BLE001 - not Linux
-        pass
-
-
-def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False) -> None:
+def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False, *, parent_pid: int | None = None,
+           inherited_fd: int | None = None, main_thread_parent: bool = True) -> None:
     """The server's loop: import the reference file, then answer ``("ref", inputs, outputs)`` requests.
+
+    It follows its worker (``parent_pid``) as every kernelpilot child does (:func:`kernelpilot.procguard.
+    guard_child`: the parent-death signal, and an exit at once when the worker died before the signal was armed,
+    then a watchdog); a fork first closes ``inherited_fd``, its copy of the worker's end of the pipe, so the
+    worker's death is also an EOF here. Without both, a worker killed in the moment after it forked the server (a
+    CUDA ``.cu`` refused on a CPU host, killed by its parent right after its refusal; a loaded CI host) left the
+    server waiting on its pipe for ever, holding the command's stderr open (a ``check --json`` whose caller read
+    its output to the end waited 600 s).
 
     ``forked``: this process is a fork of the worker. Its CPU tensor work then runs on one thread: OpenMP (torch's
     intra-op pool on the CPU) is not fork-safe, and a fork of a worker that had already run a parallel CPU op hung
@@ -320,7 +324,15 @@ def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False)
         torch.set_num_threads(1)
     import signal
 
-    _die_with_parent()
+    if inherited_fd is not None:
+        try:
+            os.close(inherited_fd)
+        except OSError:
+            pass
+    if parent_pid is not None:
+        from kernelpilot.procguard import guard_child
+
+        guard_child(parent_pid, main_thread_parent=main_thread_parent)
     for sig in (signal.SIGTERM, signal.SIGINT):  # a fork of a worker inherits its ignored SIGTERM: stoppable again
         signal.signal(sig, signal.SIG_DFL)
     import hashlib

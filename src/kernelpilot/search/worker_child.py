@@ -167,16 +167,19 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         # kernelpilot imported: the start timeout now runs for the kernel file alone; the parent learns the device
         conn.send(("booted", {"device": device, "interpreted": opts.interpreted}))
         kf = load_kernel(opts.kernel, opts.ref, interpreted=opts.interpreted)
-        if server is None:  # a .cu file: its reference is the sidecar's or ref.py, known once it is loaded
-            refproc.start_for(kf.reference_path, torch_device)
         if target.interpreted and target.is_cpu:  # a CUDA .cu file cannot run without a GPU: say so up front
             from kernelpilot.backends.registry import require_runnable
 
             require_runnable(kf)
+        if server is None:  # a .cu file: its reference is the sidecar's or ref.py, known once it is loaded
+            refproc.start_for(kf.reference_path, torch_device)
         _guard_check("after importing the kernel file")
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit
         conn.send(("load_error", describe_exception(exc, "importing the kernel file")))
+        from kernelpilot.measure.refproc import shutdown
+
+        shutdown()  # the reference process started while the file loaded: stopped, not left to its watchdog
         return
     while True:
         try:
