@@ -165,3 +165,52 @@ def test_report_refuses_a_forged_skipped_table(tmp_path):
     row = json.loads(honest.splitlines()[0])
     table.write_text(json.dumps({**row, "status": "ok"}) + "\n" + "\n".join(honest.splitlines()[1:]) + "\n")
     assert any("never ran" in p.problem for p in validate_run(root).problems)
+
+
+def _searched(n: int) -> list[Evaluation]:
+    """``n`` evaluations of a long search: a new incumbent every 100, one compile error and one timeout every 50
+    and 70, the rest correct and slower (most raced out)."""
+    out, best = [], 1e6
+    for i in range(n):
+        failed = "compile_error" if i % 50 == 7 else "timeout" if i % 70 == 9 else None
+        faster = i % 100 == 0
+        t = best * 0.99 if faster else best * (1.5 + (i % 13) / 10)
+        best = min(best, t)
+        out.append(Evaluation(config={"A": i}, index=i, status=failed or "ok", accepted=faster and not failed,
+                              duration_ns=None if failed else t, samples_ns=[] if failed else [t] * 8,
+                              message=f"{failed} at config {i}" if failed else "" if faster or not i % 3 else
+                              "raced out after 8 samples"))
+    return out
+
+
+def test_a_long_search_is_listed_by_its_incumbents_fastest_and_failures_and_counted_for_the_rest(tmp_path: Path):
+    """A tune's tune.md and report.html list the evaluations that matter and count the rest by outcome: a search of
+    5,667 configs on an H200 drew a 7.7 MB page (and a 1 MB tune.md) when they listed every evaluation."""
+    from kernelpilot.app.tune import TuneResult, write_tune_records
+    from kernelpilot.report.html_data import read_folder
+
+    evs = _searched(2000)
+    incumbents = [e for e in evs if e.accepted]
+    result = TuneResult(kernel="k.py", shape={"N": 1}, device="cuda", gpu="H200", strategy="exhaustive", seed=0,
+                        space_size=2000, space_total=2000, constraints=[], best=incumbents[-1], history=[],
+                        evaluations=evs, n_new=2000, n_cached=0, failures={}, prune=None, stopped="strategy finished",
+                        wall_s=1.0, device_s=1.0, floor_ns=None, cache_file=None, worker_restarts=0, measured=True,
+                        triton_config=None)
+    write_tune_records(result, tmp_path / "run")
+    md = (tmp_path / "run" / "tune.md").read_text()
+    table = md.split("## Evaluations", 1)[1].splitlines()
+    rows = [line for line in table if line.startswith("| ") and "---" not in line][1:]
+    fastest = sorted((e for e in evs if e.ok and not e.raced_out), key=lambda e: e.objective)[:TOP_N]
+    expected = {0, len(evs) - 1, 7, 9} | {e.index for e in incumbents} | {e.index for e in fastest}
+    assert sorted(int(r.split("|")[1]) - 1 for r in rows) == sorted(expected)
+    rest = [e for e in evs if e.index not in expected]
+    raced = sum(1 for e in rest if e.raced_out)
+    failed = sum(1 for e in rest if not e.ok)
+    assert f"{len(rest)} more evaluations not listed: " in md
+    assert f"{len(rest) - failed} rejected (raced out {raced})" in md and f"{failed} failed (" in md
+    page = read_folder(tmp_path / "run")
+    assert page.listed == {f"#{i + 1}" for i in expected} and len(page.entries) == len(evs)
+    assert any(f"{len(rest)} more evaluations not listed" in line for line in page.summary)
+    unlisted = [e for e in page.entries if e.label not in page.listed]
+    assert unlisted and all(not e.decision and e.card is None for e in unlisted)  # points of the charts only
+    assert page.best == f"#{incumbents[-1].index + 1}"

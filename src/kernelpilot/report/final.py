@@ -64,24 +64,39 @@ def shown_versions(versions: list[Evaluation], top_n: int = TOP_N) -> list[Evalu
     return [v for v in real if id(v) in keep]
 
 
+def with_failure_examples(versions: list[Evaluation], shown: list[Evaluation]) -> list[Evaluation]:
+    """``shown`` and the first version of each failure status not among them, in version order: a search's page
+    and tune.md show what each kind of failure said, while a count stands for the rest. Raises nothing."""
+    keep = {id(v) for v in shown}
+    seen = {v.status for v in shown if not v.ok}
+    for v in versions:
+        if v.index is not None and not v.ok and v.status not in seen:
+            seen.add(v.status)
+            keep.add(id(v))
+    return [v for v in versions if id(v) in keep]
+
+
 def _reason_kind(reason: str) -> str:
     """A skip reason with its numbers and quoted values blanked, so that rows of one rule group together."""
     first = (reason or "no reason given").strip().splitlines()[0] if (reason or "").strip() else "no reason given"
     return re.sub(r"\d+(\.\d+)?", "N", re.sub(r"'[^']*'|\"[^\"]*\"", "…", first))[:120]
 
 
-def rest_summary(versions: list[Evaluation], shown: list[Evaluation]) -> list[str]:
-    """Markdown lines counting the versions not in ``shown`` by outcome (``- 812 more: 640 rejected, 172 failed
-    (compile_error 90, timeout 82)``); empty when every version is shown. Raises nothing."""
+def rest_summary(versions: list[Evaluation], shown: list[Evaluation],
+                 where: str = "every version has its folder `vN/`", noun: str = "versions") -> list[str]:
+    """Markdown lines counting the versions not in ``shown`` by outcome (``- 812 more versions not listed: 640
+    rejected (raced out 600), 172 failed (compile_error 90, timeout 82) (every version has its folder `vN/`)``);
+    ``where`` says where the unlisted ones are kept, ``noun`` what they are (a tune's ``evaluations``). Empty when
+    every version is shown. Raises nothing."""
     ids = {id(v) for v in shown}
     rest = [v for v in versions if v.index is not None and id(v) not in ids]
     if not rest:
         return []
     by = Counter(v.version_status for v in rest)
-    fails = Counter(v.status for v in rest if not v.ok)
-    failed = ", ".join(f"{k} {n}" for k, n in fails.most_common())
-    parts = ", ".join(f"{n} {k}" + (f" ({failed})" if k == "failed" and failed else "") for k, n in by.most_common())
-    return [f"- {len(rest)} more versions not listed: {parts} (every version has its folder `vN/`)"]
+    detail = {"failed": ", ".join(f"{k} {n}" for k, n in Counter(v.status for v in rest if not v.ok).most_common()),
+              "rejected": (f"raced out {raced}" if (raced := sum(1 for v in rest if v.ok and v.raced_out)) else "")}
+    parts = ", ".join(f"{n} {k}" + (f" ({detail[k]})" if detail.get(k) else "") for k, n in by.most_common())
+    return [f"- {len(rest)} more {noun} not listed: {parts} ({where})"]
 
 
 def _reason_of(row: Evaluation | SkippedRow) -> str:

@@ -247,9 +247,7 @@ def _read_optimize(root: Path) -> PageData:
         entry.card = card if isinstance(card, dict) else entry.card
         entries.append(entry)
     listed, summary = _listed(root, list(versions.values()))
-    for entry in entries:  # an entry not listed is a point of the charts: its hover text says what it was, in short
-        if entry.label not in listed:
-            entry.decision, entry.hypothesis, entry.card = "", "", None
+    _points_only(entries, listed)
     roof = _roofline(root)
     baselines = dict(info.baselines_ns) if measured else {}
     where = ("timed before the search on this GPU (baselines.json)" if info.mode == "cuda" else
@@ -265,6 +263,13 @@ def _read_optimize(root: Path) -> PageData:
                     stop_reason=info.stop_reason or ("" if info.finished_utc else "the run has not finished"),
                     best=f"v{info.best_version}" if info.best_version is not None else None, entries=entries,
                     listed=listed, summary=summary)
+
+
+def _points_only(entries: list[Entry], listed: set[str]) -> None:
+    """Strip the entries not listed to what a chart's point needs: its hover text says what it was, in short."""
+    for entry in entries:
+        if entry.label not in listed:
+            entry.decision, entry.hypothesis, entry.card = "", "", None
 
 
 def _listed(root: Path, versions: list[Evaluation]) -> tuple[set[str], list[str]]:
@@ -309,8 +314,11 @@ def _read_tune(root: Path) -> PageData:
     by_index = {ev.index: ev for ev in evaluations if ev.index is not None}
     entries = [_from_evaluation(ev, f"#{n}", n, measured, {}, by_index) for n, ev in enumerate(evaluations, 1)]
     best_key = json.dumps(best.get("config"), sort_keys=True) if isinstance(best, dict) else None
+    # a finished search names its best; an unfinished one's best so far is its last incumbent
     best_label = next((e.label for e in reversed(entries) if e.accepted
-                       and json.dumps(e.config, sort_keys=True) == best_key), None)
+                       and (best_key is None or json.dumps(e.config, sort_keys=True) == best_key)), None)
+    listed, summary = _tune_listed(evaluations)
+    _points_only(entries, listed)
     roof = _roofline(root)
     return PageData(kind="tune", folder=root, title=Path(kernel).stem, kernel=kernel, shape=shape, device=device,
                     mode=mode, measured=measured, timing_note="" if measured else INTERPRETED, roofline=roof,
@@ -318,7 +326,21 @@ def _read_tune(root: Path) -> PageData:
                     "folder written before tune kept one)",
                     baselines_note="no baselines: `kernelpilot tune` does not time PyTorch eager or torch.compile "
                     "(`kernelpilot bench --baselines` and `kernelpilot optimize` do)",
-                    stop_reason=stopped, best=best_label, entries=entries)
+                    stop_reason=stopped, best=best_label, entries=entries, listed=listed, summary=summary)
+
+
+def _tune_listed(evaluations: list[Evaluation]) -> tuple[set[str], list[str]]:
+    """The labels (``#n``) of the evaluations a tune page lists — the final report's selection
+    (:func:`~kernelpilot.report.final.shown_versions`), the first of each failure status, and evaluations without
+    an index — and the summary line of the rest: a search of 5,667 configs drew a 7.7 MB page when it listed them
+    all (2.5 MB now, 1.8 MB of it the embedded plotly.js)."""
+    from kernelpilot.report.final import rest_summary, shown_versions, with_failure_examples
+
+    shown = with_failure_examples(evaluations, shown_versions(evaluations))
+    ids = {id(ev) for ev in shown} | {id(ev) for ev in evaluations if ev.index is None}
+    listed = {f"#{n}" for n, ev in enumerate(evaluations, 1) if id(ev) in ids}
+    return listed, [line.removeprefix("- ") for line in
+                    rest_summary(evaluations, shown, "each is a line of evaluations.jsonl", "evaluations")]
 
 
 def _change(metric: str, before: float, after: float) -> str:
