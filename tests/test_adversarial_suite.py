@@ -9,6 +9,7 @@ import json
 import os
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,26 +22,52 @@ CASES = [c for c in json.loads((ROOT / "tests" / "adversarial" / "cases.json").r
 TRACE_DIR = Path(tempfile.mkdtemp(prefix="kp-cheat-trace-"))
 
 
+#: Runs of a traced case that must all accept it while it cut launches short before the test fails: the timing
+#: stage compares a secret random sample of the timed launches (up to 8 of about 21 under the interpreter), so a
+#: cheat that happened to cut only a few of them (a loaded host) escapes one run by chance (7 cut of 21: 1.5 %);
+#: three runs in a row about 3 in a million times, while a check that kept no timed launch fails every time.
+TRACED_RUNS = 3
+
+
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, dict]:
+def runner():
     spec = importlib.util.spec_from_file_location("kp_adversarial_runner", ROOT / "scripts" / "adversarial.py")
-    runner = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(runner)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def _tracing():
     os.environ["KERNELPILOT_CHEAT_TRACE_DIR"] = str(TRACE_DIR)  # the workers inherit it
     try:
-        with ThreadPoolExecutor(max_workers=2) as pool:  # each case in its own isolated worker process
-            return {r["file"]: r for r in pool.map(runner.run_case, CASES)}
+        yield
     finally:
         del os.environ["KERNELPILOT_CHEAT_TRACE_DIR"]
 
 
+@pytest.fixture(scope="module")
+def outcomes(runner) -> dict[str, dict]:
+    with _tracing(), ThreadPoolExecutor(max_workers=2) as pool:  # each case in its own isolated worker process
+        return {r["file"]: r for r in pool.map(runner.run_case, CASES)}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
-def test_case_is_caught_at_its_stage(outcomes: dict[str, dict], case: dict) -> None:
+def test_case_is_caught_at_its_stage(runner, outcomes: dict[str, dict], case: dict) -> None:
     got = outcomes[case["file"]]
+    trace = TRACE_DIR / f"{Path(case['file']).stem}.log"
+    cut = ""
+    for _ in range(TRACED_RUNS - 1):  # accepted while it cut launches short: again (the sample may have missed them)
+        if not (case.get("traced") and got["observed"] == "none" and trace.exists()):
+            break
+        cut = trace.read_text()
+        trace.unlink()
+        with _tracing():
+            got = runner.run_case(case)
     if case.get("traced") and got["observed"] == "none":
         # a loaded host spaced the timed launches too far for the trigger: accepted only if no launch was cut short
-        trace = TRACE_DIR / f"{Path(case['file']).stem}.log"
-        assert not trace.exists(), f"{case['file']} cut launches short and was accepted: {trace.read_text()[:300]}"
+        assert not trace.exists(), (f"{case['file']} cut launches short and was accepted in {TRACED_RUNS} runs "
+                                    f"in a row: {trace.read_text()[:300]} (first runs: {cut[:200]})")
         return
     # a catch that rests on the secret sample of timed launches may fall to the later stage the manifest names
     assert got["observed"] in (case["stage"], case.get("stage_sampled")), \
