@@ -28,7 +28,7 @@ STAGES = {"screen", "timer_guard", "check", "shapes", "timing", "recheck", "devi
 FIELDS = {"file", "kind", "what", "source", "expected", "stage", "needs_gpu", "correct_at_cpu_shape"}
 #: What a cheat fools (manifest ``fools``, a name or a list), each checked on its CPU row below.
 FOOLS = {"reference_after_kernel", "allclose", "paced_check", "timed_outputs", "halved_shape", "check_shapes",
-         "smaller_shapes", "setup_values"}
+         "smaller_shapes", "setup_values", "setup_objects"}
 IDS = [c["file"] for c in CASES]
 PY_CASES = [c for c in CASES if c["file"].endswith(".py")]
 CU_CASES = [c for c in CASES if c["file"].endswith(".cu")]
@@ -120,6 +120,10 @@ def test_cheats_work_and_honest_files_are_right(case, cpu_rows):
         assert row["reference_after_kernel"], row
     if "allclose" in fools:
         assert row["allclose_after_load"], row
+    if "setup_objects" in fools:  # right when the harness hands out and reads the tensor objects setup returned
+        assert row["objects_matches"], row
+    if case["kind"] == "honest":  # and right through them too
+        assert row["objects_matches"], row
     if case["kind"] == "honest":
         assert row["matches_halved"] and row["recheck_stale_matches"] and row["recheck_poisoned_matches"], row
         assert row["matches_odd"] and row["matches_odd_larger"] and row["matches_check_shapes"] in (None, True), row

@@ -22,6 +22,8 @@ Usage: ``TRITON_INTERPRET=1 python3 tests/adversarial/run_cpu.py [FILE ...]`` (d
   >= 2 mapped to a prime near half of it: odd, not a power of two, not a multiple of any block), at a larger one
   (``odd_shape_larger``: the prime above one and a half times it), and at every declared ``CHECK_SHAPES`` entry
   merged over ``CPU_SHAPE`` (None when the file declares none);
+- ``objects_matches``: the first call at ``CPU_SHAPE`` as a harness that keeps ``setup``'s own tensor objects
+  makes it (handed to the launch, read back after it);
 - ``timed_matches`` / ``paced_matches``: a timing loop as kernelpilot now runs it (issue 24, "check what you
   time"): 20 launches back to back, each on a full input set drawn from a pool of 3 sets made by ``setup`` at
   other seeds and copied into the same tensors, every launch's outputs compared with the reference for its set;
@@ -167,6 +169,23 @@ def _first_call_matches(kf, shape: dict, config: dict, snap: dict) -> bool:
     return _compare(kf, {n: case.inputs[n] for n in case.outputs}, refs)[0]
 
 
+def _objects_first_call(kf, shape: dict, config: dict, snap: dict) -> bool:
+    """One call as a harness that keeps the tensor objects ``setup`` returned makes it: those objects handed to
+    the launch and read back afterwards (kernelpilot's ``make_case`` and ``run_kernel`` use plain aliases of their
+    own instead), outputs NaN-filled first (not the in-place ones), against the untampered reference on float64 copies."""
+    from kernelpilot.kernels.plain import plain_aliases
+
+    result = kf.setup(**shape, seed=0, device="cpu")
+    inputs, outputs = result["inputs"], list(result["outputs"])
+    with _untampered(snap):
+        refs = _reference(kf, plain_aliases(inputs), outputs)
+    for name in outputs:
+        if inputs[name].dtype.is_floating_point and name not in result.get("inplace", []):
+            inputs[name].fill_(float("nan"))
+    kf.backend.launch(kf, inputs, config)
+    return _compare(kf, {n: inputs[n] for n in outputs}, refs)[0]
+
+
 def _pool(kf, case, shape: dict, snap: dict, n_sets: int = 3) -> list[tuple[dict, dict]]:
     """(values, reference outputs) for ``n_sets`` input sets made by ``setup`` at seeds no check uses: every tensor
     the kernel reads (not pure outputs), any dtype."""
@@ -277,6 +296,7 @@ def run_one(path: Path, timed_calls: int = 20) -> dict:
     row["tampered_after_call"] = [label for _, label, _, _ in _tampered(snap)
                                   if label not in row["tampered_at_import"]]
     row["matches"], row["worst_rel_l2"] = _compare(kf, outs, refs)
+    row["objects_matches"] = _objects_first_call(kf, shape, config, snap)
     row["reference_after_kernel"], _ = _compare(kf, outs, _reference(kf, case.inputs, case.outputs))
     row["allclose_after_load"] = all(bool(torch.allclose(outs[n].double(), refs[n].double())) for n in outs)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from kernelpilot.errors import ContractError
+from kernelpilot.kernels.plain import plain_aliases
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
@@ -435,6 +436,7 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
     inputs, outputs = result["inputs"], result["outputs"]
     if not isinstance(inputs, dict):
         raise ContractError(f"{kf.path}: setup()['inputs'] is a {type(inputs).__name__}, not a dict", hint)
+    inputs = plain_aliases(inputs)  # the harness's own objects: never one setup kept (kernelpilot.kernels.plain)
     if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
         raise ContractError(f"{kf.path}: setup()['outputs'] must be a non-empty list of names", hint)
     for name in outputs:

@@ -373,13 +373,15 @@ def resolve_config(kf: KernelFile, overrides: dict[str, Any] | None = None) -> C
 def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
     """Launch the kernel once with ``config`` through its backend (:meth:`kernelpilot.backends.base.Backend.launch`;
     Triton pins an ``@triton.autotune`` kernel to ``config``, keeping that config's hooks). Asynchronous on a GPU;
-    the kernel's exceptions propagate to the caller."""
+    the kernel's exceptions propagate to the caller. The kernel gets fresh plain aliases of the tensors in
+    ``inputs`` (:mod:`kernelpilot.kernels.plain`): what it does to those objects (a class swapped, a storage
+    replaced) never reaches the caller's, whose storage it writes."""
     backend = kf.backend
     if backend is None:  # a KernelFile built by hand
         from kernelpilot.backends.registry import backend_for
 
         backend = kf.backend = backend_for(kf.path)
-    backend.launch(kf, inputs, config)
+    backend.launch(kf, plain_aliases(inputs), config)
 
 
 #: Names that moved to the Triton backend, re-exported here (imported on first use: the backend imports this module).
@@ -396,3 +398,4 @@ def __getattr__(name: str) -> Any:
 
 
 from kernelpilot.kernels.case import Case, _accepts, make_case, poison_tensor  # noqa: E402,F401 - re-exported
+from kernelpilot.kernels.plain import plain_aliases  # noqa: E402
