@@ -32,6 +32,9 @@ def run_kernel(x, y, pair, N, **_):
     y.__class__ = Loud                   # then the object changed: class, storage, shape
     y.set_(torch.full((N,), 7.0))
     KEPT[1].__class__ = Loud             # and the objects setup kept
+    for t in (y, x):                     # and whatever an alias links back to
+        if t._base is not None:
+            t._base.__class__ = Loud
     pair[0].resize_(1)
 
 def reference(x, y, pair, N, **_):
@@ -54,3 +57,47 @@ def test_the_case_holds_plain_aliases_and_each_launch_gets_fresh_ones(tmp_path: 
     assert torch.equal(y, torch.arange(8, dtype=torch.float32) * 2)  # what the launch wrote, not the 7.0 set_
     assert case.inputs["pair"][0].shape == (8,)
     assert plain_alias(3) == 3 and plain_alias("s") == "s"
+
+
+WRAPPER = """
+import torch
+SHAPE = {"N": 4}
+TUNABLES = {"B": [1]}
+
+class Wrapped(torch.Tensor):
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        args = [a.inner if isinstance(a, Wrapped) else a for a in args]
+        return Wrapped(func(*args, **(kwargs or {})))  # keeps its class through any op
+
+def setup(N, seed=0, device="cpu", **_):
+    return {"inputs": {"x": torch.ones(N), "y": Wrapped(torch.zeros(N)), "N": N}, "outputs": ["y"]}
+
+def run_kernel(x, y, N, **_):
+    pass
+
+def reference(x, y, N, **_):
+    return x
+"""
+
+
+def test_a_subclass_with_its_own_dispatch_is_refused_with_a_hint(tmp_path: Path) -> None:
+    """A wrapper subclass keeps its class through any alias (its dispatch runs below torch functions): the harness
+    would read it through code of the kernel file, so make_case refuses it and says what to return instead."""
+    import pytest
+
+    from kernelpilot.errors import ContractError
+
+    path = tmp_path / "w.py"
+    path.write_text(WRAPPER)
+    kf = load_kernel(path, interpreted=True)
+    with pytest.raises(ContractError) as err:
+        make_case(kf, {"N": 4}, 0, "cpu")
+    assert "'y' as Wrapped" in str(err.value) and "plain torch.Tensor" in err.value.hint

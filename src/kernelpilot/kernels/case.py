@@ -418,7 +418,8 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
 
     Raises:
         ContractError: setup raised, or returned something other than ``{"inputs": dict, "outputs": [names]}``
-            with every output name a tensor in ``inputs``; or ``inplace`` is not a list of output names.
+            with every output name a tensor in ``inputs``; or ``inplace`` is not a list of output names; or a
+            tensor is a subclass with its own dispatch (:func:`kernelpilot.kernels.plain.plain_aliases`).
     """
     import torch
 
@@ -436,7 +437,7 @@ def make_case(kf: KernelFile, shape: Shape, seed: int, device: str) -> Case:
     inputs, outputs = result["inputs"], result["outputs"]
     if not isinstance(inputs, dict):
         raise ContractError(f"{kf.path}: setup()['inputs'] is a {type(inputs).__name__}, not a dict", hint)
-    inputs = plain_aliases(inputs)  # the harness's own objects: never one setup kept (kernelpilot.kernels.plain)
+    inputs = plain_aliases(inputs, strict=str(kf.path))  # the harness's own objects (kernelpilot.kernels.plain)
     if isinstance(outputs, str) or not isinstance(outputs, (list, tuple)) or not outputs:
         raise ContractError(f"{kf.path}: setup()['outputs'] must be a non-empty list of names", hint)
     for name in outputs:

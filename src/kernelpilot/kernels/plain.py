@@ -6,38 +6,66 @@ A tensor is a Python object the kernel file can change without touching its data
 integrity table: deferral into the checker, reference-kernels #161 and SOL-ExecBench's sample hack), or a
 ``y.__class__ = Lazy`` / ``y.set_(other)`` applied by ``run_kernel`` to the object it was given, or by ``setup`` to
 objects it kept. So the harness never reads through an object kernel code holds: :func:`make_case
-<kernelpilot.kernels.case.make_case>` replaces each tensor ``setup`` returned by a plain alias (same storage, shape,
-strides, dtype, ``requires_grad``; exactly ``torch.Tensor``, made with every subclass's ``__torch_function__``
-disabled), and :func:`kernelpilot.kernels.contract.run_kernel` hands the kernel a fresh alias of each per launch.
-Writes through any alias land in the shared storage, which is all the harness reads; what the kernel does to the
-objects it was handed stays with them. Cost: one alias per tensor per launch, about 1 µs each on a 2-core CPU host
-(``Tensor.as_subclass``), host time that the timers' opening spin keeps out of GPU times.
+<kernelpilot.kernels.case.make_case>` replaces each tensor ``setup`` returned by a plain alias (same storage,
+offset, shape, strides, dtype and ``requires_grad``; exactly ``torch.Tensor``), and
+:func:`kernelpilot.kernels.contract.run_kernel` hands the kernel a fresh alias of each per launch. Writes through
+any alias land in the shared storage, which is all the harness reads; what the kernel does to the objects it was
+handed stays with them.
+
+An alias is ``Tensor.detach`` called unbound with every subclass's ``__torch_function__`` switched off: a plain
+tensor with no ``_base`` and no autograd edge back to the object it came from (``as_subclass`` keeps both:
+``alias._base`` *is* the harness's object, so a kernel could reach it). A subclass with ``__torch_dispatch__``
+(a wrapper tensor) keeps its class through it; :func:`plain_aliases` refuses those with ``strict``. Cost: about
+0.6 µs per tensor per launch on a 2-core CPU host, host time that the timers' opening spin keeps out of GPU times.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kernelpilot.errors import ContractError
+
 __all__ = ["plain_alias", "plain_aliases"]
 
 
 def plain_alias(value: Any) -> Any:
     """``value`` with every tensor in it (at the top, or in a list or tuple) replaced by a new ``torch.Tensor``
-    object sharing its storage and view (a subclass's behaviour stripped); anything else returned unchanged.
-    Raises nothing of its own (a tensor whose alias cannot be made is returned as it is)."""
+    object sharing its storage and view, with no reference back to it; anything else returned unchanged. A tensor
+    subclass with ``__torch_dispatch__`` comes back as that subclass (see the module docstring). Raises nothing."""
     import torch
 
     if isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
-            try:
-                return torch.Tensor.as_subclass(value, torch.Tensor)
-            except (RuntimeError, TypeError):  # a wrapper subclass without storage of its own
-                return value
-    if isinstance(value, (list, tuple)):
-        return type(value)(plain_alias(v) for v in value) if type(value) in (list, tuple) else value
+            alias = torch.Tensor.detach(value)
+            if value.requires_grad:
+                alias.requires_grad_(True)  # a leaf of its own: no edge to value's graph
+        return alias
+    if type(value) in (list, tuple):
+        return type(value)(plain_alias(v) for v in value)
     return value
 
 
-def plain_aliases(inputs: dict[str, Any]) -> dict[str, Any]:
-    """:func:`plain_alias` of each value of ``inputs`` (name -> tensor, scalar or list), in a new dict."""
-    return {name: plain_alias(v) for name, v in inputs.items()}
+def plain_aliases(inputs: dict[str, Any], *, strict: str | None = None) -> dict[str, Any]:
+    """:func:`plain_alias` of each value of ``inputs`` (name -> tensor, scalar or list), in a new dict.
+
+    Args:
+        strict: the kernel file's path, to refuse a tensor that stays a subclass (``make_case`` on what ``setup``
+            returned); None (each launch) returns whatever the aliases are.
+
+    Raises:
+        ContractError: with ``strict``, a tensor whose alias is not exactly ``torch.Tensor``.
+    """
+    import torch
+
+    out = {name: plain_alias(v) for name, v in inputs.items()}
+    if strict is not None:
+        for name, v in out.items():
+            for t in (v if type(v) in (list, tuple) else (v,)):
+                if isinstance(t, torch.Tensor) and type(t) is not torch.Tensor:
+                    raise ContractError(
+                        f"{strict}: setup returned {name!r} as {type(t).__name__}, a tensor subclass with its own "
+                        "dispatch: kernelpilot reads inputs and outputs only as plain tensors, and cannot see what "
+                        "such a subclass computes when it is read",
+                        "return plain torch.Tensor objects from setup (the subclass's inner tensors, e.g. the data "
+                        "and the scales of a quantized tensor, as separate inputs)")
+    return out
