@@ -250,6 +250,10 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                 except BudgetExhausted as exc:
                     stopped = str(exc)
                 ev.finish_plan()  # a window still measuring, before the workers close
+                if replayer is None:  # the best printed is measured in this run (engine/verify_best.py)
+                    from kernelpilot.engine.verify_best import remeasure_cached_best
+
+                    remeasure_cached_best(ev, log)
             finally:
                 ctx.discard_spare()  # a search that failed before its first worker
                 restarts = 0

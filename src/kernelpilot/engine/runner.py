@@ -4,7 +4,7 @@ Three runners implement :class:`Runner`: :class:`kernelpilot.search.worker.Worke
 one per GPU), :class:`kernelpilot.search.ray_pool.RayPool` (Ray actors) and :class:`ReplayRunner` (answers from a
 filled cache with no GPU). The :class:`~kernelpilot.engine.evaluator.Evaluator` only speaks this protocol, and calls
 every part of it directly; :class:`~kernelpilot.search.runner_base.RunnerBase` gives the defaults of the parts most
-runners do not need (``timeout_s``, ``knows``, ``audits``/``audit``, ``ab_error``, ``abort``).
+runners do not need (``timeout_s``, ``knows``, ``audits``/``audit``, ``measures``, ``ab_error``, ``abort``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["Comparison", "ReplayRunner", "Runner", "RunnerBase", "compare_ab"]
 class Runner(Protocol):
     """Evaluates configs; never raises for a config's own faults (they are failure statuses). Subclass
     :class:`~kernelpilot.search.runner_base.RunnerBase` for the defaults of ``timeout_s``, ``concurrent``, ``knows``,
-    ``audits``, ``audit``, ``ab_error`` and ``abort``."""
+    ``audits``, ``audit``, ``measures``, ``ab_error`` and ``abort``."""
 
     @property
     def parallel(self) -> int:
@@ -46,6 +46,11 @@ class Runner(Protocol):
     @property
     def audits(self) -> bool:
         """Whether :meth:`audit` audits device activity (False: the evaluator skips the audit and its phase)."""
+        ...
+
+    @property
+    def measures(self) -> bool:
+        """Whether :meth:`evaluate` measures now (False: a replay answers from its cache)."""
         ...
 
     def knows(self, config: dict[str, Any]) -> bool:
@@ -101,6 +106,7 @@ class ReplayRunner(CacheReplay, RunnerBase):
     """
 
     parallel = 1
+    measures = False
 
     def evaluate(self, config: dict[str, Any], race_against_ns: float | None = None) -> Evaluation:
         """The stored measurement of ``config``, its verdicts off; raced out only when this run races and its first

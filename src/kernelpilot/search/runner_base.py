@@ -27,11 +27,14 @@ class RunnerBase:
         concurrent: whether the runner takes requests from several threads at once (a window of configs measured
             on one thread while the main thread asks for A/B samples and audits:
             :class:`~kernelpilot.engine.plan_ahead.PlanAhead`). False: one request at a time.
+        measures: whether :meth:`evaluate` measures the config now (False: a replay reads a stored measurement,
+            so re-asking it proves nothing: :mod:`kernelpilot.engine.verify_best`).
     """
 
     timeout_s: float | None = None
     audits: bool = False
     concurrent: bool = False
+    measures: bool = True
 
     def knows(self, config: dict[str, Any]) -> bool:
         """Whether this runner can answer ``config`` at all (True: it measures whatever it is given; a replay
