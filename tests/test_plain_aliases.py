@@ -101,3 +101,40 @@ def test_a_subclass_with_its_own_dispatch_is_refused_with_a_hint(tmp_path: Path)
     with pytest.raises(ContractError) as err:
         make_case(kf, {"N": 4}, 0, "cpu")
     assert "'y' as Wrapped" in str(err.value) and "plain torch.Tensor" in err.value.hint
+
+
+BROADCAST = """
+import torch
+SHAPE = {"M": 4, "N": 8}
+TUNABLES = {"B": [1]}
+
+def setup(M, N, seed=0, device="cpu", **_):
+    gen = torch.Generator().manual_seed(seed)
+    row = torch.randn(N, generator=gen)
+    return {"inputs": {"x": row.expand(M, N), "y": torch.empty(M, N), "M": M, "N": N}, "outputs": ["y"]}
+
+def run_kernel(x, y, M, N, **_):
+    y.copy_(torch.softmax(x, dim=-1))
+
+def reference(x, y, M, N, **_):
+    return torch.softmax(x, dim=-1)
+"""
+
+
+def test_a_broadcast_input_takes_new_values_through_its_storage_and_stays_broadcast(tmp_path: Path) -> None:
+    """An input built with expand (stride 0: every row the same memory) is refreshed through its storage: each
+    timed launch sees new values with the structure setup built, where copy_ into the view raised and the timing
+    stage refused an honest kernel."""
+    from kernelpilot.kernels.case import draw_values
+
+    path = tmp_path / "b.py"
+    path.write_text(BROADCAST)
+    kf = load_kernel(path, interpreted=True)
+    case = make_case(kf, {"M": 4, "N": 8}, 0, "cpu")
+    x = case.inputs["x"]
+    before = x[0].clone()
+    assert x.stride() == (0, 1)
+    draw = draw_values(case)
+    assert x.stride() == (0, 1) and not torch.equal(x[0], before)
+    assert all(torch.equal(x[i], x[0]) for i in range(4))
+    assert torch.allclose(draw.values(case)["x"], x)  # the launch's inputs rebuilt for the reference: the same values

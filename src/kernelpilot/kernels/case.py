@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from kernelpilot.errors import ContractError
-from kernelpilot.kernels.plain import plain_aliases
+from kernelpilot.kernels.plain import plain_aliases, storage_span
 
 if TYPE_CHECKING:
     from kernelpilot.kernels.contract import KernelFile, Shape
@@ -361,9 +361,19 @@ def _write(pool: _Pool, base: dict[str, Any], u: float, case: Case) -> list[str]
 
 def _write_one(src: Any, dst: Any, u: float, floating: bool) -> float | None:
     """Write ``src`` into ``dst`` (same shape and dtype), scaled by the factor of ``u`` for ``dst``'s dtype when
-    ``floating``; returns the factor (None: copied as drawn)."""
+    ``floating``; returns the factor (None: copied as drawn). A broadcast ``dst`` (internal overlap) takes the
+    storage of ``src`` laid out the same way (:func:`~kernelpilot.kernels.plain.storage_span`): the
+    structure ``setup`` built is kept."""
     import torch
 
+    span = storage_span(dst)
+    if span is not dst:
+        src_span = storage_span(src)
+        if src_span.shape != span.shape:
+            raise ContractError(f"setup built a broadcast input of {tuple(dst.shape)} with strides {dst.stride()} "
+                                f"at one seed and strides {src.stride()} at another",
+                                "build each input the same way at every seed")
+        src, dst = src_span, span
     if not floating:
         dst.copy_(src)
         return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from kernelpilot.errors import ContractError
 
-__all__ = ["plain_alias", "plain_aliases"]
+__all__ = ["plain_alias", "plain_aliases", "storage_span"]
 
 
 def plain_alias(value: Any) -> Any:
@@ -69,3 +69,19 @@ def plain_aliases(inputs: dict[str, Any], *, strict: str | None = None) -> dict[
                         "return plain torch.Tensor objects from setup (the subclass's inner tensors, e.g. the data "
                         "and the scales of a quantized tensor, as separate inputs)")
     return out
+
+
+def storage_span(t: Any) -> Any:
+    """The 1-D run of storage elements that a tensor with internal overlap (a stride-0 ``expand``: every row the
+    same memory) is made of, from its first element to its last; ``t`` itself otherwise (no overlap, or empty).
+
+    The harness writes a broadcast input's new values through it (:func:`kernelpilot.kernels.case.draw_values`):
+    ``copy_`` into the overlapping view is refused by torch, and the values the view shows are its storage's. An
+    honest kernel fed ``x.expand(M, N)`` failed the timing stage with "more than one element of the written-to
+    tensor refers to a single memory location" before. Raises nothing."""
+    import torch
+
+    if t.numel() == 0 or torch._debug_has_internal_overlap(t) != 1:
+        return t
+    n = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.as_strided((n,), (1,), t.storage_offset())
