@@ -47,6 +47,8 @@ def verify(r: Any) -> None:
                                                                      " (interpreted — not a measurement)"))
     for flag in r.screen_flags[:10]:
         out.print(f"  screen flag: {flag}")
+    for line in (r.records or {}).get("settings_restored", [])[:10]:  # measure/settings.py
+        out.print(f"  torch setting the file changed, put back: {line}")
 
 
 def bench(r: Any) -> None:

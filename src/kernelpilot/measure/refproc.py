@@ -345,8 +345,11 @@ def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False,
 
         before = namespace_snapshot()
         from kernelpilot.kernels.kernelbench import reference_of
+        from kernelpilot.measure import settings
 
+        settings.install()  # torch's switches before the file's import: put back after it (measure/settings.py)
         reference = reference_of(import_module_file(Path(path), "reference_server"))  # or a KernelBench Model
+        settings.restore()
         rebound = namespace_changes(before)
         if rebound:  # the file changes what the reference computes with: no reference from this process
             raise ReferenceServerError(f"importing {path} rebinds {', '.join(rebound[:5])}: the reference would "

@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.kernels.contract import KernelFile, make_case, run_kernel
+from kernelpilot.measure.settings import pristine
 from kernelpilot.measure.timing import TimingResult, time_callable
 from kernelpilot.target import Target
 
@@ -86,7 +87,7 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     if kernel_timing is None:
         return _round_robin(kf, case, name, config, shape, target)
     rows = [BenchmarkRow(name=name, timing=kernel_timing),
-            _timed("PyTorch eager (reference)", lambda: kf.reference(**inputs), target, restore)]
+            _timed("PyTorch eager (reference)", pristine(lambda: kf.reference(**inputs)), target, restore)]
     if target.is_gpu:
         rows.append(_compiled_row(kf, inputs, case.inplace, restore, rows[1].timing, use_cache, target))
     else:
@@ -114,11 +115,11 @@ def _round_robin(kf: KernelFile, case: Any, name: str, config: dict[str, Any],
     checked = case.refresher(keep=KEEP, copy=keep_copy)  # new values every launch; kernel outputs kept in secret
     restore = _KernelLaunchesKept(checked)
     contenders: list[tuple[str, Any]] = [(name, lambda: run_kernel(kf, inputs, config)),
-                                         ("PyTorch eager (reference)", lambda: kf.reference(**inputs))]
+                                         ("PyTorch eager (reference)", pristine(lambda: kf.reference(**inputs)))]
     skipped: dict[str, str] = {}
     if target.is_gpu:
         compiled = _compiled(kf)
-        contenders.append((COMPILE_ROW, lambda: compiled(**inputs)))
+        contenders.append((COMPILE_ROW, pristine(lambda: compiled(**inputs))))
     else:
         skipped[COMPILE_ROW] = NO_GPU_COMPILE
     runnable = []
@@ -187,7 +188,7 @@ def _compiled_row(kf: KernelFile, inputs: dict[str, Any], inplace: list[str], re
             return BenchmarkRow(name=name, timing=entry.compiled, cached_at=entry.measured_at,
                                 note=f"timed {entry.measured_at} (baseline cache); {why}")
     compiled = _compiled(kf)
-    row = _timed(name, lambda: compiled(**inputs), target, restore)
+    row = _timed(name, pristine(lambda: compiled(**inputs)), target, restore)
     if row.timing is not None and key is not None and eager is not None:
         baseline_cache.store(key, eager, row.timing)
     return row.model_copy(update={"note": f"timed now; {why}"})

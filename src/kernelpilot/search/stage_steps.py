@@ -104,10 +104,13 @@ def install_guard(guard: Any) -> None:
 
 
 def guard_check(where: str) -> None:
-    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function (no guard: nothing)."""
+    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function (no guard: nothing);
+    first put back torch's process-wide settings the file changed (:func:`kernelpilot.measure.settings.restore`)."""
     from kernelpilot.errors import KernelFailed
+    from kernelpilot.measure import settings
     from kernelpilot.measure.guard import Tampered
 
+    settings.restore()
     if _GUARD is None:
         return
     try:

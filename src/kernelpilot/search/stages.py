@@ -135,6 +135,16 @@ def stage_of(status: str) -> str:
     return next((s.name for s in STAGES if status in s.statuses), "failure")
 
 
+def _note_settings(ctx: StageContext) -> None:
+    """Put back torch's switches the kernel file changed during the stage, and record every one put back so far in
+    ``ctx.records["settings_restored"]`` (:mod:`kernelpilot.measure.settings`)."""
+    from kernelpilot.measure import settings
+
+    settings.restore()
+    if settings.restored():
+        ctx.records["settings_restored"] = settings.restored()
+
+
 def run_stages(name: str, ctx: StageContext) -> Failure | None:
     """Run command ``name``'s subset of :data:`STAGES` on ``ctx`` in order; the first failure ends it.
 
@@ -159,6 +169,7 @@ def run_stages(name: str, ctx: StageContext) -> Failure | None:
             # a launch that counted none of the file's own kernels (a KernelBench solution, kernels/kernelbench.py):
             # the finding is the device_activity stage's, made here without a GPU
             where = STAGES[STAGE_NAMES.index("device_activity")]
+        _note_settings(ctx)
         if failure is not None:
             assert failure.status in where.statuses, f"stage {where.name} gave undeclared status {failure.status}"
             ctx.failed_stage = ctx.records["stage"] = where.name

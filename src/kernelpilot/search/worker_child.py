@@ -158,6 +158,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
         from kernelpilot.measure.guard import TimerGuard
 
         install_guard(TimerGuard.snapshot())  # before the kernel file: what it may not replace
+        from kernelpilot.measure import settings
+
+        settings.install()  # torch's switches as import torch left them: put back wherever the file changes them
         from kernelpilot.measure import refproc
 
         torch_device = target.torch_device

@@ -1,0 +1,92 @@
+"""torch's process-wide switches changed by a kernel file are put back before the reference and the baselines run
+(kernelpilot.measure.settings): a file that turns cuDNN off or TF32 on at import would otherwise slow the baselines
+or lower the reference's precision, with no change to its kernel."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import torch
+
+from kernelpilot.measure import settings
+
+#: A kernel file that changes three switches at import (one through a computed setattr the screen cannot name) and
+#: whose reference refuses to run under any of them: a reference or baseline run under the file's settings fails.
+KERNEL = '''
+import torch
+import triton
+import triton.language as tl
+
+setattr(torch.backends.cudnn, "enab" + "led", False)
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.set_float32_matmul_precision("medium")
+
+SHAPE = {"N": 4096}
+CPU_SHAPE = {"N": 256}
+TUNABLES = {"BLOCK": [128], "num_warps": [4]}
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2.0, mask=m)
+
+
+def setup(N, seed=0, device="cuda", **_):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(N, generator=gen, device=device)
+    return {"inputs": {"x": x, "y": torch.empty_like(x), "N": N}, "outputs": ["y"]}
+
+
+def run_kernel(x, y, N, *, BLOCK, num_warps, **_):
+    _double[(triton.cdiv(N, BLOCK),)](x, y, N, BLOCK=BLOCK, num_warps=num_warps)
+
+
+def reference(x, y, N, **_):
+    assert torch.backends.cudnn.enabled and not torch.backends.cuda.matmul.allow_tf32, "run under the file's switches"
+    assert torch.get_float32_matmul_precision() == "highest", "run under the file's switches"
+    return x * 2
+
+
+def bytes_moved(N, **_):
+    return 8 * N
+
+
+def flops(N, **_):
+    return N
+'''
+
+
+def test_a_switch_changed_after_install_is_put_back_and_a_baseline_runs_under_the_installed_ones() -> None:
+    before = settings.capture()
+    try:
+        settings.install()
+        torch.backends.cudnn.enabled = False
+        torch.backends.cuda.matmul.allow_tf32 = True
+        seen = settings.pristine(lambda: (torch.backends.cudnn.enabled, torch.backends.cuda.matmul.allow_tf32))()
+        assert seen == (True, False)
+        assert any(line.startswith("torch.backends.cudnn.enabled: False -> True") for line in settings.restored())
+        assert settings.restore() == []  # nothing differs now
+    finally:
+        settings.install(before)
+        settings.restore()
+
+
+def test_the_reference_and_the_eager_baseline_run_under_torch_defaults(tmp_path: Path) -> None:
+    """verify (reference in its own process, which imports the file) and bench --baselines (eager in the worker)
+    both pass with a reference that refuses the file's switches, and the records name what was put back."""
+    from kernelpilot import api
+
+    path = tmp_path / "switches.py"
+    path.write_text(textwrap.dedent(KERNEL))
+    result = api.verify(path)
+    assert result.accepted, result.message
+    lines = result.records["settings_restored"]
+    assert {line.split(":")[0] for line in lines} == {"torch.backends.cudnn.enabled",
+                                                      "torch.backends.cuda.matmul.allow_tf32",
+                                                      "torch.float32_matmul_precision"}
+    bench = api.bench(path, baselines=True)
+    eager = next(r for r in bench.baselines.rows if r.name.startswith("PyTorch eager"))
+    assert eager.timing is not None and not eager.skipped, eager.skipped
