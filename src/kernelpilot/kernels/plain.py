@@ -7,7 +7,8 @@ integrity table: deferral into the checker, reference-kernels #161 and SOL-ExecB
 ``y.__class__ = Lazy`` / ``y.set_(other)`` applied by ``run_kernel`` to the object it was given, or by ``setup`` to
 objects it kept. So the harness never reads through an object kernel code holds: :func:`make_case
 <kernelpilot.kernels.case.make_case>` replaces each tensor ``setup`` returned by a plain alias (same storage,
-offset, shape, strides, dtype and ``requires_grad``; exactly ``torch.Tensor``), and
+offset, shape, strides and dtype; exactly ``torch.Tensor``; detached, so it requires no grad: a leaf that did would
+refuse the in-place writes a kernel makes), and
 :func:`kernelpilot.kernels.contract.run_kernel` hands the kernel a fresh alias of each per launch. Writes through
 any alias land in the shared storage, which is all the harness reads; what the kernel does to the objects it was
 handed stays with them.
@@ -36,10 +37,7 @@ def plain_alias(value: Any) -> Any:
 
     if isinstance(value, torch.Tensor):
         with torch._C.DisableTorchFunctionSubclass():
-            alias = torch.Tensor.detach(value)
-            if value.requires_grad:
-                alias.requires_grad_(True)  # a leaf of its own: no edge to value's graph
-        return alias
+            return torch.Tensor.detach(value)
     if type(value) in (list, tuple):
         return type(value)(plain_alias(v) for v in value)
     return value
