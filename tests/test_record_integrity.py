@@ -289,3 +289,21 @@ def test_a_history_rewritten_with_its_seals_is_named(copy, tmp_path) -> None:
     found = _problems(run)
     assert "does not match" in found[SEALS_FILE]  # the seal after the rewritten one names the old line's hash
     assert "not in the history" in found[SEALS_FILE] or "amended or rebased" in found[SEALS_FILE]
+
+
+def test_another_measured_config_named_as_the_best_is_refused_and_export_will_not_ship_it(copy, tmp_path) -> None:
+    """tune.json's best must be the search's last accepted evaluation, and ``export`` validates a folder as
+    ``report`` does before it ships the best's config: naming another measured config (with its own time, so it
+    is still an evaluation of the lines) is refused at both."""
+    from kernelpilot import api
+    from kernelpilot.errors import RecordError
+
+    tune = copy("tune")
+    data = json.loads((tune / "tune.json").read_text())
+    other = next(e for e in data["evaluations"] if e["status"] == "ok" and e["config"] != data["best"]["config"])
+    data["best"] = other
+    (tune / "tune.json").write_text(json.dumps(data))
+    assert "is not the search's last accepted evaluation" in _problems(tune)["tune.json"]
+    with pytest.raises(RecordError, match="last accepted evaluation"):
+        api.export(tune, out=tmp_path / "bundle", arch="sm_90")
+    assert not (tmp_path / "bundle").exists()

@@ -47,8 +47,11 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
         OptionError: an arch no spec knows, a ``timeout_s`` not positive. ToolMissingError: ``auto`` without a GPU.
         ContractError: bad source, config or shape. BundleError: ``out`` not empty, an entry that cannot be bundled,
             a kernel file that is not the one the dispatch table was tuned for. DispatchError: an unreadable or
-            edited ``dispatch.json``.
+            edited ``dispatch.json``. RecordError: the records of the source folder (a tune folder, an optimize
+            run, a workload folder) fail ``report``'s validation (:func:`kernelpilot.app.report_cmd.check_records`):
+            a best that is no measured evaluation, a record changed since its commit.
     """
+    from kernelpilot.app.report_cmd import check_records
     from kernelpilot.bundle.export import export_bundle
 
     if arch not in (None, "auto"):
@@ -56,6 +59,8 @@ def export(source: str | Path, *, out: str | Path, config: dict[str, Any] | None
     positive("--timeout-s", timeout_s, "300")
     if shapes is not None and not all(isinstance(s, dict) for s in shapes):
         raise OptionError(f"shapes must be dicts of SHAPE overrides, got {shapes!r}", "e.g. --shapes N=4096")
+    for held in {Path(source), *(Path(f).parent for f in (source, dispatch) if f and Path(f).is_file())}:
+        check_records(held)  # what a record says is checked before it is shipped: report's validation
     return export_bundle(source, out, arch=arch, config=config or None, shapes=shapes or None,
                          timeout_s=timeout_s or 300.0, dispatch=dispatch)
 

@@ -23,7 +23,7 @@ from kernelpilot.records.evaluation import Evaluation
 from kernelpilot.records.models import RunInfo
 from kernelpilot.records.workspace import read_json, write_text
 
-__all__ = ["ReportResult", "report"]
+__all__ = ["ReportResult", "check_records", "report"]
 
 #: Problems listed in the error's message (``--json`` lists them all).
 MAX_LISTED = 12
@@ -101,15 +101,13 @@ def _report_tune(folder: Path) -> ReportResult:
                         report_html=str(write_report_html(folder)))
 
 
-def _report_workload(folder: Path) -> ReportResult:
-    """A ``tune --workload`` folder: every bucket search and cross-check validated as the tune folder it is
-    (:func:`kernelpilot.app.validate.validate_tune`), ``dispatch.json`` read with its integrity checks and every row
-    held against the evaluation it cites (:func:`kernelpilot.dispatch.evidence_problems`), then report.html rebuilt
-    from the records."""
+def _workload_problems(folder: Path) -> list[Problem]:
+    """A ``tune --workload`` folder's problems: every bucket search and cross-check validated as the tune folder it
+    is (:func:`kernelpilot.app.validate.validate_tune`), ``dispatch.json`` read with its integrity checks and every
+    row held against the evaluation it cites (:func:`kernelpilot.dispatch.evidence_problems`)."""
     from kernelpilot.app.workload_out import resolve_record
     from kernelpilot.dispatch import evidence_problems, read_dispatch
     from kernelpilot.errors import DispatchError
-    from kernelpilot.report.workload_html import write_workload_html
 
     problems: list[Problem] = []
     for sub in sorted(d for kind in ("buckets", "shapes") if (folder / kind).is_dir()
@@ -122,10 +120,43 @@ def _report_workload(folder: Path) -> ReportResult:
             problems += [Problem(**p) for p in evidence_problems(d, lambda rid: resolve_record(folder, rid))]
         except DispatchError as exc:
             problems.append(Problem(file="dispatch.json", problem=exc.message, fix=exc.hint))
+    return problems
+
+
+def _report_workload(folder: Path) -> ReportResult:
+    """A ``tune --workload`` folder (:func:`_workload_problems`), then report.html rebuilt from the records."""
+    from kernelpilot.report.workload_html import write_workload_html
+
+    problems = _workload_problems(folder)
     if problems:
         _raise(folder, problems)
     return ReportResult(kind="workload", report_html=str(write_workload_html(folder)),
                         note="a workload folder: dispatch.json's rows held against their records, report.html rebuilt")
+
+
+def check_records(folder: str | Path) -> None:
+    """Validate the records of a folder whose contents another command is about to trust (``export`` of a tune
+    folder's best config, an optimize run's best version, a workload folder's dispatch table) as ``report`` does,
+    without rebuilding any report: a hand-edited ``tune.json`` naming a best that was never measured, or a
+    ``run.json`` naming another best version, is refused before anything is shipped. Anything that is not such a
+    folder is left alone.
+
+    Raises:
+        RecordError: a record is invalid or contradicts another or git (every problem named, with its fix).
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        return
+    if (root / "workload.json").is_file():
+        problems = _workload_problems(root)
+    elif not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
+        problems = validate_tune(root)[0]
+    elif (root / "run.json").is_file():
+        problems = validate_run(root).problems
+    else:
+        return
+    if problems:
+        _raise(root, problems)
 
 
 def report(folder: str | Path) -> ReportResult:

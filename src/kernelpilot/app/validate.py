@@ -308,7 +308,8 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
     is a problem only once the search finished; each line's ``prev_sha256`` is the hash of the line before it; the
     ``duration_ns`` of each correct, fully timed evaluation must be
     the median of its own ``samples_ns``), ``tune.json`` against its schema and the lines (the same evaluations in
-    the same order, with the same medians; its ``best`` one of them), and ``roofline.json`` against its schema.
+    the same order, with the same medians; its ``best`` one of them, and in a finished search the last one
+    accepted: the incumbent at the end), and ``roofline.json`` against its schema.
 
     Returns:
         (problems, the TuneRun or None, the evaluations read from the lines).
@@ -349,10 +350,18 @@ def validate_tune(folder: Path) -> tuple[list[Problem], Any, list[Any]]:
                     f"({line.evaluation.key}: {line.evaluation.status}, {line.evaluation.duration_ns} ns)"), fix=redo))
                 break
         best = result.best
+        last = next((line.evaluation for line in reversed(lines) if line.evaluation.accepted), None)
         if best is not None and not any(best.key == line.evaluation.key and line.evaluation.ok and _close(
                 best.duration_ns, line.evaluation.duration_ns) for line in lines):
             problems.append(Problem(file="tune.json", problem=(
                 f"best {best.key} at {best.duration_ns} ns is no evaluation of {LINES_FILE}"), fix=redo))
+        elif best is not None and finished and last is not None and (
+                best.key != last.key or not _close(best.duration_ns, last.duration_ns)):
+            # the incumbent at the end is the last evaluation accepted: another measured config named as the best
+            # (an export ships the best's config) is a claim the lines do not make
+            problems.append(Problem(file="tune.json", problem=(
+                f"best {best.key} at {best.duration_ns} ns is not the search's last accepted evaluation "
+                f"({last.key} at {last.duration_ns} ns in {LINES_FILE})"), fix=redo))
     return problems, run, [line.evaluation for line in lines]
 
 
