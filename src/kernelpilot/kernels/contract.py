@@ -375,13 +375,15 @@ def run_kernel(kf: KernelFile, inputs: dict[str, Any], config: Config) -> None:
     Triton pins an ``@triton.autotune`` kernel to ``config``, keeping that config's hooks). Asynchronous on a GPU;
     the kernel's exceptions propagate to the caller. The kernel gets fresh plain aliases of the tensors in
     ``inputs`` (:mod:`kernelpilot.kernels.plain`): what it does to those objects (a class swapped, a storage
-    replaced) never reaches the caller's, whose storage it writes."""
+    replaced) never reaches the caller's, whose storage it writes. It returns once no other thread runs the kernel
+    file's code (:func:`kernelpilot.kernels.threads.settle`: RuntimeError after 30 s)."""
     backend = kf.backend
     if backend is None:  # a KernelFile built by hand
         from kernelpilot.backends.registry import backend_for
 
         backend = kf.backend = backend_for(kf.path)
     backend.launch(kf, plain_aliases(inputs), config)
+    settle_threads()  # work the launch left in the kernel file's threads is part of it (kernels/threads.py)
 
 
 #: Names that moved to the Triton backend, re-exported here (imported on first use: the backend imports this module).
@@ -399,3 +401,4 @@ def __getattr__(name: str) -> Any:
 
 from kernelpilot.kernels.case import Case, _accepts, make_case, poison_tensor  # noqa: E402,F401 - re-exported
 from kernelpilot.kernels.plain import plain_aliases  # noqa: E402
+from kernelpilot.kernels.threads import settle as settle_threads  # noqa: E402

@@ -28,6 +28,7 @@ __all__ = ["BoundTimers", "TimerGuard", "Tampered", "bound", "namespace_changes"
 
 #: Attributes of third-party modules and classes the measurement relies on: (module, dotted attribute path).
 WATCHED_ATTRS: tuple[tuple[str, str], ...] = (
+    ("threading", "Thread.start"),  # attributes each thread it starts (kernels/threads.py)
     ("time", "perf_counter"), ("time", "perf_counter_ns"), ("time", "monotonic"), ("time", "time"),
     ("time", "sleep"), ("statistics", "median"), ("statistics", "quantiles"),
     ("torch", "equal"), ("torch", "isfinite"), ("torch", "allclose"), ("torch", "compile"),

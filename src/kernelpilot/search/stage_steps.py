@@ -111,6 +111,13 @@ def guard_check(where: str) -> None:
     from kernelpilot.measure.guard import Tampered
 
     settings.restore()
+    from kernelpilot.kernels import threads
+
+    busy = threads.running()
+    if busy:
+        raise KernelFailed(f"a thread of the kernel file is still running ({'; '.join(busy[:3])}; seen {where}): "
+                           "work in another thread is not timed", "do the work in run_kernel's own thread, or wait "
+                           "for your threads before run_kernel returns", "timer_tampered")
     if _GUARD is None:
         return
     try:

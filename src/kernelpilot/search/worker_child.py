@@ -157,6 +157,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
 
         from kernelpilot.measure.guard import TimerGuard
 
+        from kernelpilot.kernels import threads
+
+        threads.install([p for p in (opts.kernel, opts.ref) if p])  # before the import: threads it starts
         install_guard(TimerGuard.snapshot())  # before the kernel file: what it may not replace
         from kernelpilot.measure import settings
 
@@ -176,6 +179,9 @@ def _child_main(conn: Any, opts_json: str, device: str) -> None:
             require_runnable(kf)
         if server is None:  # a .cu file: its reference is the sidecar's or ref.py, known once it is loaded
             refproc.start_for(kf.reference_path, torch_device)
+        from kernelpilot.backends.registry import kernel_files
+
+        threads.add_paths([kf.reference_path, *kernel_files(kf.path)])  # a .cu file's sidecar, ref.py
         _guard_check("after importing the kernel file")
         conn.send(("ready", None))
     except BaseException as exc:  # noqa: BLE001 - report, then exit
