@@ -134,6 +134,11 @@ def _report_workload(folder: Path) -> ReportResult:
                         note="a workload folder: dispatch.json's rows held against their records, report.html rebuilt")
 
 
+def _is_tune_folder(root: Path) -> bool:
+    """A ``tune --out`` folder: tune-run.json or tune.json, and no run.json."""
+    return not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file())
+
+
 def check_records(folder: str | Path) -> None:
     """Validate the records of a folder whose contents another command is about to trust (``export`` of a tune
     folder's best config, an optimize run's best version, a workload folder's dispatch table) as ``report`` does,
@@ -149,7 +154,7 @@ def check_records(folder: str | Path) -> None:
         return
     if (root / "workload.json").is_file():
         problems = _workload_problems(root)
-    elif not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
+    elif _is_tune_folder(root):
         problems = validate_tune(root)[0]
     elif (root / "run.json").is_file():
         problems = validate_run(root).problems
@@ -180,7 +185,7 @@ def report(folder: str | Path) -> ReportResult:
             _raise(root, found.problems)
         return ReportResult(kind="session", report_html=str(write_report_html(root)), seal_head=found.seal_head,
                             note="a session folder: its records validated, report.html rebuilt from them")
-    if not (root / "run.json").is_file() and ((root / TUNE_RUN_FILE).is_file() or (root / "tune.json").is_file()):
+    if _is_tune_folder(root):
         return _report_tune(root)
     if not root.is_dir():
         raise RunFolderError(f"{root} does not exist or is not a folder",

@@ -38,7 +38,8 @@ def remeasure_cached_best(ev: Any, log: Callable[[str], None] = lambda _m: None)
     """Measure again the incumbent of the :class:`~kernelpilot.engine.evaluator.Evaluator` ``ev`` when it was
     answered from the cache in a live, measured search (see the module docstring).
 
-    The new evaluation is numbered, recorded (``ev.recorder``), cached and appended like any other, with its
+    The new evaluation is counted and cached (:meth:`Evaluator._absorb`), numbered, recorded (``ev.recorder``)
+    and appended like any other, with its
     ``parent`` the cached one. When it is correct it becomes the incumbent (an :class:`IncumbentChange` saying
     so); when it fails, the search has no best (the stored answer is contradicted) and the failure is kept.
 
@@ -54,7 +55,7 @@ def remeasure_cached_best(ev: Any, log: Callable[[str], None] = lambda _m: None)
     stored = ev.incumbent
     if stored is None or not stored.cached or not stored.measured or not ev.runner.measures:
         return None  # a replay can only read the cache again
-    live = ev.runner.evaluate(stored.config, race_against_ns=None)
+    live = ev._absorb(ev.runner.evaluate(stored.config, race_against_ns=None))  # counted and cached as any other
     index = len(ev.versions)
     if ev.recorder is not None:
         ev.recorder.before(index, stored.config, stored, None, stored)
@@ -70,8 +71,6 @@ def remeasure_cached_best(ev: Any, log: Callable[[str], None] = lambda _m: None)
         live = live.model_copy(update={"accepted": False if live.ok else None, "decision": note})
     live = live.model_copy(update={"index": index, "seq": len(ev.order), "parent": stored.index, "move": None,
                                    "cached": False})
-    if ev.cache is not None:
-        ev.cache.put(live)
     ev.incumbent = live if live.accepted else None
     if ev.recorder is not None:
         live = ev.recorder.after(live, ev.incumbent)
@@ -83,6 +82,5 @@ def remeasure_cached_best(ev: Any, log: Callable[[str], None] = lambda _m: None)
     ev.seen[live.key] = live
     ev.order.append(live)
     ev.versions.append(live)
-    ev.n_new += 1
     log(note)
     return note

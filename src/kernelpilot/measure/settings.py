@@ -28,22 +28,17 @@ __all__ = ["SETTINGS", "capture", "install", "pristine", "restore", "restored"]
 
 def _attr(path: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
     """Getter and setter of a module attribute ``torch.backends.x.y`` (``path`` under ``torch``)."""
+    parent, _, last = path.rpartition(".")
+
     def get() -> Any:
         import torch
 
-        obj: Any = torch
-        for part in path.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return _resolve(torch, path)
 
     def put(value: Any) -> None:
         import torch
 
-        obj: Any = torch
-        *parents, last = path.split(".")
-        for part in parents:
-            obj = getattr(obj, part)
-        setattr(obj, last, value)
+        setattr(_resolve(torch, parent), last, value)
 
     return get, put
 
