@@ -2,9 +2,11 @@
 # Session 10 on a machine of 2 GPUs (from the repository root; carry .whl25 and third_party/triton_tutorials,
 # WHL=.whl25):
 #   CALL_S=575 bash scripts/device-s10.sh big    # the 10,800-config space (benchmarks/search/softmax_big.py): its
-#       exhaustive tune on both GPUs, its folder in .dev28/ex-big (ignored, so a warm machine keeps it for the next
-#       call, which resumes it), cut by SIGTERM before the call's limit; every call writes a summary of what it has
-#       answered (ex-big-summary.json) and the folder as ex-big.tgz.NN parts of 15 MiB (report.html left out).
+#       exhaustive tune on both GPUs, its folder in .dev28/ex-big, cut by SIGTERM before the call's limit; every call
+#       writes a summary of what it has answered (ex-big-summary.json) and the folder as ex-big.tgz.NN parts of
+#       15 MiB (report.html left out). A warm machine does NOT keep an ignored folder between calls (this session's
+#       call 2 started again from nothing): to resume, put the parts in .dev28/ here and carry them
+#       (".dev28/ex-big.tgz.00", ...); the stage unpacks them and resumes.
 #       Once the tune has answered every config, and 150 s or more are left: TAIL lanes (below), side by side
 #   CALL_S=575 bash scripts/device-s10.sh tail   # the TAIL lanes alone:
 #       GPU 0: optimize at its defaults on softmax_big (empty caches of its own; a table row with its timeline)
@@ -36,7 +38,9 @@ tail_lanes() {  # optimize on the big space (GPU 0) beside the tutorials' cold c
 
 case "$stage" in
 big)
-  mkdir -p .dev28; dir=.dev28/ex-big; left=$(( END - $(date +%s) - 40 ))
+  mkdir -p .dev28; dir=.dev28/ex-big
+  if [ ! -d "$dir" ] && ls .dev28/ex-big.tgz.* >/dev/null 2>&1; then cat .dev28/ex-big.tgz.* | tar xz -C .dev28; fi
+  left=$(( END - $(date +%s) - 40 ))
   if [ -d "$dir" ]; then
     echo "-- resume $dir ($(wc -l < "$dir/evaluations.jsonl" 2>/dev/null) lines) at $(date -u +%T)" >> .dev28/ex-big.log
     CUDA_VISIBLE_DEVICES=0,1 timeout -s TERM $left python3 -m kernelpilot.cli tune --resume "$dir" --json \

@@ -214,3 +214,56 @@ def test_a_long_search_is_listed_by_its_incumbents_fastest_and_failures_and_coun
     unlisted = [e for e in page.entries if e.label not in page.listed]
     assert unlisted and all(not e.decision and e.card is None for e in unlisted)  # points of the charts only
     assert page.best == f"#{incumbents[-1].index + 1}"
+
+
+def test_skipped_configs_are_counted_by_reason_and_report_json_lists_what_the_report_lists(tmp_path: Path):
+    """A search's pruned configs are counted by reason with an example in tune.md and on the page, not listed one
+    row each (the 10,800-config space pruned 1,800), and ``report --json`` prints the listed evaluations with a
+    count of the rest (it printed 19.6 MB for 9,000 evaluations); ``--all`` prints every one."""
+    from typer.testing import CliRunner
+
+    from kernelpilot.app.report_cmd import ReportResult
+    from kernelpilot.app.tune import TuneResult, write_tune_records
+    from kernelpilot.cli import app
+    from kernelpilot.report.html_data import read_folder
+
+    evs = _searched(600)
+    pruned = [Evaluation(config={"A": 10_000 + i}, status="pruned", seq=600 + i,
+                         message=f"spills: {40 + i} spilled registers > 16 (--max-spills)") for i in range(300)]
+    evs = [*evs, *pruned]
+    result = TuneResult(kernel="k.py", shape={"N": 1}, device="cuda", gpu="H200", strategy="exhaustive", seed=0,
+                        space_size=900, space_total=900, constraints=[], best=[e for e in evs if e.accepted][-1],
+                        history=[], evaluations=evs, n_new=600, n_cached=0, failures={"pruned": 300}, prune=None,
+                        stopped="strategy finished", wall_s=1.0, device_s=1.0, floor_ns=None, cache_file=None,
+                        worker_restarts=0, measured=True, triton_config=None)
+    write_tune_records(result, tmp_path / "run")
+    md = (tmp_path / "run" / "tune.md").read_text()
+    rows = [line for line in md.split("## Evaluations", 1)[1].split("## Skipped configs")[0].splitlines()
+            if line.startswith("| ") and "---" not in line][1:]
+    assert rows and not any("| pruned |" in r for r in rows)
+    skipped_part = md.split("## Skipped configs", 1)[1]
+    assert "300 configs were answered without a run" in skipped_part and "pruned × 300" in skipped_part
+    page = read_folder(tmp_path / "run")
+    assert not any(f"#{601 + i}" in page.listed for i in range(300))
+    assert any("pruned × 300" in line for line in page.summary)
+
+    full = ReportResult(kind="tune", versions=evs, versions_total=len(evs))
+    short = full.listed()
+    assert short.versions_total == 900 and all(e.index is not None for e in short.versions)
+    assert len(short.versions) < 60 and any("pruned × 300" in line for line in short.not_listed)
+    assert any("more evaluations not listed" in line for line in short.not_listed)
+    assert len(short.model_dump_json()) * 10 < len(full.model_dump_json())
+
+    # the CLI: --json prints the listed ones, --json --all every one (a real folder of `tune --out`)
+    out = tmp_path / "search"
+    (out).mkdir()
+    from kernelpilot.app.tune_run import TuneRecorder, TuneRun
+
+    (out / "tune-run.json").write_text(TuneRun(kernel="k.py", source_sha256="0" * 64, started_utc="x").model_dump_json())
+    recorder = TuneRecorder(out)
+    for ev in evs:
+        (recorder.after(ev, None) if ev.index is not None else recorder.skipped(ev))
+    listed = json.loads(CliRunner().invoke(app, ["report", str(out), "--json"]).stdout)
+    every = json.loads(CliRunner().invoke(app, ["report", str(out), "--json", "--all"]).stdout)
+    assert listed["versions_total"] == every["versions_total"] == len(every["versions"]) == 900
+    assert len(listed["versions"]) == len(short.versions) and listed["not_listed"] == short.not_listed

@@ -261,3 +261,37 @@ def test_a_search_resumes_only_on_the_device_that_measured_it(tmp_path):
     run["measured_on"] = "cpu"
     (out / "tune-run.json").write_text(json.dumps(run))
     assert len(resume_tune(out, budget_evals=4).evaluations) >= 4  # the same device resumes
+
+
+def test_skipped_configs_are_lines_of_the_folder_and_a_resume_does_not_compile_them_again(tmp_path):
+    """A pruned config is an evaluation the strategy received: it is a line of evaluations.jsonl (so a finished
+    folder validates: tune.json lists it too, and before it was a line the folder failed `report` and `export`),
+    and a resumed search neither compiles nor answers it again."""
+    from kernelpilot.api import bundled_example
+    from kernelpilot.app.report_cmd import check_records
+    from kernelpilot.app.tune import resume_tune
+    from kernelpilot.app.tune_run import LINES_FILE, RUN_FILE, read_lines
+
+    out = tmp_path / "search"
+    first = tune(bundled_example("vector_add"), strategy="exhaustive", min_occupancy_pct=60, ab_samples=3,
+                 budget_evals=3, use_cache=False, out=out)
+    lines, problems = read_lines(out / LINES_FILE)
+    skipped = [line.evaluation for line in lines if line.evaluation.index is None]
+    assert not problems and skipped and all(e.status == "pruned" for e in skipped)
+    assert [e.key for e in first.evaluations] == [line.evaluation.key for line in lines]
+    check_records(out)  # raises RecordError on any problem
+
+    # the same folder as a killed search leaves it: no tune.json, not finished; then resumed with a larger budget
+    for name in ("tune.json", "tune.md", "report.html"):
+        (out / name).unlink(missing_ok=True)
+    run = json.loads((out / RUN_FILE).read_text())
+    (out / RUN_FILE).write_text(json.dumps({**run, "finished_utc": None}))
+    said: list[str] = []
+    resumed = resume_tune(out, budget_evals=5, log=said.append)
+    compiling = next(m for m in said if "static pruning: compiling" in m)
+    assert f"({len(lines)} answered before the resume)" in compiling
+    assert f"compiling {first.space_size - len(lines)} configs" in compiling
+    keys = [e.key for e in resumed.evaluations]
+    assert keys[:len(lines)] == [line.evaluation.key for line in lines] and len(set(keys)) == len(keys)
+    assert sum(1 for e in resumed.evaluations if e.index is not None) == 5  # the budget counted the first part
+    check_records(out)

@@ -45,6 +45,8 @@ class ReportResult(BaseModel):
         note: one line on the state of an unfinished run.
         seal_head: sha256 of the last line of the folder's ``seals.jsonl`` (None when unsealed): compare it with a
             copy kept elsewhere to tell a rewritten history (docs/records.md).
+        versions_total: how many outcomes the folder holds (``versions`` may list fewer: :meth:`listed`).
+        not_listed: after :meth:`listed`, the summary lines of the outcomes left out (empty: every one is listed).
     """
 
     kind: Literal["optimize", "tune", "session", "workload"] = "optimize"
@@ -57,6 +59,27 @@ class ReportResult(BaseModel):
     in_flight: list[int] = []
     note: str = ""
     seal_head: str | None = None
+    versions_total: int = 0
+    not_listed: list[str] = []
+
+    def listed(self) -> "ReportResult":
+        """A copy whose ``versions`` are those the final report lists (the first, every incumbent, the fastest, the
+        first of each failure status, the last: :func:`~kernelpilot.report.final.shown_versions`), the rest counted
+        in ``not_listed`` (by outcome; skipped configs by reason with an example). ``report --json`` prints this
+        unless ``--all``: the 9,000 evaluations of an exhaustive search printed 19.6 MB of JSON
+        (docs/device-runs/2026-11-27-s10). Raises nothing."""
+        from kernelpilot.report.final import rest_summary, shown_versions, skipped_summary, with_failure_examples
+
+        shown = with_failure_examples(self.versions, shown_versions(self.versions))
+        where = ("each is a line of evaluations.jsonl" if self.kind == "tune"
+                 else "every version has its folder `vN/`; `report --json --all` prints them all")
+        skipped = [ev for ev in self.versions if ev.index is None]
+        rest = [line.removeprefix("- ") for line in
+                [*rest_summary(self.versions, shown, where, "evaluations" if self.kind == "tune" else "versions"),
+                 *skipped_summary(skipped, where)] if line]
+        keep = {id(ev) for ev in shown if ev.index is not None}
+        return self.model_copy(update={"versions": [ev for ev in self.versions if id(ev) in keep],
+                                       "versions_total": len(self.versions), "not_listed": rest})
 
     def to_dataframe(self) -> Any:
         """The records as a pandas DataFrame: one row per version (optimize) or evaluation (tune), as
@@ -97,7 +120,8 @@ def _report_tune(folder: Path) -> ReportResult:
     finished = run is None or bool(run.finished_utc)
     note = "" if finished else (f"the search has not finished ({run.interrupted or 'killed'}): {len(evaluations)} "
                                 f"evaluations recorded; resume with `kernelpilot tune --resume {folder}`")
-    return ReportResult(kind="tune", tune=run, versions=evaluations, final_report=path, finished=finished, note=note,
+    return ReportResult(kind="tune", tune=run, versions=evaluations, versions_total=len(evaluations),
+                        final_report=path, finished=finished, note=note,
                         report_html=str(write_report_html(folder)))
 
 
@@ -202,6 +226,7 @@ def report(folder: str | Path) -> ReportResult:
         where = f" (v{', v'.join(map(str, found.in_flight))} in flight)" if found.in_flight else ""
         note = (f"the run has not finished ({info.interrupted or 'killed'}{where}): {len(found.versions)} versions "
                 f"recorded; resume with `kernelpilot optimize --resume {root}`")
-    return ReportResult(run=info, versions=found.versions, final_report=str(path), finished=found.finished,
+    return ReportResult(run=info, versions=found.versions, versions_total=len(found.versions),
+                        final_report=str(path), finished=found.finished,
                         in_flight=found.in_flight, note=note, report_html=str(write_report_html(root)),
                         seal_head=found.seal_head)

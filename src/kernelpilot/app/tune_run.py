@@ -2,7 +2,8 @@
 
 ``tune-run.json`` (:class:`TuneRun`) is written when the search starts: the kernel, its source hash and every
 option, so that ``--resume`` runs the same search. ``evaluations.jsonl`` gets one line per evaluation the strategy
-received (:class:`TuneLine`: the evaluation and the search seconds spent when it was decided), appended and
+received, the skipped ones (pruned, invalid, a compile that timed out) included (:class:`TuneLine`: the evaluation
+and the search seconds spent when it was decided), appended and
 fsync'ed as each is decided, so a killed search loses at most the evaluation in flight (a torn last line is
 skipped when read back); each line carries the sha256 of the line before it (``prev_sha256``). ``tune.json`` and ``tune.md`` are written at the end, and ``finished_utc`` with them.
 
@@ -97,7 +98,7 @@ def read_lines(path: Path, *, strict: bool = False) -> tuple[list[TuneLine], lis
 
 class TuneRecorder(RecorderBase):
     """The evaluator's :class:`~kernelpilot.engine.evaluator.Recorder` for ``tune --out``: appends each decided
-    evaluation to ``evaluations.jsonl`` (durable on return).
+    evaluation, measured or skipped, to ``evaluations.jsonl`` (durable on return).
 
     Args:
         folder: the tune folder. guard: a GracefulStop whose ``held()`` keeps a signal from tearing a line.
@@ -119,6 +120,17 @@ class TuneRecorder(RecorderBase):
 
     def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
         """Append ``ev`` (one JSON line chained to the previous one, fsync'ed); returns it unchanged."""
+        return self._append(ev)
+
+    def skipped(self, ev: Evaluation) -> Evaluation:
+        """Append a config answered without a run (``pruned``, ``invalid_config``, a compile-ahead ``timeout``; its
+        ``index`` None) like a measured one: ``tune.json`` lists every evaluation the strategy received, and a
+        resumed search must not compile a pruned config again. On the H200, a resume of the 10,800-config space
+        that had not recorded its 1,562 pruned configs compiled them all again, 31 of them until their 120 s
+        compile limit (docs/device-runs/2026-11-27-s10). Returns ``ev`` unchanged."""
+        return self._append(ev)
+
+    def _append(self, ev: Evaluation) -> Evaluation:
         text = TuneLine(evaluation=ev, spent_s=float(self.elapsed_s()), prev_sha256=self._prev).model_dump_json()
         self._prev = sha256_bytes(text.encode())
         line = text + "\n"

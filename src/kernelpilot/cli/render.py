@@ -150,7 +150,7 @@ def report(r: Any) -> None:
     """``report``: the records were valid; the versions table (capped) and the rebuilt final_report.md's path (a tune
     folder: its evaluation count and tune.md); for an unfinished run, how to resume it."""
     if r.kind == "tune":
-        out.print(f"records valid: {len(r.versions)} evaluations", markup=False)
+        out.print(f"records valid: {r.versions_total or len(r.versions)} evaluations", markup=False)
     elif r.kind not in ("session", "workload"):
         versions(r.run, r.versions, Path(r.final_report).parent)
         out.print(f"records valid: {len(r.versions)} versions", markup=False)

@@ -196,11 +196,14 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
     run_command(as_json, call, render.optimize, ok=lambda r: r.run.best_version is not None, progress=log)
 
 
-def report(run: Path, as_json: bool = JsonOpt) -> None:
+def report(run: Path, as_json: bool = JsonOpt,
+           all_versions: bool = typer.Option(False, "--all", help="with --json: every version or evaluation (default: "
+                                             "those the final report lists, the rest counted in not_listed)")) -> None:
     """Re-read a run folder (validating every record) and rebuild final_report.md."""
     from kernelpilot import api
 
-    run_command(as_json, lambda: api.report(run), render.report)
+    run_command(as_json, lambda: (lambda r: r if all_versions or not as_json else r.listed())(api.report(run)),
+                render.report)
 
 
 def register(app: typer.Typer) -> None:

@@ -104,18 +104,19 @@ def _reason_of(row: Evaluation | SkippedRow) -> str:
     return (row.reason if isinstance(row, SkippedRow) else row.message) or ""
 
 
-def skipped_summary(skipped: Sequence[Evaluation | SkippedRow]) -> list[str]:
+def skipped_summary(skipped: Sequence[Evaluation | SkippedRow],
+                    where: str = "every one is a row of `skipped.jsonl` with its reason") -> list[str]:
     """Markdown lines for the configs answered without a run (``Evaluation`` with ``index`` None, or
     :class:`~kernelpilot.records.models.SkippedRow`): a count, then one line per status and kind of reason with
-    its count and one example config. Empty when none was skipped. Raises nothing."""
+    its count and one example config; ``where`` says where each one is kept (a tune's lines of
+    ``evaluations.jsonl``). Empty when none was skipped. Raises nothing."""
     if not skipped:
         return []
     groups: dict[tuple[str, str], list[Evaluation | SkippedRow]] = {}
     for row in skipped:
         reason = _reason_of(row)
         groups.setdefault((row.status, _reason_kind(reason)), []).append(row)
-    out = [f"{len(skipped)} configs were answered without a run (no version; every one is a row of "
-           "`skipped.jsonl` with its reason):", ""]
+    out = [f"{len(skipped)} configs were answered without a run (no version; {where}):", ""]
     for (status, _), rows in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         ex = rows[0]
         reason = _reason_of(ex).replace("|", "/").replace("\n", " ")

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def render_tune_md(r: "TuneResult") -> str:
     """A Markdown report of a search (see the module docstring): best config, incumbent changes, failures, pruning,
     the evaluations that matter and a count of the rest. Raises nothing."""
-    from kernelpilot.report.final import TOP_N, rest_summary, shown_versions, with_failure_examples
+    from kernelpilot.report.final import TOP_N, rest_summary, shown_versions, skipped_summary, with_failure_examples
 
     note = "" if r.measured else " (interpreted, not a measurement)"
     lines = [f"# tune: {Path(r.kernel).name} ({r.strategy}, seed {r.seed})", "",
@@ -55,11 +55,16 @@ def render_tune_md(r: "TuneResult") -> str:
     lines += ["## Evaluations", "", f"The first, every incumbent, the {TOP_N} fastest correct ones, the first of each failure and the last.", "",
               "| # | config | status | median | IQR | cached | decision / message |", "|---|---|---|---|---|---|---|"]
     for i, ev in enumerate(r.evaluations, 1):
-        if id(ev) not in shown and ev.index is not None:  # an evaluation without an index is listed, never hidden
+        if id(ev) not in shown or ev.index is None:  # skipped configs are counted by reason below
             continue
         med, iqr = format_duration_ns(ev.duration_ns), format_duration_ns(ev.iqr_ns)
         note = (ev.decision or ev.message).replace("|", "/").replace("\n", " ")[:160]
         lines.append(f"| {i} | `{ev.key}` | {ev.status} | {med} | {iqr} | {'yes' if ev.cached else ''} | {note} |")
-    rest = rest_summary(r.evaluations, listed, "each is a line of evaluations.jsonl and an entry of tune.json",
-                        "evaluations")
-    return "\n".join([*lines, *([""] + rest if rest else [])]) + "\n"
+    rest = rest_summary(r.evaluations, listed, _WHERE, "evaluations")
+    skipped = skipped_summary([ev for ev in r.evaluations if ev.index is None], _WHERE)
+    return "\n".join([*lines, *([""] + rest if rest else []),
+                      *(["", "## Skipped configs", "", *skipped] if skipped else [])]) + "\n"
+
+
+#: where a tune keeps every evaluation, listed or not
+_WHERE = "each is a line of evaluations.jsonl and an entry of tune.json"
