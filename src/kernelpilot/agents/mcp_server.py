@@ -262,9 +262,10 @@ def build_server(api: ModuleType) -> Any:
             include_masked=include_masked, db=_p(db)))
 
     @tool()
-    async def report(ctx: Context, run: str) -> Any:
-        """`kernelpilot report`: re-read a run folder (validating every record) and rebuild final_report.md."""
-        return await call(ctx, lambda log: api.report(Path(run)))
+    async def report(ctx: Context, run: str, all_versions: bool = False) -> Any:
+        """`kernelpilot report`: re-read a run folder (validating every record) and rebuild final_report.md; the
+        versions the final report lists, the rest counted in not_listed (all_versions: every one)."""
+        return await call(ctx, lambda log: (lambda r: r if all_versions else r.listed())(api.report(Path(run))))
 
     server.kernelpilot_calls = lambda: call.calls
     return server
