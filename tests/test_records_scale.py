@@ -267,3 +267,17 @@ def test_skipped_configs_are_counted_by_reason_and_report_json_lists_what_the_re
     every = json.loads(CliRunner().invoke(app, ["report", str(out), "--json", "--all"]).stdout)
     assert listed["versions_total"] == every["versions_total"] == len(every["versions"]) == 900
     assert len(listed["versions"]) == len(short.versions) and listed["not_listed"] == short.not_listed
+
+
+def test_a_move_from_a_version_other_than_the_incumbent_names_it_in_the_progress_line(tmp_path: Path):
+    """``v9: num_warps 4→2 — checking`` twice in one run read as the same config proposed again; a move made from
+    another version than the incumbent names it (``from v4``)."""
+    ws = Workspace.create(tmp_path / "run")
+    said: list[str] = []
+    rec = RunFolderRecorder(ws, kf_sha256="0" * 64, shape={}, strategy="auto", roofline=None, history=None,
+                            log=said.append)
+    v4 = Evaluation(config={"A": 2, "B": 4, "C": 1}, index=4, status="ok", duration_ns=2.0, accepted=True)
+    v5 = Evaluation(config={"A": 3, "B": 4, "C": 1}, index=5, status="ok", duration_ns=1.0, accepted=True)
+    rec.before(6, {"A": 3, "B": 2, "C": 1}, v5, None, v5)
+    rec.before(7, {"A": 2, "B": 2, "C": 1}, v4, None, v5)
+    assert said[0].startswith("v6: B 4→2 — checking") and said[1].startswith("v7: B 4→2 from v4 — checking")

@@ -167,7 +167,9 @@ class RunFolderRecorder(RecorderBase):
                 shape=self.shape, search_elapsed_s=self.elapsed_s()), compact=True)
             write_text(vdir / "hypothesis.md",
                        render_hypothesis(index, config, move, parent, self.roofline, incumbent))
-        self.log(f"v{index}: {change_label(parent.config if parent else None, config)} — checking")
+        base = (f" from v{parent.index}" if parent is not None and parent.index is not None
+                and (incumbent is None or parent.index != incumbent.index) else "")  # not the incumbent: say which
+        self.log(f"v{index}: {change_label(parent.config if parent else None, config)}{base} — checking")
 
     def write_metrics(self, ev: Evaluation, metrics: Any, kernel_names: list[str]) -> None:
         """``metrics.json`` of a profiled version (the ncu evidence calls this)."""
