@@ -90,3 +90,57 @@ def test_the_reference_and_the_eager_baseline_run_under_torch_defaults(tmp_path:
     bench = api.bench(path, baselines=True)
     eager = next(r for r in bench.baselines.rows if r.name.startswith("PyTorch eager"))
     assert eager.timing is not None and not eager.skipped, eager.skipped
+
+
+#: A kernel file that changes torch.compile's config at import through computed names (a Dynamo field, and an
+#: Inductor variable of the environment read when the config module is imported), and whose reference refuses to
+#: run under either: the torch.compile baseline is compiled in the process that imported the file.
+COMPILER_KERNEL = KERNEL.replace('''setattr(torch.backends.cudnn, "enab" + "led", False)
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.set_float32_matmul_precision("medium")''', '''import importlib, os
+
+os.environ["TORCHINDUCTOR_" + "MAX_AUTOTUNE"] = "1"
+_dynamo_config = importlib.import_module("torch._dyn" + "amo.config")
+setattr(_dynamo_config, "cache_size_" + "limit", 1)''').replace('''    assert torch.backends.cudnn.enabled and not torch.backends.cuda.matmul.allow_tf32, "run under the file's switches"
+    assert torch.get_float32_matmul_precision() == "highest", "run under the file's switches"''', '''    import os
+    import torch._dynamo.config as dynamo_config
+    import torch._inductor.config as inductor_config
+
+    assert dynamo_config.cache_size_limit != 1, "run under the file's Dynamo config"
+    assert "TORCHINDUCTOR_MAX_AUTOTUNE" not in os.environ and not inductor_config.max_autotune, "the file's env"''')
+
+
+def test_compiler_config_and_its_environment_changed_after_install_are_put_back() -> None:
+    import os
+
+    from kernelpilot.measure import compiler_config
+
+    settings.install()
+    try:
+        import torch._dynamo.config as dynamo_config  # captured at install, or by the import watch now
+
+        limit = dynamo_config.cache_size_limit
+        setattr(dynamo_config, "cache_size_limit", limit + 7)
+        os.environ["TORCHINDUCTOR_MAX_AUTOTUNE"] = "1"
+        lines = settings.restore()
+        assert dynamo_config.cache_size_limit == limit and "TORCHINDUCTOR_MAX_AUTOTUNE" not in os.environ
+        # cache_size_limit is an alias of recompile_limit in newer torch: the line names the field itself
+        assert any(line.endswith(f"_limit: {limit + 7} -> {limit}") and line.startswith("torch._dynamo.config.")
+                   for line in lines), lines
+        assert "os.environ['TORCHINDUCTOR_MAX_AUTOTUNE']: '1' -> None" in lines
+        assert compiler_config.restore() == []  # nothing differs now
+    finally:
+        os.environ.pop("TORCHINDUCTOR_MAX_AUTOTUNE", None)
+        settings.restore()
+
+
+def test_a_kernel_file_changing_the_compiler_config_at_import_is_put_back_before_the_reference(tmp_path: Path) -> None:
+    from kernelpilot import api
+
+    path = tmp_path / "compiler_config.py"
+    path.write_text(textwrap.dedent(COMPILER_KERNEL))
+    result = api.verify(path)
+    assert result.accepted, result.message
+    names = {line.split(":")[0] for line in result.records["settings_restored"]}
+    assert "os.environ['TORCHINDUCTOR_MAX_AUTOTUNE']" in names, names
+    assert names & {"torch._dynamo.config.cache_size_limit", "torch._dynamo.config.recompile_limit"}, names

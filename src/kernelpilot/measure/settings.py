@@ -104,20 +104,30 @@ def capture() -> dict[str, Any]:
 
 
 def install(snapshot: dict[str, Any] | None = None) -> None:
-    """Remember ``snapshot`` (default: :func:`capture` now) as the settings :func:`restore` puts back. Call it before
-    any kernel file is imported. Raises nothing."""
+    """Remember ``snapshot`` (default: :func:`capture` now) as the settings :func:`restore` puts back, and capture
+    torch's compiler config (:func:`kernelpilot.measure.compiler_config.install`). Call it before any kernel file is
+    imported. Raises nothing."""
+    from kernelpilot.measure import compiler_config
+
     global _PRISTINE
     _PRISTINE = capture() if snapshot is None else dict(snapshot)
+    compiler_config.install()
 
 
 def restore() -> list[str]:
-    """Put back every setting that differs from the installed snapshot; returns one line per setting put back
+    """Put back every setting that differs from the installed snapshot, and torch.compile's config
+    (:mod:`kernelpilot.measure.compiler_config`); returns one line per setting put back
     (``"torch.backends.cudnn.enabled: False -> True"``), also kept for :func:`restored`. Nothing installed: nothing
     done. Raises nothing (a setter that fails leaves that setting as it is, and its line says so)."""
+    from kernelpilot.measure import compiler_config
+
     if _PRISTINE is None:
         return []
     now = capture()
     lines = []
+    for line in compiler_config.restore():  # torch.compile's config modules and environment
+        lines.append(line)
+        _RESTORED[line.split(":", 1)[0]] = line
     for name, (_get, put) in SETTINGS:
         if name in _PRISTINE and name in now and now[name] != _PRISTINE[name]:
             try:

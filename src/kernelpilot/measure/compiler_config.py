@@ -1,0 +1,158 @@
+"""torch's compiler config modules and environment as the worker found them, put back wherever a kernel file changed
+them: the part of :mod:`kernelpilot.measure.settings` that covers torch.compile.
+
+The torch.compile baseline is compiled in the process that imported the kernel file. A file that sets
+``torch._dynamo.config.cache_size_limit = 0`` (Dynamo then gives up and runs the reference eagerly),
+``torch._inductor.config.max_autotune_pointwise`` or any other field of these modules, or a ``TORCHINDUCTOR_*`` /
+``TORCHDYNAMO_*`` variable that the config module reads at its import, changes the baseline that its speedup is
+judged against, with no change to the kernel. The static screen refuses a direct assignment; a computed ``setattr`` or
+``os.environ`` write escapes it.
+
+Importing the config modules costs about 1.4 s per worker (they pull in all of Dynamo and Inductor), so they are not
+imported to be captured. Instead:
+
+- :func:`install`, before the kernel file is imported, captures the torch-compiler variables of ``os.environ`` and
+  each watched module already imported, and puts a finder first on ``sys.meta_path`` that captures a watched module
+  the moment its import finishes, whoever imports it. Before that import runs, the environment is put back, so the
+  defaults it reads are torch's.
+- :func:`restore` puts back the environment variables and every field (``get_config_copy()``) that differs from its
+  capture, through the module's own ``setattr``, and returns one line per value put back. A watched module that is
+  imported but was never captured (the finder was removed from ``sys.meta_path``) cannot be judged; its line says
+  so, and the caller records it like the others.
+
+Cost: a :func:`restore` with Dynamo and Inductor imported took 1.06 ms on a loaded 2-core CPU host (mostly
+``get_config_copy`` of Inductor's fields); with neither imported, a few µs. It runs between stages and before baseline
+calls, never inside a timed region.
+
+Source: ``torch.utils._config_module.ConfigModule`` (``get_config_copy``, ``__setattr__``), torch 2.11-2.13.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import os
+import sys
+from typing import Any
+
+__all__ = ["ENV_PREFIXES", "WATCHED", "install", "restore"]
+
+#: The config modules whose fields decide what torch.compile generates, and how fast.
+WATCHED = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
+#: Environment variables those modules read at import (their ``env_name_default`` / ``env_name_force``).
+ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_")
+
+_ENV: dict[str, str] | None = None
+_SNAP: dict[str, dict[str, Any]] = {}
+_PENDING: list[str] = []  # what was put back before a watched import, returned by the next restore()
+
+
+def _env_now() -> dict[str, str]:
+    """The watched variables of ``os.environ``; cache folders aside (torch sets ``TORCHINDUCTOR_CACHE_DIR`` itself
+    when Inductor is first imported: where files go, not what is generated)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES) and not k.endswith("_CACHE_DIR")}
+
+
+def _config_of(module: Any) -> dict[str, Any] | None:
+    get = getattr(module, "get_config_copy", None)
+    try:
+        return dict(get()) if callable(get) else None
+    except Exception:  # noqa: BLE001 - a module torch does not make a ConfigModule
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - values that do not compare: the same object or not
+        return a is b
+
+
+class _Loader(importlib.abc.Loader):
+    """The watched module's own loader, with the environment put back before it runs and a capture after."""
+
+    def __init__(self, inner: Any, name: str) -> None:
+        self.inner, self.name = inner, name
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        _PENDING.extend(_restore_env())
+        self.inner.exec_module(module)
+        config = _config_of(module)
+        if config is not None:
+            _SNAP.setdefault(self.name, config)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """First on ``sys.meta_path``: finds a watched module with the finders after it and wraps its loader."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in WATCHED or fullname in _SNAP:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _Loader(spec.loader, fullname)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Capture the environment's torch-compiler variables and each watched module already imported, and watch the
+    imports of the others. Call before any kernel file is imported; calling it again captures anew. Raises nothing."""
+    global _ENV
+    _ENV = _env_now()
+    _SNAP.clear()
+    _PENDING.clear()
+    for name in WATCHED:
+        config = _config_of(sys.modules.get(name))
+        if config is not None:
+            _SNAP[name] = config
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+def _restore_env() -> list[str]:
+    if _ENV is None:
+        return []
+    now, lines = _env_now(), []
+    for key in sorted(set(now) | set(_ENV)):
+        if now.get(key) != _ENV.get(key):
+            lines.append(f"os.environ[{key!r}]: {now.get(key)!r} -> {_ENV.get(key)!r}")
+            if key in _ENV:
+                os.environ[key] = _ENV[key]
+            else:
+                del os.environ[key]
+    return lines
+
+
+def restore() -> list[str]:
+    """Put back the environment and every field of a watched module that differs from its capture; returns one line
+    per value put back (``"torch._dynamo.config.cache_size_limit: 0 -> 8"``), or per module that was imported
+    without being captured. Nothing installed: nothing done. Raises nothing (a field whose setter fails keeps its
+    value, and its line says so)."""
+    if _ENV is None:
+        return []
+    lines = [*_PENDING, *_restore_env()]
+    _PENDING.clear()
+    for name in WATCHED:
+        module = sys.modules.get(name)
+        now = _config_of(module)
+        if now is None:
+            continue
+        snap = _SNAP.get(name)
+        if snap is None:
+            lines.append(f"{name}: imported without being captured (the import watch was removed from "
+                         "sys.meta_path): its fields could not be checked")
+            continue
+        for key, value in now.items():
+            if key in snap and not _same(value, snap[key]):
+                try:
+                    setattr(module, key, snap[key])
+                    lines.append(f"{name}.{key}: {value!r} -> {snap[key]!r}")
+                except Exception as exc:  # noqa: BLE001 - recorded, not raised
+                    lines.append(f"{name}.{key}: {value!r}, could not be put back ({type(exc).__name__}: {exc})")
+    return lines
