@@ -12,6 +12,9 @@
 #       GPU 0: optimize at its defaults on softmax_big (empty caches of its own; a table row with its timeline)
 #       GPU 1: the attention and matmul tutorials, optimize beside a cold exhaustive tune (--cold-exhaustive)
 #   CALL_S=575 bash scripts/device-s10.sh suite  # GPU 0: the adversarial suite; GPU 1: the GPU-marked tests
+#   CALL_S=575 bash scripts/device-s10.sh next   # what issue 25 still lacks, for the next session: GPU 0 the attention
+#       and matmul tutorials beside a cold exhaustive tune, then Liger GeGLU with its exhaustive tune; GPU 1 the
+#       adversarial suite (the five cases added in session 9 have not run on a GPU)
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -74,6 +77,13 @@ PY
   if [ "$done_all" = 1 ] && [ $(( END - $(date +%s) )) -ge 150 ]; then tail_lanes; fi ;;
 tail)
   tail_lanes ;;
+next)
+  ( CUDA_VISIBLE_DEVICES=0 python3 benchmarks/search/table.py $L/triton_tutorial_attention.py \
+      $L/triton_tutorial_matmul.py $L/liger_geglu.py --cold-exhaustive --timeout-s 300 --deadline-unix $(( END - 12 )) \
+      --out /tmp/kp-table-0 --json-out "$OUT/rows.jsonl" ) > "$OUT/lane0.log" 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=1 timeout $(( END - $(date +%s) - 15 )) python3 scripts/adversarial.py --jobs 1 --json \
+      "$OUT/adversarial.json" ) > "$OUT/adversarial.log" 2>&1 &
+  wait; grep -E "^\| " "$OUT/lane0.log" | cut -c1-300; tail -n 30 "$OUT/adversarial.log" ;;
 suite)
   ( CUDA_VISIBLE_DEVICES=0 timeout $(( END - $(date +%s) - 15 )) python3 scripts/adversarial.py --jobs 1 --json \
       "$OUT/adversarial.json" ) > "$OUT/adversarial.log" 2>&1 &

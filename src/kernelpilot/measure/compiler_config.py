@@ -76,6 +76,9 @@ class _Loader(importlib.abc.Loader):
     def create_module(self, spec: Any) -> Any:
         return self.inner.create_module(spec)
 
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ...: linecache and inspect ask the loader
+        return getattr(self.inner, name)
+
     def exec_module(self, module: Any) -> None:
         _PENDING.extend(_restore_env())
         self.inner.exec_module(module)
