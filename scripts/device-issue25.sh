@@ -55,7 +55,7 @@ smoke)
     --json-out "$OUT/smoke-rows.jsonl" 2>&1 | tee "$OUT/smoke-table.md"
   t0=$(date +%s.%N)
   timeout 240 python3 -m kernelpilot.cli tune benchmarks/search/softmax_big.py --strategy random --budget-evals 120 \
-    --no-cache --json --quiet > /tmp/big-random.json 2> /tmp/big-random.err
+    --no-cache --json --all --quiet > /tmp/big-random.json 2> /tmp/big-random.err
   python3 - /tmp/big-random.json "$t0" <<'PY' | tee -a "$OUT/smoke-table.md"
 import json, sys, time
 d = json.load(open(sys.argv[1]))

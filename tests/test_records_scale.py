@@ -253,6 +253,9 @@ def test_skipped_configs_are_counted_by_reason_and_report_json_lists_what_the_re
     assert len(short.versions) < 60 and any("pruned × 300" in line for line in short.not_listed)
     assert any("more evaluations not listed" in line for line in short.not_listed)
     assert len(short.model_dump_json()) * 10 < len(full.model_dump_json())
+    tuned = result.listed()  # tune --json: the same listing of the search's own result
+    assert [e.key for e in tuned.evaluations] == [e.key for e in short.versions]
+    assert tuned.evaluations_total == 900 and any("pruned × 300" in line for line in tuned.not_listed)
 
     # the CLI: --json prints the listed ones, --json --all every one (a real folder of `tune --out`)
     out = tmp_path / "search"

@@ -295,3 +295,15 @@ def test_skipped_configs_are_lines_of_the_folder_and_a_resume_does_not_compile_t
     assert keys[:len(lines)] == [line.evaluation.key for line in lines] and len(set(keys)) == len(keys)
     assert sum(1 for e in resumed.evaluations if e.index is not None) == 5  # the budget counted the first part
     check_records(out)
+
+    # the CLI reads the finished folder back: --json lists what tune.md lists and counts the skipped configs,
+    # --json --all prints every evaluation
+    from typer.testing import CliRunner
+
+    from kernelpilot.cli import app
+
+    short = json.loads(CliRunner().invoke(app, ["tune", "--resume", str(out), "--json", "--quiet"]).stdout)
+    every = json.loads(CliRunner().invoke(app, ["tune", "--resume", str(out), "--json", "--all", "--quiet"]).stdout)
+    assert len(every["evaluations"]) == every["evaluations_total"] == short["evaluations_total"] == len(keys)
+    assert all(e["index"] is not None for e in short["evaluations"])
+    assert any("pruned ×" in line for line in short["not_listed"]) and not every["not_listed"]

@@ -171,9 +171,10 @@ class Row:
         """The row's numbers from what ran."""
         res, opt, tune, run = self.res, self.opt, self.tune, self.run
         best_t = (tune.get("best") or {}).get("duration_ns")
+        skipped = sum((tune.get("failures") or {}).get(s, 0) for s in ("pruned", "invalid_config"))
         res.update(space=tune.get("space_size") or (opt.get("run") or {}).get("space_size"), exhaustive_ns=best_t,
-                   measured=sum(1 for e in tune.get("evaluations", [])
-                                if e.get("status") not in ("pruned", "invalid_config")))
+                   measured=(tune.get("evaluations_total") or len(tune.get("evaluations", []))) - skipped
+                   if tune else None)
         info = opt.get("run") or {}
         versions = opt.get("versions") or []
         best = next((v for v in versions if v.get("index") == info.get("best_version")), None)

@@ -68,18 +68,12 @@ class ReportResult(BaseModel):
         in ``not_listed`` (by outcome; skipped configs by reason with an example). ``report --json`` prints this
         unless ``--all``: the 9,000 evaluations of an exhaustive search printed 19.6 MB of JSON
         (docs/device-runs/2026-11-27-s10). Raises nothing."""
-        from kernelpilot.report.final import rest_summary, shown_versions, skipped_summary, with_failure_examples
+        from kernelpilot.report.final import listed_view
 
-        shown = with_failure_examples(self.versions, shown_versions(self.versions))
         where = ("each is a line of evaluations.jsonl" if self.kind == "tune"
                  else "every version has its folder `vN/`; `report --json --all` prints them all")
-        skipped = [ev for ev in self.versions if ev.index is None]
-        rest = [line.removeprefix("- ") for line in
-                [*rest_summary(self.versions, shown, where, "evaluations" if self.kind == "tune" else "versions"),
-                 *skipped_summary(skipped, where)] if line]
-        keep = {id(ev) for ev in shown if ev.index is not None}
-        return self.model_copy(update={"versions": [ev for ev in self.versions if id(ev) in keep],
-                                       "versions_total": len(self.versions), "not_listed": rest})
+        kept, rest = listed_view(self.versions, "evaluations" if self.kind == "tune" else "versions", where)
+        return self.model_copy(update={"versions": kept, "versions_total": len(self.versions), "not_listed": rest})
 
     def to_dataframe(self) -> Any:
         """The records as a pandas DataFrame: one row per version (optimize) or evaluation (tune), as

@@ -55,6 +55,8 @@ class TuneResult(BaseModel):
         measured: False under the Triton interpreter (times are not measurements).
         triton_config: the best config as the backend exports it (Triton: a ``triton.Config(...)`` line).
         top_configs: the five fastest correct configs (fully timed), fastest first, exported the same way.
+        evaluations_total: how many evaluations the search made (``evaluations`` may list fewer: :meth:`listed`).
+        not_listed: after :meth:`listed`, the summary lines of the evaluations left out (empty: every one listed).
     """
 
     kernel: str
@@ -82,6 +84,19 @@ class TuneResult(BaseModel):
     measured: bool
     triton_config: str | None
     top_configs: list[str] = Field(default_factory=list)
+    evaluations_total: int = 0
+    not_listed: list[str] = Field(default_factory=list)
+
+    def listed(self) -> "TuneResult":
+        """A copy whose ``evaluations`` are those tune.md lists (:func:`kernelpilot.report.final.listed_view`), the
+        rest counted in ``not_listed``: what ``tune --json`` prints unless ``--all`` (an exhaustive search of the
+        10,800-config space printed some 12 MB). Raises nothing."""
+        from kernelpilot.report.final import listed_view
+
+        kept, rest = listed_view(self.evaluations, "evaluations", "each is in tune.json and, with --out, a line of "
+                                 "evaluations.jsonl; `tune --json --all` prints them all")
+        return self.model_copy(update={"evaluations": kept, "evaluations_total": len(self.evaluations),
+                                       "not_listed": rest})
 
     def to_dataframe(self) -> Any:
         """The search as a pandas DataFrame: one row per evaluation, in order, failures included (their ``status``,
@@ -292,7 +307,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
     result = TuneResult(
         kernel=str(kf.path), shape=ctx.shape, device=ctx.target.record, gpu=ctx.gpu, strategy=strategy, seed=seed,
         space_size=space.size, space_total=space.total_size, constraints=list(space.constraints), best=best,
-        history=ev.history, evaluations=ev.order, n_new=ev.n_new, n_cached=sum(1 for e in ev.order if e.cached),
+        history=ev.history, evaluations=ev.order, evaluations_total=len(ev.order), n_new=ev.n_new, n_cached=sum(1 for e in ev.order if e.cached),
         failures=dict(Counter(e.status for e in ev.order if e.status != "ok")), prune=report, stopped=stopped,
         wall_s=time.monotonic() - t0, device_s=ev.device_s, floor_ns=roof.floor_ns if roof is not None else None,
         cache_file=str(cache.path) if cache is not None else (str(replayer.path) if replayer else None),

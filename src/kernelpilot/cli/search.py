@@ -62,6 +62,8 @@ def tune_cmd(
     no_store: bool = typer.Option(False, "--no-store", help="With a workload: do not put the winners into the "
                                   "config store."),
     as_json: bool = JsonOpt, quiet: bool = QuietOpt,
+    all_evaluations: bool = typer.Option(False, "--all", help="With --json: every evaluation (default: those "
+                                         "tune.md lists, the rest counted in not_listed)."),
 ) -> None:
     """Search the kernel's configs: static pruning, isolated workers, cache, statistical decisions.
 
@@ -90,7 +92,8 @@ def tune_cmd(
                                 max_spills=max_spills, min_occupancy_pct=min_occupancy, timeout_s=timeout_s,
                                 ab_samples=ab_samples, race=not no_race, replay=replay, use_cache=not no_cache,
                                 ray_address=ray)
-        return api.tune(kernel, options, resume=resume, out=output, log=log)
+        result = api.tune(kernel, options, resume=resume, out=output, log=log)
+        return result if all_evaluations or not as_json else result.listed()
 
     run_command(as_json, call, render.tune, ok=lambda r: r.best is not None, progress=log)
 

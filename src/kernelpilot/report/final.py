@@ -124,6 +124,20 @@ def skipped_summary(skipped: Sequence[Evaluation | SkippedRow],
     return out
 
 
+def listed_view(evaluations: list[Evaluation], noun: str, where: str) -> tuple[list[Evaluation], list[str]]:
+    """What a report lists of a long search, and the rest in a few lines: ``(listed, not_listed)``. ``listed``: the
+    measured evaluations of :func:`shown_versions` and :func:`with_failure_examples` (the first, every incumbent,
+    the fastest, the first of each failure, the last), in order; ``not_listed``: :func:`rest_summary` of the other
+    measured ones (``noun``: what they are, ``where``: where they are kept) and :func:`skipped_summary` of the
+    configs answered without a run, by reason with an example each, without Markdown list marks. Raises nothing."""
+    shown = with_failure_examples(evaluations, shown_versions(evaluations))
+    keep = {id(ev) for ev in shown if ev.index is not None}
+    skipped = [ev for ev in evaluations if ev.index is None]
+    rest = [line.removeprefix("- ") for line in
+            [*rest_summary(evaluations, shown, where, noun), *skipped_summary(skipped, where)] if line]
+    return [ev for ev in evaluations if id(ev) in keep], rest
+
+
 def best_version(versions: list[Evaluation]) -> Evaluation | None:
     """The fastest accepted version (the incumbent at the end), or None when no version was correct."""
     accepted = [v for v in versions if v.ok and v.accepted]

@@ -334,15 +334,11 @@ def _tune_listed(evaluations: list[Evaluation]) -> tuple[set[str], list[str]]:
     (:func:`~kernelpilot.report.final.shown_versions`) and the first of each failure status — and the summary lines
     of the rest, the skipped configs (pruned, invalid: no index) counted by reason with an example each. A search
     of 5,667 configs drew a 7.7 MB page when it listed them all (2.5 MB now, 1.8 MB of it the embedded plotly.js)."""
-    from kernelpilot.report.final import rest_summary, shown_versions, skipped_summary, with_failure_examples
+    from kernelpilot.report.final import listed_view
 
-    shown = with_failure_examples(evaluations, shown_versions(evaluations))
-    ids = {id(ev) for ev in shown if ev.index is not None}
-    listed = {f"#{n}" for n, ev in enumerate(evaluations, 1) if id(ev) in ids}
-    where = "each is a line of evaluations.jsonl"
-    skipped = skipped_summary([ev for ev in evaluations if ev.index is None], where)
-    return listed, [line.removeprefix("- ") for line in
-                    [*rest_summary(evaluations, shown, where, "evaluations"), *skipped] if line]
+    kept, summary = listed_view(evaluations, "evaluations", "each is a line of evaluations.jsonl")
+    ids = {id(ev) for ev in kept}
+    return {f"#{n}" for n, ev in enumerate(evaluations, 1) if id(ev) in ids}, summary
 
 
 def _change(metric: str, before: float, after: float) -> str:
