@@ -144,3 +144,17 @@ def test_a_kernel_file_changing_the_compiler_config_at_import_is_put_back_before
     names = {line.split(":")[0] for line in result.records["settings_restored"]}
     assert "os.environ['TORCHINDUCTOR_MAX_AUTOTUNE']" in names, names
     assert names & {"torch._dynamo.config.cache_size_limit", "torch._dynamo.config.recompile_limit"}, names
+
+
+def test_a_kernel_file_that_removes_the_import_watch_is_refused_as_tampering(tmp_path: Path) -> None:
+    """Without the watch, a config module imported later is never captured and its fields could be changed unseen:
+    removing it is tampering with kernelpilot's instruments, like replacing a timer."""
+    from kernelpilot import api
+
+    path = tmp_path / "unwatched.py"
+    path.write_text(textwrap.dedent(COMPILER_KERNEL.replace(
+        'import importlib, os\n',
+        'import importlib, os, sys\n\nsys.meta_path[:] = [f for f in sys.meta_path if "Find" + "er" != type(f).__name__[1:]]\n')))
+    result = api.verify(path)
+    assert not result.accepted and result.status == "timer_tampered", (result.status, result.message)
+    assert "import watch" in result.message

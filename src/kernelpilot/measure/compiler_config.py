@@ -18,7 +18,8 @@ imported to be captured. Instead:
 - :func:`restore` puts back the environment variables and every field (``get_config_copy()``) that differs from its
   capture, through the module's own ``setattr``, and returns one line per value put back. A watched module that is
   imported but was never captured (the finder was removed from ``sys.meta_path``) cannot be judged; its line says
-  so, and the caller records it like the others.
+  so. The worker refuses a file that removes the finder as ``timer_tampered`` (:func:`watch_removed`, checked
+  with the timer guard after the import and after every stage).
 
 Cost: a :func:`restore` with Dynamo and Inductor imported took 1.06 ms on a loaded 2-core CPU host (mostly
 ``get_config_copy`` of Inductor's fields); with neither imported, a few µs. It runs between stages and before baseline
@@ -34,7 +35,7 @@ import os
 import sys
 from typing import Any
 
-__all__ = ["ENV_PREFIXES", "WATCHED", "install", "restore"]
+__all__ = ["ENV_PREFIXES", "WATCHED", "install", "restore", "watch_removed"]
 
 #: The config modules whose fields decide what torch.compile generates, and how fast.
 WATCHED = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
@@ -159,3 +160,14 @@ def restore() -> list[str]:
                 except Exception as exc:  # noqa: BLE001 - recorded, not raised
                     lines.append(f"{name}.{key}: {value!r}, could not be put back ({type(exc).__name__}: {exc})")
     return lines
+
+
+def watch_removed() -> str | None:
+    """Why the import watch no longer works, or None: :func:`install` ran and its finder left ``sys.meta_path``
+    while a watched module was still to be imported (a file that removes it would then change that module's
+    fields unseen; the worker treats it as tampering with kernelpilot's instruments). Raises nothing."""
+    if _ENV is None or any(isinstance(f, _Finder) for f in sys.meta_path):
+        return None
+    pending = [name for name in WATCHED if name not in _SNAP]
+    return (f"the import watch of torch's compiler config was removed from sys.meta_path before "
+            f"{', '.join(pending)} {'was' if len(pending) == 1 else 'were'} imported") if pending else None

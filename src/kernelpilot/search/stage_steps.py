@@ -104,8 +104,10 @@ def install_guard(guard: Any) -> None:
 
 
 def guard_check(where: str) -> None:
-    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function (no guard: nothing);
-    first put back torch's process-wide settings the file changed (:func:`kernelpilot.measure.settings.restore`)."""
+    """Raise KernelFailed(``timer_tampered``) when the kernel file replaced a watched function (no guard: nothing),
+    removed the import watch of torch's compiler config (:func:`kernelpilot.measure.compiler_config.watch_removed`)
+    or left a thread running; first put back torch's process-wide settings the file changed
+    (:func:`kernelpilot.measure.settings.restore`)."""
     from kernelpilot.errors import KernelFailed
     from kernelpilot.measure import settings
     from kernelpilot.measure.guard import Tampered
@@ -113,6 +115,12 @@ def guard_check(where: str) -> None:
     settings.restore()
     from kernelpilot.kernels import threads
 
+    from kernelpilot.measure import compiler_config
+
+    removed = compiler_config.watch_removed()
+    if removed:
+        raise KernelFailed(f"{removed} (seen {where})", "a kernel file must not change sys.meta_path's watch: remove "
+                           "the change", "timer_tampered")
     busy = threads.running()
     if busy:
         raise KernelFailed(f"a thread of the kernel file is still running ({'; '.join(busy[:3])}; seen {where}): "
