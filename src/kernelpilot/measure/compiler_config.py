@@ -169,5 +169,5 @@ def watch_removed() -> str | None:
     if _ENV is None or any(isinstance(f, _Finder) for f in sys.meta_path):
         return None
     pending = [name for name in WATCHED if name not in _SNAP]
-    return (f"the import watch of torch's compiler config was removed from sys.meta_path before "
-            f"{', '.join(pending)} {'was' if len(pending) == 1 else 'were'} imported") if pending else None
+    return (f"the import watch of torch's compiler config was removed from sys.meta_path while "
+            f"{', '.join(pending)} {'was' if len(pending) == 1 else 'were'} not yet captured") if pending else None
