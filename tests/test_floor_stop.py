@@ -149,7 +149,7 @@ def test_tune_with_a_hanging_config_exits_within_its_timeout(tmp_path):
     timeout_s = 10
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "tune", str(kernel), "--strategy", "exhaustive",
-                           "--timeout-s", str(timeout_s), "--json"], env=env, capture_output=True, text=True,
+                           "--timeout-s", str(timeout_s), "--json", "--all"], env=env, capture_output=True, text=True,
                           timeout=240)
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]

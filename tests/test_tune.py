@@ -229,7 +229,7 @@ def test_min_occupancy_option_of_tune_cli(tmp_path):
 
     kernel = _vector_add_with_warps(tmp_path, [1, 4])
     res = CliRunner().invoke(app, ["tune", str(kernel), "--strategy", "exhaustive", "--min-occupancy", "60",
-                                   "--no-cache", "--ab-samples", "3", "--json"])
+                                   "--no-cache", "--ab-samples", "3", "--json", "--all"])
     assert res.exit_code == 0, res.stdout[-2000:]
     data = json.loads(res.stdout)
     status = {e["config"]["num_warps"]: e for e in data["evaluations"]}
