@@ -83,3 +83,31 @@ def test_a_reference_process_whose_worker_died_before_it_started_exits(tmp_path:
         time.sleep(0.1)
     os.kill(pid, 9)
     raise AssertionError(f"the reference server {pid} outlived its worker by 10 s")
+
+
+SWITCHED = """
+import hashlib, sys
+from pathlib import Path
+import torch
+from kernelpilot.measure import refproc, settings
+settings.install()  # the worker's capture, before any kernel file
+torch.set_default_dtype(torch.float64)  # a file imported in the worker (a .cu sidecar) switched it, not yet put back
+path = Path(sys.argv[1])
+server = refproc.ReferenceProcess(path, hashlib.sha256(path.read_bytes()).hexdigest(), "cpu", method="fork")
+x = torch.rand(8, dtype=torch.float32)
+got, why = server.outputs({"x": x, "out": torch.empty_like(x)}, ["out"])
+assert got is not None, why
+server.close()
+print("answered")
+"""
+
+
+def test_a_reference_process_forked_after_a_switch_computes_under_the_workers_capture(tmp_path: Path) -> None:
+    """A server forked after a file changed a switch puts back the worker's capture, not the switched state."""
+    ref = tmp_path / "ref.py"
+    ref.write_text("import torch\n\n\ndef reference(x, out):\n    assert torch.get_default_dtype() == torch.float32, "
+                   "'computed under the switched default dtype'\n    out.copy_(x)\n    return {'out': out}\n")
+    script = tmp_path / "scenario.py"
+    script.write_text(SWITCHED)
+    proc = subprocess.run([sys.executable, str(script), str(ref)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "answered" in proc.stdout, proc.stderr[-2000:]

@@ -343,11 +343,14 @@ def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False,
         from kernelpilot.kernels.contract import import_module_file
         from kernelpilot.measure.guard import namespace_changes, namespace_snapshot
 
-        before = namespace_snapshot()
         from kernelpilot.kernels.kernelbench import reference_of
         from kernelpilot.measure import settings
 
-        settings.install()  # torch's switches before the file's import: put back after it (measure/settings.py)
+        if forked and settings.installed():  # a fork keeps its worker's capture, taken before any kernel file was
+            settings.restore()  # imported (a worker forks it after a .cu sidecar's import, which may have changed
+        else:  # a switch): back to it before this import, as after it (measure/settings.py)
+            settings.install()
+        before = namespace_snapshot()
         reference = reference_of(import_module_file(Path(path), "reference_server"))  # or a KernelBench Model
         settings.restore()
         rebound = namespace_changes(before)

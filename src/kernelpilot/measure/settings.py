@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SETTINGS", "capture", "install", "pristine", "restore", "restored"]
+__all__ = ["SETTINGS", "capture", "install", "installed", "pristine", "restore", "restored"]
 
 
 def _attr(path: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
@@ -112,6 +112,11 @@ def install(snapshot: dict[str, Any] | None = None) -> None:
     global _PRISTINE
     _PRISTINE = capture() if snapshot is None else dict(snapshot)
     compiler_config.install()
+
+
+def installed() -> bool:
+    """True once :func:`install` ran in this process (or in the process it was forked from). Raises nothing."""
+    return _PRISTINE is not None
 
 
 def restore() -> list[str]:
