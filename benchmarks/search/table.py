@@ -20,7 +20,9 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
 - ``--json-out`` rows also carry ``timeline``: each version's commit time from the command's start, median,
   status and phases (where optimize's time went).
 - ``exhaustive best`` / ``wall`` / ``measured``: the exhaustive tune's best, command wall seconds, configs measured
-  (not pruned, not invalid).
+  (not pruned, not invalid). The tune writes a folder of its own (``OUT/ex-KERNEL``); a deadline ends it with
+  SIGTERM, and the row then gives the best of what the folder holds, marked "cut: N of M answered". When that
+  folder is already there (carried back from an earlier call), the tune resumes it; its wall is then this call's.
 - ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search, round-robin with the
   incumbent).
 - ``Inductor (tuned)``: the best of the imported Inductor kernel's search, when there was one; ``final``: the run's
@@ -45,6 +47,9 @@ from typing import Any
 
 from kernelpilot.app.candidates import torch_compile_ns
 
+#: Seconds a command gets between SIGTERM and SIGKILL: time to record and print its JSON.
+TERM_GRACE_S = 25.0
+
 HEAD = ("| kernel | space | v0 (library default) µs | optimize best µs | wall s | to 1 % s | versions | skipped | MB | exhaustive best µs | wall s "
         "| measured | eager µs | torch.compile µs | Inductor (tuned) µs | final | vs compile |")
 
@@ -55,21 +60,50 @@ def _us(ns: float | None) -> str:
 
 def run_json(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> tuple[dict[str, Any], float, str]:
     """Run a kernelpilot command with ``--json`` (its progress lines go to ``log``): (its JSON object, wall
-    seconds, the last lines of its progress when it gave no JSON). Raises nothing."""
+    seconds, the last lines of its progress when it gave no JSON). At ``timeout_s`` the command gets SIGTERM, which
+    kernelpilot answers by recording what it decided and printing its JSON (an interrupted run), then SIGKILL after
+    :data:`TERM_GRACE_S`. Raises nothing."""
     t0 = time.monotonic()
+    why = ""
     with log.open("w") as err_fh:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_fh, text=True, env=env)
         try:
-            p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err_fh, text=True, env=env, timeout=timeout_s)
-            out, why = p.stdout, ""
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            why = f"timeout after {timeout_s:.0f} s; "
+            out, _ = p.communicate(timeout=max(1.0, timeout_s))
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            why = f"SIGTERM after {timeout_s:.0f} s; "
+            try:
+                out, _ = p.communicate(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+                why += f"SIGKILL {TERM_GRACE_S:.0f} s later; "
     wall = time.monotonic() - t0
     try:
-        return json.loads(out), wall, ""
+        return json.loads(out or ""), wall, why
     except json.JSONDecodeError:
         tail = log.read_text(errors="replace").splitlines()[-6:] if log.is_file() else []
         return {}, wall, why + " / ".join(tail)[-900:]
+
+
+def folder_best(folder: Path) -> dict[str, Any]:
+    """What a tune folder cut before its end holds (its ``evaluations.jsonl``): answered lines, configs timed in
+    full (status ok and not raced out) and the best of those (ns, config). Empty when there is no folder."""
+    path = folder / "evaluations.jsonl"
+    if not path.is_file():
+        return {}
+    evs = []
+    for line in path.read_text().splitlines():
+        try:
+            evs.append(json.loads(line)["evaluation"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line cut by the kill
+    full = [e for e in evs if e.get("status") == "ok" and e.get("duration_ns")
+            and not str(e.get("message", "")).startswith("raced out")]
+    best = min(full, key=lambda e: e["duration_ns"]) if full else None
+    skipped = sum(1 for e in evs if e.get("status") in ("pruned", "invalid_config"))
+    return {"answered": len(evs), "measured": len(evs) - skipped, "timed_in_full": len(full),
+            "best_ns": best["duration_ns"] if best else None, "best_config": best["config"] if best else None}
 
 
 def folder_bytes(root: Path) -> int:
@@ -145,7 +179,7 @@ class Row:
         self.start = time.time()
         self.opt, self.res["opt_wall_s"], err = run_json(
             [*self.kp, "optimize", self.kernel, "--out", str(self.run), "--json"], self.caches,
-            max(1.0, self.limit()), self.out / f"opt-{self.name}.log")
+            max(1.0, self.limit() - TERM_GRACE_S), self.out / f"opt-{self.name}.log")
         if not self.opt:
             self.res["opt_error"] = err
 
@@ -161,20 +195,26 @@ class Row:
                       "TORCHINDUCTOR_CACHE_DIR": str(self.out / f"ic-ex-{self.name}"),
                       "KERNELPILOT_CACHE_DIR": str(self.out / f"kp-ex-{self.name}")}
         self.res["exhaustive_caches"] = "cold" if self.cold_exhaustive else "optimize's"
-        self.tune, self.res["tune_wall_s"], err = run_json(
-            [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--json"], caches,
-            self.limit(), self.out / f"tune-{self.name}.log")
-        if not self.tune:
-            self.res["tune_error"] = err
+        # a folder of its own, so a cut tune leaves what it answered (resumed when the folder is already there:
+        # a later call that carried it back)
+        folder = self.out / f"ex-{self.name}"
+        cmd = ([*self.kp, "tune", "--resume", str(folder), "--json"] if (folder / "tune.json").is_file() else
+               [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--out", str(folder), "--json"])
+        self.res["exhaustive_resumed"] = cmd[3] == "--resume"
+        self.tune, self.res["tune_wall_s"], err = run_json(cmd, caches, self.limit() - TERM_GRACE_S,
+                                                          self.out / f"tune-{self.name}.log")
+        if err or not self.tune.get("best"):
+            self.res["tune_error"] = err or str(self.tune.get("error", ""))[:300]
+            self.res["exhaustive_partial"] = folder_best(folder)
 
     def numbers(self) -> dict[str, Any]:
         """The row's numbers from what ran."""
         res, opt, tune, run = self.res, self.opt, self.tune, self.run
-        best_t = (tune.get("best") or {}).get("duration_ns")
+        best_t = (tune.get("best") or {}).get("duration_ns") or (res.get("exhaustive_partial") or {}).get("best_ns")
         skipped = sum((tune.get("failures") or {}).get(s, 0) for s in ("pruned", "invalid_config"))
         res.update(space=tune.get("space_size") or (opt.get("run") or {}).get("space_size"), exhaustive_ns=best_t,
                    measured=(tune.get("evaluations_total") or len(tune.get("evaluations", []))) - skipped
-                   if tune else None)
+                   if tune.get("best") else (res.get("exhaustive_partial") or {}).get("measured"))
         info = opt.get("run") or {}
         versions = opt.get("versions") or []
         best = next((v for v in versions if v.get("index") == info.get("best_version")), None)
@@ -204,9 +244,11 @@ def render(r: dict[str, Any]) -> str:
     else:
         vs = f"{comp / final_ns:.3f}" if comp and final_ns else "—"
     f = lambda x, d=1: f"{x:.{d}f}" if isinstance(x, (int, float)) else "—"  # noqa: E731
+    part = r.get("exhaustive_partial") or {}
+    cut = f" (cut: {part.get('answered')} of {r.get('space') or '?'} answered)" if part else ""
     return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('v0_ns'))} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
             f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "
-            f"| {_us(r.get('exhaustive_ns'))} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
+            f"| {_us(r.get('exhaustive_ns'))}{cut} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
             f"| {_us(eager)} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
             f"| {_us(final_ns)} ({final.get('source', 'search')}) | {vs} |")
 

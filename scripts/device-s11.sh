@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Session 11 on a machine of 4 GPUs (from the repository root), two calls, every lane side by side, one GPU each
+# (CUDA_VISIBLE_DEVICES), every command ended before the call's limit (CALL_S):
+#   CALL_S=580 WHL=.whl25 bash scripts/device-s11.sh a    # carry .whl25, third_party/triton_tutorials
+#       GPU 0:   issue 25's rows of the attention and matmul tutorials, optimize beside a COLD exhaustive tune
+#       GPU 1:   Liger GeGLU's row (cold exhaustive), then GPU-marked tests (first part)
+#       GPU 2,3: torchao int8 mm's row on both GPUs (optimize, then its 960-config exhaustive tune, cold); a tune cut
+#                by the limit comes back in runs.tgz (ex-torchao_int8_mm/) and `b` resumes it when carried as
+#                .dev29/ex-torchao_int8_mm
+#   CALL_S=580 WHL=.whl27 bash scripts/device-s11.sh b    # carry .whl27 (.whl25 without liger/fla/torchao, with
+#       kernel-tuner 1.5 and its missing dependencies), .old (.old/s8/src: git archive b272550 src), .dev29 if any
+#       GPU 0,1: the adversarial suite, two shards
+#       GPU 2:   the peer table's layer_norm rows; the cost per evaluation, session 8's source against this one
+#                (device-integrity.sh cost); the torchao resume when carried; GPU-marked tests (second part)
+#       GPU 3:   the peer table's sgemm rows (Kernel Tuner on the .cu's defines)
+# Everything lands in $OUT (at most 8 files).
+set -uo pipefail
+OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
+source scripts/device-env.sh
+stage=${1:-a}
+T0=$(( $(date +%s) - SECONDS )); END=$(( T0 + ${CALL_S:-570} ))
+echo "== $stage, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null), $(nproc) cores"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+L=benchmarks/library
+left() { echo $(( END - $(date +%s) - ${1:-0} )); }
+gputests() {  # GPU $1, test files ...: the GPU-marked tests in them, ended before the call's limit
+  local g=$1; shift
+  CUDA_VISIBLE_DEVICES=$g timeout $(left 20) python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
+    --durations=8 "$@"
+  echo "-- gpu tests rc=$? at $SECONDS s"
+}
+
+case "$stage" in
+a)
+  ( CUDA_VISIBLE_DEVICES=0 python3 benchmarks/search/table.py $L/triton_tutorial_attention.py \
+      $L/triton_tutorial_matmul.py --cold-exhaustive --timeout-s 400 --deadline-unix $(( END - 12 )) \
+      --out /tmp/kp-table-0 --json-out "$OUT/rows.jsonl" ) > "$OUT/lane0.log" 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=1 python3 benchmarks/search/table.py $L/liger_geglu.py --cold-exhaustive --timeout-s 400 \
+      --deadline-unix $(( END - 12 )) --out /tmp/kp-table-1 --json-out "$OUT/rows.jsonl"
+    echo "-- GeGLU row done at $SECONDS s"
+    gputests 1 tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py ) > "$OUT/lane1.log" 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=2,3 python3 benchmarks/search/table.py $L/torchao_int8_mm.py --cold-exhaustive \
+      --timeout-s 560 --deadline-unix $(( END - 12 )) --out /tmp/kp-table-2 --json-out "$OUT/rows.jsonl"
+  ) > "$OUT/lane2.log" 2>&1 &
+  wait
+  # small records: every run's run.json, final report and skipped table; the exhaustive tunes' tune.md; the torchao
+  # tune folder whole (without report.html) so a later call can resume it
+  (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='report.html' --exclude='.git' \
+     kp-table-*/opt-*/run.json kp-table-*/opt-*/final_report.md kp-table-*/opt-*/skipped.jsonl \
+     kp-table-*/opt-*/inductor/import.json kp-table-*/ex-*/tune.md kp-table-*/*.log kp-table-2/ex-torchao_int8_mm \
+     2>/dev/null)
+  for f in "$OUT"/lane*.log; do echo "== $f"; grep -E "^\| |<!--|passed|failed|-- " "$f" | cut -c1-500 | tail -n 12; done ;;
+b)
+  ( CUDA_VISIBLE_DEVICES=0 timeout $(left 15) python3 scripts/adversarial.py --jobs 1 --shard 0/2 \
+      --json "$OUT/adversarial-0.json" ) > /tmp/adv-0.log 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=1 timeout $(left 15) python3 scripts/adversarial.py --jobs 1 --shard 1/2 \
+      --json "$OUT/adversarial-1.json" ) > /tmp/adv-1.log 2>&1 &
+  ( export CUDA_VISIBLE_DEVICES=2
+    timeout 200 python3 benchmarks/search_peers.py --only layer_norm --out /tmp/kp-peers-ln \
+      --json-out "$OUT/peers-layer_norm.json" --log /tmp/peers-ln-progress.log
+    echo "-- peers layer_norm done at $SECONDS s"
+    if [ -d .dev29/ex-torchao_int8_mm ]; then
+      t0=$SECONDS
+      timeout -s TERM $(left 60) python3 -m kernelpilot.cli tune --resume .dev29/ex-torchao_int8_mm --json \
+        > /tmp/torchao-resume.json 2> /tmp/torchao-resume.err
+      echo "-- torchao resume rc=$? in $(( SECONDS - t0 )) s"; tail -n 3 /tmp/torchao-resume.err
+      python3 -c "
+import json, sys; sys.path.insert(0, 'benchmarks/search'); from table import folder_best
+print('torchao exhaustive:', json.dumps(folder_best(__import__('pathlib').Path('.dev29/ex-torchao_int8_mm'))))"
+      tar czf /tmp/torchao-ex.tgz --exclude=report.html -C .dev29 ex-torchao_int8_mm
+    fi
+    OUT=/tmp/kp-cost SIDES="s8 after" timeout $(left 200) bash scripts/device-integrity.sh cost vector_add softmax
+    gputests 2 tests/test_isolation.py tests/test_timing.py tests/test_library_kernels.py tests/test_kernelbench_run.py
+  ) > "$OUT/lane2.log" 2>&1 &
+  ( CUDA_VISIBLE_DEVICES=3 timeout $(left 15) python3 benchmarks/search_peers.py --only sgemm --out /tmp/kp-peers-sg \
+      --json-out "$OUT/peers-sgemm.json" --log /tmp/peers-sg-progress.log ) > /tmp/peers-sg.log 2>&1 &
+  wait
+  tail -n 40 /tmp/adv-0.log /tmp/adv-1.log > "$OUT/adversarial.log"
+  (cd /tmp && tar czf "$OUT/logs.tgz" adv-*.log peers-*.log kp-cost torchao-ex.tgz torchao-resume.* 2>/dev/null)
+  tail -n 30 "$OUT/adversarial.log"; grep -E "^\| |passed|failed|-- |run wall" "$OUT/lane2.log" | cut -c1-300
+  tail -n 12 /tmp/peers-sg.log ;;
+esac
+ls -la "$OUT"
