@@ -8,10 +8,11 @@
 #                by the limit comes back in runs.tgz (ex-torchao_int8_mm/) and `b` resumes it when carried as
 #                .dev29/ex-torchao_int8_mm
 #   CALL_S=580 WHL=.whl27 bash scripts/device-s11.sh b    # carry .whl27 (.whl25 without liger/fla/torchao, with
-#       kernel-tuner 1.5 and its missing dependencies), .old (.old/s8/src: git archive b272550 src), .dev29 if any
-#       GPU 0,1: the adversarial suite, two shards
-#       GPU 2:   the peer table's layer_norm rows; the cost per evaluation, session 8's source against this one
-#                (device-integrity.sh cost); the torchao resume when carried; GPU-marked tests (second part)
+#       kernel-tuner 1.5 and its missing dependencies, torchao), third_party/triton_tutorials, .dev29 (old-s8.tgz: session 8's source, git archive b272550 src, as
+#       s8/src; ex-torchao_int8_mm: call a's cut tune folder)
+#       GPU 0,1: the adversarial suite, two shards; then (GPU 1, time left) the cost per evaluation, session 8's
+#                source against this one (device-integrity.sh cost)
+#       GPU 2:   scripts/probe_compile_baseline.py; the torchao resume when carried; the peer table's layer_norm rows
 #       GPU 3:   the peer table's sgemm rows (Kernel Tuner on the .cu's defines)
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
@@ -55,14 +56,19 @@ b)
   ( CUDA_VISIBLE_DEVICES=0 timeout $(left 15) python3 scripts/adversarial.py --jobs 1 --shard 0/2 \
       --json "$OUT/adversarial-0.json" ) > /tmp/adv-0.log 2>&1 &
   ( CUDA_VISIBLE_DEVICES=1 timeout $(left 15) python3 scripts/adversarial.py --jobs 1 --shard 1/2 \
-      --json "$OUT/adversarial-1.json" ) > /tmp/adv-1.log 2>&1 &
+      --json "$OUT/adversarial-1.json"
+    echo "-- shard 1 done at $SECONDS s"
+    if [ $(left) -ge 170 ]; then
+      [ -d .old/s8/src ] || { mkdir -p .old && tar xzf .dev29/old-s8.tgz -C .old; }
+      OUT=/tmp/kp-cost SIDES="s8 after" CUDA_VISIBLE_DEVICES=1 timeout $(left 15) \
+        bash scripts/device-integrity.sh cost vector_add softmax
+    fi ) > /tmp/adv-1.log 2>&1 &
   ( export CUDA_VISIBLE_DEVICES=2
-    timeout 200 python3 benchmarks/search_peers.py --only layer_norm --out /tmp/kp-peers-ln \
-      --json-out "$OUT/peers-layer_norm.json" --log /tmp/peers-ln-progress.log
-    echo "-- peers layer_norm done at $SECONDS s"
+    timeout 150 python3 scripts/probe_compile_baseline.py
+    echo "-- probe done at $SECONDS s"
     if [ -d .dev29/ex-torchao_int8_mm ]; then
       t0=$SECONDS
-      timeout -s TERM $(left 60) python3 -m kernelpilot.cli tune --resume .dev29/ex-torchao_int8_mm --json \
+      timeout -s TERM $(left 200) python3 -m kernelpilot.cli tune --resume .dev29/ex-torchao_int8_mm --json \
         > /tmp/torchao-resume.json 2> /tmp/torchao-resume.err
       echo "-- torchao resume rc=$? in $(( SECONDS - t0 )) s"; tail -n 3 /tmp/torchao-resume.err
       python3 -c "
@@ -70,15 +76,16 @@ import json, sys; sys.path.insert(0, 'benchmarks/search'); from table import fol
 print('torchao exhaustive:', json.dumps(folder_best(__import__('pathlib').Path('.dev29/ex-torchao_int8_mm'))))"
       tar czf /tmp/torchao-ex.tgz --exclude=report.html -C .dev29 ex-torchao_int8_mm
     fi
-    OUT=/tmp/kp-cost SIDES="s8 after" timeout $(left 200) bash scripts/device-integrity.sh cost vector_add softmax
-    gputests 2 tests/test_isolation.py tests/test_timing.py tests/test_library_kernels.py tests/test_kernelbench_run.py
+    timeout $(left 15) python3 benchmarks/search_peers.py --only layer_norm --out /tmp/kp-peers-ln \
+      --json-out "$OUT/peers-layer_norm.json" --log /tmp/peers-ln-progress.log
+    echo "-- peers layer_norm done at $SECONDS s"
   ) > "$OUT/lane2.log" 2>&1 &
   ( CUDA_VISIBLE_DEVICES=3 timeout $(left 15) python3 benchmarks/search_peers.py --only sgemm --out /tmp/kp-peers-sg \
       --json-out "$OUT/peers-sgemm.json" --log /tmp/peers-sg-progress.log ) > /tmp/peers-sg.log 2>&1 &
   wait
   tail -n 40 /tmp/adv-0.log /tmp/adv-1.log > "$OUT/adversarial.log"
   (cd /tmp && tar czf "$OUT/logs.tgz" adv-*.log peers-*.log kp-cost torchao-ex.tgz torchao-resume.* 2>/dev/null)
-  tail -n 30 "$OUT/adversarial.log"; grep -E "^\| |passed|failed|-- |run wall" "$OUT/lane2.log" | cut -c1-300
+  tail -n 30 "$OUT/adversarial.log"; grep -E "^\| |passed|failed|-- |run wall|µs|torchao" "$OUT/lane2.log" | cut -c1-300
   tail -n 12 /tmp/peers-sg.log ;;
 esac
 ls -la "$OUT"
