@@ -20,10 +20,17 @@ imported to be captured. Instead:
   imported but was never captured (the finder was removed from ``sys.meta_path``) cannot be judged; its line says
   so. The worker refuses a file that removes the finder as ``timer_tampered`` (:func:`watch_removed`, checked
   with the timer guard after the import and after every stage).
+- ``restore(quick=True)``, before every baseline launch (:func:`kernelpilot.measure.settings.pristine`), compares
+  first what is cheap: the module's own hash of its compiled-in fields (``get_hash()``, cached by torch until a field
+  is set) and, one by one, the fields that hash leaves out (``_compile_ignored_keys``: ``recompile_limit``, which
+  ``cache_size_limit`` aliases, is one). Only a module where one of them differs gets the full comparison. A value
+  changed in place (an item of a list field) is found by the full restores, between stages and around every timing
+  of the baselines.
 
-Cost: a :func:`restore` with Dynamo and Inductor imported took 1.06 ms on a loaded 2-core CPU host (mostly
-``get_config_copy`` of Inductor's fields); with neither imported, a few µs. It runs between stages and before baseline
-calls, never inside a timed region.
+Cost: a full :func:`restore` with Dynamo and Inductor imported took 1.06 ms on a loaded 2-core CPU host and 2.3-4.1
+ms of host time per call on an H200 host with torch 2.11 (session 11: run before every baseline launch, it put that
+host time inside the launches' events, and a round-robin timed torch.compile of a 183 µs matmul at 1784 µs); a quick
+one, tens of µs.
 
 Source: ``torch.utils._config_module.ConfigModule`` (``get_config_copy``, ``__setattr__``), torch 2.11-2.13.
 """
@@ -44,6 +51,7 @@ ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_")
 
 _ENV: dict[str, str] | None = None
 _SNAP: dict[str, dict[str, Any]] = {}
+_HASH: dict[str, Any] = {}  # each captured module's get_hash() at its capture (None: the module has none)
 _PENDING: list[str] = []  # what was put back before a watched import, returned by the next restore()
 
 
@@ -84,8 +92,8 @@ class _Loader(importlib.abc.Loader):
         _PENDING.extend(_restore_env())
         self.inner.exec_module(module)
         config = _config_of(module)
-        if config is not None:
-            _SNAP.setdefault(self.name, config)
+        if config is not None and self.name not in _SNAP:
+            _capture(self.name, module, config)
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -104,17 +112,43 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+def _hash_of(module: Any) -> Any:
+    try:
+        return module.get_hash()
+    except Exception:  # noqa: BLE001 - no hash: every quick restore compares in full
+        return None
+
+
+def _capture(name: str, module: Any, config: dict[str, Any]) -> None:
+    _SNAP[name] = config
+    _HASH[name] = _hash_of(module)
+
+
+def _unchanged(name: str, module: Any) -> bool:
+    """The quick comparison: True when the module's hash of its compiled-in fields and each field that hash leaves
+    out equal their capture (False when it cannot tell)."""
+    snap, h = _SNAP[name], _HASH.get(name)
+    if h is None or _hash_of(module) != h:
+        return False
+    try:
+        ignored = module._compile_ignored_keys
+        return all(_same(getattr(module, key), snap[key]) for key in ignored if key in snap)
+    except Exception:  # noqa: BLE001 - a ConfigModule without the set: compare in full
+        return False
+
+
 def install() -> None:
     """Capture the environment's torch-compiler variables and each watched module already imported, and watch the
     imports of the others. Call before any kernel file is imported; calling it again captures anew. Raises nothing."""
     global _ENV
     _ENV = _env_now()
     _SNAP.clear()
+    _HASH.clear()
     _PENDING.clear()
     for name in WATCHED:
         config = _config_of(sys.modules.get(name))
         if config is not None:
-            _SNAP[name] = config
+            _capture(name, sys.modules[name], config)
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 
@@ -133,21 +167,26 @@ def _restore_env() -> list[str]:
     return lines
 
 
-def restore() -> list[str]:
+def restore(quick: bool = False) -> list[str]:
     """Put back the environment and every field of a watched module that differs from its capture; returns one line
-    per value put back (``"torch._dynamo.config.cache_size_limit: 0 -> 8"``), or per module that was imported
-    without being captured. Nothing installed: nothing done. Raises nothing (a field whose setter fails keeps its
-    value, and its line says so)."""
+    per value put back (``"torch._dynamo.config.recompile_limit: 0 -> 8"``), or per module that was imported
+    without being captured. ``quick``: a module whose hash and compile-ignored fields equal their capture is not
+    compared field by field (see the module docstring). Nothing installed: nothing done. Raises nothing (a field
+    whose setter fails keeps its value, and its line says so)."""
     if _ENV is None:
         return []
     lines = [*_PENDING, *_restore_env()]
     _PENDING.clear()
     for name in WATCHED:
         module = sys.modules.get(name)
+        if module is None:
+            continue
+        snap = _SNAP.get(name)
+        if snap is not None and quick and _unchanged(name, module):
+            continue
         now = _config_of(module)
         if now is None:
             continue
-        snap = _SNAP.get(name)
         if snap is None:
             lines.append(f"{name}: imported without being captured (the import watch was removed from "
                          "sys.meta_path): its fields could not be checked")

@@ -15,7 +15,9 @@ reference and the baselines always run under the settings a plain ``import torch
 inside ``run_kernel`` keeps it for its own launch, and its correctness check judges what that does. Nothing is
 refused: what was put back is recorded (``records["settings_restored"]``, one line per setting: name, the file's
 value, the value put back). Cost: about 8 µs per capture on a 2-core CPU host (15 getters), paid once per stage and
-once per baseline call, host time that the timers' opening spin keeps out of GPU times.
+once per baseline call, host time that the timers' opening spin keeps out of GPU times; before a baseline call the
+compiler config gets the quick comparison (:func:`kernelpilot.measure.compiler_config.restore`), since the full one
+cost 2.3-4.1 ms a call on an H200 host.
 """
 
 from __future__ import annotations
@@ -119,18 +121,19 @@ def installed() -> bool:
     return _PRISTINE is not None
 
 
-def restore() -> list[str]:
+def restore(quick: bool = False) -> list[str]:
     """Put back every setting that differs from the installed snapshot, and torch.compile's config
-    (:mod:`kernelpilot.measure.compiler_config`); returns one line per setting put back
-    (``"torch.backends.cudnn.enabled: False -> True"``), also kept for :func:`restored`. Nothing installed: nothing
-    done. Raises nothing (a setter that fails leaves that setting as it is, and its line says so)."""
+    (:mod:`kernelpilot.measure.compiler_config`; ``quick``: its cheap comparison first, as before every baseline
+    launch); returns one line per setting put back (``"torch.backends.cudnn.enabled: False -> True"``), also kept
+    for :func:`restored`. Nothing installed: nothing done. Raises nothing (a setter that fails leaves that setting
+    as it is, and its line says so)."""
     from kernelpilot.measure import compiler_config
 
     if _PRISTINE is None:
         return []
     now = capture()
     lines = []
-    for line in compiler_config.restore():  # torch.compile's config modules and environment
+    for line in compiler_config.restore(quick):  # torch.compile's config modules and environment
         lines.append(line)
         _RESTORED[line.split(":", 1)[0]] = line
     for name, (_get, put) in SETTINGS:
@@ -151,10 +154,11 @@ def restored() -> list[str]:
 
 
 def pristine(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` run after :func:`restore`: a baseline contender that runs under the settings ``import torch`` gave,
+    """``fn`` run after :func:`restore` (quick: it runs before every timed launch of a baseline, and its host time
+    must stay small beside the launch's): a baseline contender that runs under the settings ``import torch`` gave,
     whatever the kernel's last launch set."""
     def run() -> Any:
-        restore()
+        restore(quick=True)
         return fn()
 
     return run

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.kernels.contract import KernelFile, make_case, run_kernel
 from kernelpilot.measure.settings import pristine
+from kernelpilot.measure.settings import restore as restore_settings
 from kernelpilot.measure.timing import TimingResult, time_callable
 from kernelpilot.target import Target
 
@@ -80,6 +81,15 @@ def run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any],
     agrees with eager of then within 3 % (:mod:`kernelpilot.measure.baseline_cache`; the row says so).
     Runs kernel code: callers run it in an isolated worker (:mod:`kernelpilot.search.isolated`).
     """
+    restore_settings()  # in full, compiler config included: each launch then gets the quick check (pristine)
+    try:
+        return _run_benchmark(kf, shape, config, target, kernel_timing, use_cache)
+    finally:
+        restore_settings()  # a change made during the timing, found in full (recorded in settings_restored)
+
+
+def _run_benchmark(kf: KernelFile, shape: dict[str, Any], config: dict[str, Any], target: Target,
+                   kernel_timing: TimingResult | None, use_cache: bool) -> BenchmarkResult:
     case = make_case(kf, shape, 0, target.torch_device)
     inputs, restore = case.inputs, case.refresher()  # every launch: unseen inputs, outputs poisoned
     lang = {"triton": "Triton", "cuda": "CUDA C++"}.get((kf.backend.name if kf.backend is not None else ""), "kernel")
