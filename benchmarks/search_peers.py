@@ -27,6 +27,12 @@ from typing import Any, Callable, Iterable
 
 #: triton.Config's launch options; every other key of a config is a constexpr of the kernel (Triton 3.x).
 TRITON_META = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+try:
+    from kernelpilot.errors import Interrupted
+except ImportError:  # --help still works without kernelpilot
+    class Interrupted(Exception):  # type: ignore[no-redef]
+        """Stand-in: nothing raises it without kernelpilot."""
+
 try:  # the bundled examples, wherever kernelpilot is imported from (the script may be copied elsewhere to run)
     import kernelpilot as _kp
 
@@ -429,6 +435,9 @@ def run_case(case: Case, args: Any, table: Table, log: Any) -> None:
         with cold(root, f"{case.name}-{tool.split()[-1]}"):
             try:
                 row = fn()
+            except Interrupted:  # SIGINT/SIGTERM stopped a kernelpilot row: the whole table stops (a time limit)
+                table.save()
+                raise
             except Exception as exc:  # noqa: BLE001 - fail soft per peer: the row says why
                 traceback.print_exc(file=log)
                 row = Row(tool, case.name, note=f"failed: {type(exc).__name__}: {str(exc)[:160]}")

@@ -249,3 +249,42 @@ def test_optimize_resumes_only_on_the_device_that_measured_it(tmp_path: Path) ->
     assert "error:" in other.output and "measured on cuda NVIDIA H100 80GB HBM3" in other.output
     assert "hint:" in other.output and "resume it where it was measured" in other.output
     assert (run / "run.json").read_bytes() == before
+
+
+def test_a_signal_noted_in_a_held_block_wins_over_the_exception_that_ends_the_block() -> None:
+    # the block's helpers died of the same signal (timeout signals the whole process group), so the pipe error that
+    # ends the block is a consequence: the run reports the signal, with the error as its context
+    from kernelpilot.app.interrupt import GracefulStop, RunInterrupted
+
+    with pytest.raises(RunInterrupted) as info:
+        with GracefulStop() as guard:
+            with guard.held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)
+                raise BrokenPipeError(32, "Broken pipe")
+    assert info.value.signum == signal.SIGTERM and isinstance(info.value.__context__, BrokenPipeError)
+
+
+def test_a_tune_whose_helpers_fail_while_it_stops_reports_the_signal_not_the_failure(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    # session 11 on an H200: SIGTERM from `timeout` reached the run and its helpers; an optimize stopping in its
+    # Inductor capture came out as BrokenPipeError, so its caller saw a crash instead of an interruption to resume
+    from kernelpilot import api
+    from kernelpilot.app import tune as tune_app
+    from kernelpilot.app.interrupt import RunInterrupted
+    from kernelpilot.errors import Interrupted
+
+    def stopping_then_broken(*_a, **_k):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+            time.sleep(1)
+        except RunInterrupted:
+            raise BrokenPipeError(32, "Broken pipe") from None  # a helper's pipe, closed by the same signal
+
+    monkeypatch.setattr(tune_app, "_result", stopping_then_broken)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = tmp_path / "tune"
+    with pytest.raises(Interrupted) as info:
+        api.tune(EXAMPLES / "vector_add.py", strategy="exhaustive", budget_evals=2, out=out)
+    assert info.value.signum == signal.SIGTERM and "--resume" in info.value.hint
+    assert json.loads((out / "tune-run.json").read_text())["interrupted"].startswith("SIGTERM after")

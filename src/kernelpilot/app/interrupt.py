@@ -92,15 +92,23 @@ class GracefulStop:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        """A block that a signal does not cut: one arriving inside is raised when the block ends."""
+        """A block that a signal does not cut: one arriving inside is raised when the block ends, also when the
+        block ends by an exception (the signal is what happened; the exception is kept as its context)."""
         self._holds += 1
         try:
             yield
         finally:
             self._holds -= 1
-        if not self._holds and self.pending is not None and self.signum is None:
-            self.signum, self.pending = self.pending, None
-            raise RunInterrupted(self.signum)
+            if not self._holds and self.pending is not None and self.signum is None:
+                self.signum, self.pending = self.pending, None
+                raise RunInterrupted(self.signum)
+
+    def received(self) -> int | None:
+        """The stop signal this run got (raised or still pending), or None. A run that fails while it is stopping
+        reports the signal, not the failure: ``timeout`` sends its signal to the whole process group, so the run's
+        helpers (compilers, an Inductor capture) die with it, and a closed pipe is how the run learns of that
+        (session 11: ``BrokenPipeError`` came out of an optimize that a SIGTERM had stopped)."""
+        return self.signum if self.signum is not None else self.pending
 
     def check(self) -> None:
         """Raise a signal noted while held, if any (call at a safe point)."""

@@ -476,3 +476,7 @@ def drive(s: Session) -> OptimizeResult:
             return _final(s, evidence, guard)
         except RunInterrupted as exc:
             raise record_interruption(s, exc.signum) from None
+        except Exception as exc:
+            if guard.received() is None:
+                raise
+            raise record_interruption(s, guard.received()) from exc  # a failure of the stopping run's helpers

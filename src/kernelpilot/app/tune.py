@@ -287,6 +287,10 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
             return _result(kf, ctx, ev, o.strategy, o.seed, report, stopped, t0, cache, replayer, restarts, folder, log)
         except RunInterrupted as exc:
             raise _interrupted(folder, ev, exc.signum, log) from None
+        except Exception as exc:
+            if guard.received() is None:
+                raise
+            raise _interrupted(folder, ev, guard.received(), log) from exc  # a failure of the stopping run's helpers
 
 
 def _interrupting() -> bool:
