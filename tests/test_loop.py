@@ -61,6 +61,12 @@ def assert_consistent(out, result):
     assert all(v.duration_ns >= versions[best].duration_ns for v in accepted)
     report = (out / "final_report.md").read_text()
     assert "Interpreted — not a measurement" in report
+    # the space the versions are a part of, as the run's own tunables and constraints give it
+    from kernelpilot.search.space import SearchSpace
+
+    space = SearchSpace(result.run.tunables, list(result.run.constraints) or None)
+    assert result.run.space_size == len(space.configs()) >= len(versions)
+    assert f"{len(versions)} versions of a {result.run.space_size}-config space" in report
     for v in versions:
         assert f"| v{v.index} |" in report and v.version_status in report
     assert (out / "benchmark.md").is_file() and "PyTorch eager" in (out / "benchmark.md").read_text()

@@ -250,6 +250,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
             ab_samples=0 if s.replayer else (30 if cuda else 8), race=cuda, strategy=info.strategy, log=s.log)
         ev.preload(s.prior)
         recorder.elapsed_s = ev.budget.elapsed_s
+        info.space_size = ctx.space.size
 
         def state() -> list[Path]:
             info.search_spent_s = ev.budget.elapsed_s()

@@ -55,6 +55,9 @@ class RunInfo(BaseModel):
     #: :attr:`kernelpilot.app.context.RunContext.measured_on`); ``--resume`` refuses another device. None in runs
     #: from before it was recorded.
     measured_on: str | None = None
+    #: valid configs of the search space (after the file's and the command's constraints, ``SearchSpace.size``):
+    #: what the versions are a part of. None in runs from before it was recorded.
+    space_size: int | None = None
     iterations: int | None = None
     profile: bool
     started_utc: str

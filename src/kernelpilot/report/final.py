@@ -201,8 +201,10 @@ def render_final_report(info: RunInfo, versions: list[Evaluation], roofline: Roo
             out += ["The floor's bytes against the DRAM bytes Nsight Compute measured (cold caches; L2's write-back "
                     "tolerated):", "", *checked, ""]
     shown = shown_versions(versions)
-    head = (f"{len(versions)} versions (one per measured config); listed: v0, every incumbent, the {TOP_N} fastest "
-            "correct ones and the last." if len(shown) < len(versions) else f"{len(versions)} versions.")
+    of_space = f" of a {info.space_size}-config space" if info.space_size else ""
+    head = (f"{len(versions)} versions{of_space} (one per measured config); listed: v0, every incumbent, the {TOP_N} "
+            "fastest correct ones and the last." if len(shown) < len(versions)
+            else f"{len(versions)} versions{of_space}.")
     out += ["## Versions", "", head, "", versions_table(info, shown, versions), "", *rest_summary(versions, shown)]
     skip_lines = skipped_summary(skipped)
     out += (["", "## Skipped without a run", "", *skip_lines] if skip_lines else [])
