@@ -316,12 +316,14 @@ def _serve(conn: Any, path: str, sha256: str, device: str, forked: bool = False,
 
     ``forked``: this process is a fork of the worker. Its CPU tensor work then runs on one thread: OpenMP (torch's
     intra-op pool on the CPU) is not fork-safe, and a fork of a worker that had already run a parallel CPU op hung
-    in its first parallel op (a float64 upcast; seen in a CI run of tests/test_check_memory.py under xdist)."""
+    in its first parallel op (a float64 upcast; seen in a CI run of tests/test_check_memory.py under xdist). The
+    one thread is pinned (:func:`kernelpilot.measure.settings.pin`): putting back the worker's capture of torch's
+    settings restored its thread count and the hang with it (session 11's CI)."""
     on_gpu = Target.from_device(device).is_gpu
-    if forked:
-        import torch
+    if forked:  # pinned: the worker's capture of torch's settings, put back below, must not bring the pool back
+        from kernelpilot.measure import settings
 
-        torch.set_num_threads(1)
+        settings.pin("torch.num_threads", 1)
     import signal
 
     if inherited_fd is not None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["SETTINGS", "capture", "install", "installed", "pristine", "restore", "restored"]
+__all__ = ["SETTINGS", "capture", "install", "installed", "pin", "pristine", "restore", "restored"]
 
 
 def _attr(path: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
@@ -114,6 +114,18 @@ def install(snapshot: dict[str, Any] | None = None) -> None:
     global _PRISTINE
     _PRISTINE = capture() if snapshot is None else dict(snapshot)
     compiler_config.install()
+
+
+def pin(name: str, value: Any) -> None:
+    """Set the setting ``name`` of :data:`SETTINGS` to ``value`` in this process and make it what :func:`restore`
+    puts back here (nothing recorded: it is kernelpilot's own choice, not a file's). For the forked reference
+    process, which pins ``torch.num_threads`` to 1: GNU OpenMP's thread pool does not survive a fork, and a child
+    of a process that had run a parallel CPU op hangs in its first one (a 64 x 16384 float64 upcast, in CI,
+    session 11). Raises KeyError for a name not in :data:`SETTINGS`, and what the setter raises."""
+    _get, put = dict(SETTINGS)[name]
+    put(value)
+    if _PRISTINE is not None:
+        _PRISTINE[name] = value
 
 
 def installed() -> bool:
