@@ -59,34 +59,19 @@ def write_cache(root: Path, rows: list[tuple[dict, float, bool]], cost_s: float)
                        **ENV)
     cache = EvaluationCache(ctx, root)
     rng = random.Random(0)
-    lines = []
-    for config, median_ns, _raced in rows:
+    for config, median_ns, _raced in rows:  # each put signs the line and makes it durable, as a live tune's does
         samples = [median_ns * (1 + rng.gauss(0, 0.003)) for _ in range(30)]
         q = statistics.quantiles(samples, n=4)
-        lines.append(Evaluation(config=config, status="ok", duration_ns=statistics.median(samples),
-                                samples_ns=samples, iqr_ns=q[2] - q[0], measured=True, wall_s=cost_s,
-                                worker="cuda:0"))
-    # one put per line signs and fsyncs it: the first through put (the header with it), the rest in one write
-    from kernelpilot.search.cache_file import dumps_compact, jsonable, now_iso
-    from kernelpilot.search.cache_trust import cache_secret, line_mac, signer_id
-
-    cache.put(lines[0])
-
-    secret = cache_secret(create=True)
-    with open(cache.path, "a") as fh:
-        for ev in lines[1:]:
-            body = jsonable({"key": ev.key, "evaluation": ev.model_dump(), "recorded_at": now_iso(),
-                             "signer": signer_id(secret)})
-            fh.write(dumps_compact({**body, "mac": line_mac(secret, cache.key, body)}) + "\n")
+        cache.put(Evaluation(config=config, status="ok", duration_ns=statistics.median(samples), samples_ns=samples,
+                             iqr_ns=q[2] - q[0], measured=True, wall_s=cost_s, worker="cuda:0"))
     return cache.path
 
 
 def run(cache: Path, strategy: str, seed: int, budget_evals: int, best_ns: float) -> dict:
     """One ``tune --replay``; the evaluations until 1 % and 3 % of ``best_ns``."""
-    env = dict(os.environ)
     p = subprocess.run([sys.executable, "-m", "kernelpilot.cli", "tune", str(KERNEL), "--replay", str(cache),
                         "--strategy", strategy, "--seed", str(seed), "--budget-evals", str(budget_evals), "--json",
-                        "--all", "--quiet"], capture_output=True, text=True, env=env, timeout=3600)
+                        "--all", "--quiet"], capture_output=True, text=True, timeout=3600)
     try:
         out = json.loads(p.stdout)
     except json.JSONDecodeError:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelpilot.app.candidates import torch_compile_ns
+from kernelpilot.app.tune_run import RUN_FILE
 
 #: Seconds a command gets between SIGTERM and SIGKILL: time to record and print its JSON.
 TERM_GRACE_S = 25.0
@@ -195,12 +196,12 @@ class Row:
                       "TORCHINDUCTOR_CACHE_DIR": str(self.out / f"ic-ex-{self.name}"),
                       "KERNELPILOT_CACHE_DIR": str(self.out / f"kp-ex-{self.name}")}
         self.res["exhaustive_caches"] = "cold" if self.cold_exhaustive else "optimize's"
-        # a folder of its own, so a cut tune leaves what it answered (resumed when the folder is already there:
-        # a later call that carried it back)
+        # a folder of its own, so a cut tune leaves what it answered (resumed when its tune-run.json is there: a
+        # later call carried the cut folder back; a cut folder has no tune.json)
         folder = self.out / f"ex-{self.name}"
-        cmd = ([*self.kp, "tune", "--resume", str(folder), "--json"] if (folder / "tune.json").is_file() else
+        cmd = ([*self.kp, "tune", "--resume", str(folder), "--json"] if (folder / RUN_FILE).is_file() else
                [*self.kp, "tune", self.kernel, "--strategy", "exhaustive", "--no-cache", "--out", str(folder), "--json"])
-        self.res["exhaustive_resumed"] = cmd[3] == "--resume"
+        self.res["exhaustive_resumed"] = "--resume" in cmd
         self.tune, self.res["tune_wall_s"], err = run_json(cmd, caches, self.limit() - TERM_GRACE_S,
                                                           self.out / f"tune-{self.name}.log")
         if err or not self.tune.get("best"):

@@ -8,8 +8,7 @@ from pydantic import BaseModel
 
 from kernelpilot.fmt import format_duration_ns, format_ratio
 from kernelpilot.kernels.contract import KernelFile, make_case, run_kernel
-from kernelpilot.measure.settings import pristine
-from kernelpilot.measure.settings import restore as restore_settings
+from kernelpilot.measure.settings import pristine, restore as restore_settings
 from kernelpilot.measure.timing import TimingResult, time_callable
 from kernelpilot.target import Target
 
