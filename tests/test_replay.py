@@ -206,3 +206,19 @@ def test_optimize_replay_redecides_every_verdict_on_the_stored_samples(tmp_path)
         if v.accepted:
             incumbent = by_index[v.index]
     assert decided >= 1 and result.best.duration_ns < v0.duration_ns
+
+
+def test_a_tune_replay_budget_counts_the_stored_device_seconds():
+    """``tune --replay --budget-s`` spends the device seconds each replayed evaluation cost when it was measured,
+    as ``optimize --replay`` does (a replay's own wall clock, a fraction of a second per answer, would let it run
+    through the whole cache): it stops at the budget, having charged no more than it plus one evaluation."""
+    from kernelpilot.search.tune import tune
+
+    _, constraints, _ = SPACES["softmax"]
+    cache = DATA / "softmax-h100.jsonl"
+    whole_s = sum(e.wall_s for e in ReplayRunner(cache).evaluations())
+    result = tune(KERNELS["softmax"], strategy="exhaustive", replay=cache, constraints=constraints, budget_s=60.0)
+    charged = sum(e.wall_s for e in result.evaluations)
+    assert "device seconds charged" in result.stopped, result.stopped
+    assert 60.0 <= charged <= 60.0 + max(e.wall_s for e in result.evaluations) < whole_s
+    assert len(result.evaluations) < len(ReplayRunner(cache))

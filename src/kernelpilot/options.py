@@ -158,7 +158,7 @@ class TuneOptions(BaseModel):
         strategy: ``auto``, ``guided``, ``exhaustive``, ``random``, ``local`` or ``bayes`` (checked when the search
             starts: :func:`kernelpilot.search.strategies.get_strategy`). seed: the strategy's seed.
         budget_evals: the most new evaluations (>= 1; None: no limit). budget_s: the most wall seconds (> 0; None:
-            no limit).
+            no limit); in a replay, the device seconds the replayed evaluations cost when they were measured.
         shape: overrides of the kernel's SHAPE (CPU_SHAPE under the interpreter); None: none.
         ref: a separate reference file (path as text). gpu: spec name for limits and the floor (None: this GPU).
         prune: True: compile ahead and drop configs that cannot win; ``"report"``: compile and report, run all;

@@ -251,7 +251,8 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                                           arch="sm_90" if not ctx.target.is_gpu else None)
                             if o.strategy in ("guided", "auto") else None)  # the strategies that read cards
                 ev = Evaluator(space, runner, cache=cache,
-                               budget=Budget(max_evals=o.budget_evals, max_s=o.budget_s, spent_before_s=spent_s),
+                               budget=Budget(max_evals=o.budget_evals, max_s=o.budget_s, spent_before_s=spent_s,
+                                             charged=replayer is not None),  # a replay: stored device seconds
                                pruner=ahead if o.prune is True else None, evidence=evidence, roofline=roof,
                                recorder=recorder, ab_samples=o.ab_samples if replayer is None else 0,
                                race=o.race and replayer is None, strategy=o.strategy, log=log)

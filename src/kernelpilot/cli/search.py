@@ -26,7 +26,8 @@ def tune_cmd(
                                                            "until the space or the budget is spent), guided, "
                                                            "exhaustive, random, local or bayes."),
     budget_evals: int | None = typer.Option(None, "--budget-evals", help="Most new evaluations."),
-    budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds."),
+    budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds (with --replay: the "
+                                              "device seconds the replayed evaluations cost when measured)."),
     seed: int = typer.Option(0, "--seed", help="The strategy's seed."),
     shape: list[str] | None = ShapeOpt, ref: Path | None = RefOpt,
     gpu: str | None = typer.Option(None, "--gpu", help="GPU spec for limits and the floor (default: this GPU)."),

@@ -16,7 +16,9 @@ card ranks first; the phase ends when the incumbent has no untried move or ``pat
 accepted); then every value of every tunable that no config tried yet had, once, in the valid config nearest the
 incumbent that has it (a variant switch valid only in a corner of the space is not left to chance); then TPE,
 seeded with every evaluation made so far, until every valid config of the space was tried or
-the budget is spent. No config is evaluated twice (the evaluator answers a repeat from memory, and neither phase
+the budget is spent, every other config of it a step around the best configs measured so far
+(``search/strategies/polish.py``: on torchao's int8 mm list TPE alone stayed in a local optimum 8.5 % off for
+4 seeds of 30; with the steps none did). No config is evaluated twice (the evaluator answers a repeat from memory, and neither phase
 asks for one), and the search never ends while the budget and the space both have something left. With several
 workers each step is a batch (the card's top moves; TPE's batch mode).
 """
@@ -31,6 +33,7 @@ from kernelpilot.search.model import Evaluation, config_key
 from kernelpilot.search.strategies.base import StrategyBase
 from kernelpilot.search.strategies.bayes import BayesStrategy
 from kernelpilot.search.strategies.guided import CardFor, stored_card
+from kernelpilot.search.strategies.polish import Polish
 
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate
@@ -45,9 +48,11 @@ class AutoStrategy(StrategyBase):
         patience: card moves in a row that were not accepted before the model takes over (per worker: with ``w``
             workers the phase ends after ``patience * w``). 0 skips the card's moves.
         n_startup_trials: TPE's random trials before it models (counted over all evaluations, the card's included).
+        top_k: the centers of the steps interleaved with TPE's proposals
+            (:class:`~kernelpilot.search.strategies.polish.Polish`); 0: TPE alone.
 
     Raises:
-        ValueError: ``patience`` < 0 (and as :class:`BayesStrategy` for ``n_startup_trials``).
+        ValueError: ``patience`` or ``top_k`` < 0 (and as :class:`BayesStrategy` for ``n_startup_trials``).
     """
 
     name = "auto"
@@ -56,11 +61,12 @@ class AutoStrategy(StrategyBase):
     #: the budget and the space end it, so a space that fits the budget is measured whole.
     search_first = True
 
-    def __init__(self, card_for: CardFor | None = None, patience: int = 4, n_startup_trials: int = 8) -> None:
-        if patience < 0:
-            raise ValueError(f"need patience >= 0, got {patience}")
+    def __init__(self, card_for: CardFor | None = None, patience: int = 4, n_startup_trials: int = 8,
+                 top_k: int = 5) -> None:
+        if patience < 0 or top_k < 0:
+            raise ValueError(f"need patience >= 0 and top_k >= 0, got {patience}, {top_k}")
         self.card_for = card_for or stored_card
-        self.patience = patience
+        self.patience, self.top_k = patience, top_k
         self.model = BayesStrategy(n_startup_trials=n_startup_trials, multivariate=True)
 
     def search(self, space: SearchSpace, evaluate: Evaluate, *, seed: int, start: dict[str, Any] | None = None) -> None:
@@ -76,7 +82,8 @@ class AutoStrategy(StrategyBase):
         tried: dict[str, Evaluation] = {}
         incumbent = self._card_moves(space, evaluate, start, tried)
         self._cover_values(space, evaluate, incumbent, tried)
-        self.model.search_from(space, evaluate, seed=seed, prior=list(tried.values()))
+        polish = Polish(space, self.top_k) if self.top_k else None
+        self.model.search_from(space, evaluate, seed=seed, prior=list(tried.values()), polish=polish)
 
     def _card_moves(self, space: SearchSpace, evaluate: Evaluate, start: dict[str, Any],
                     tried: dict[str, Evaluation]) -> Evaluation:

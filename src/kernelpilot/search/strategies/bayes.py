@@ -13,6 +13,7 @@ from kernelpilot.search.strategies.base import StrategyBase
 if TYPE_CHECKING:
     from kernelpilot.search.model import Evaluate, Evaluation
     from kernelpilot.search.space import SearchSpace
+    from kernelpilot.search.strategies.polish import Polish
 
 #: What TPE is told for a failed or invalid config. TPE ranks trials (good vs bad by quantile), so any value above
 #: every real time works; this one is finite (Optuna stores it) and far above any kernel time in nanoseconds.
@@ -69,9 +70,12 @@ class BayesStrategy(StrategyBase):
         self.search_from(space, evaluate, seed=seed, prior=prior)
 
     def search_from(self, space: SearchSpace, evaluate: Evaluate, *, seed: int,
-                    prior: Sequence[Evaluation] = ()) -> None:
+                    prior: Sequence[Evaluation] = (), polish: Polish | None = None) -> None:
         """TPE told ``prior`` (evaluations already made, e.g. the ``auto`` strategy's card moves) as completed trials,
-        then asked until every valid config was tried or ``evaluate`` raises. Invalid priors are ignored.
+        then asked until every valid config was tried or ``evaluate`` raises. Invalid priors are ignored. With
+        ``polish``, every other config is its step around the best configs so far
+        (:class:`~kernelpilot.search.strategies.polish.Polish`; TPE's turn when it has none), told to TPE as a
+        completed trial like a substitute.
 
         Raises:
             BudgetExhausted: from ``evaluate``, propagated unchanged.
@@ -84,7 +88,9 @@ class BayesStrategy(StrategyBase):
             return
         distributions = {n: CategoricalDistribution(list(v)) for n, v in space.tunables.items()}
         tried: dict[str, float] = {}
+        results: dict[str, tuple[dict[str, Any], float]] = {}  # what polish reads: key -> (config, objective)
         width = evaluate.parallel
+        turn = 0
 
         def told(value: float) -> float:
             return value if math.isfinite(value) else PENALTY
@@ -107,7 +113,8 @@ class BayesStrategy(StrategyBase):
                 for ev in prior:
                     if ev.key not in tried and space.is_valid(ev.config):
                         tried[ev.key] = ev.objective
-                        add({n: ev.config[n] for n in space.names}, ev.objective)
+                        results[ev.key] = ({n: ev.config[n] for n in space.names}, ev.objective)
+                        add(results[ev.key][0], ev.objective)
                 size = space.size
                 while len(tried) < size:
                     # one batch: up to `width` valid untried configs (asked, or nearest substitutes)
@@ -116,6 +123,11 @@ class BayesStrategy(StrategyBase):
                     exhausted = False
                     while len(batch) < width and len(tried) + len(batch) < size:
                         pending = {config_key(c) for _, c in batch}
+                        turn += 1
+                        step = polish.propose(results, set(tried) | pending) if polish and turn % 2 == 0 else None
+                        if step is not None:
+                            batch.append((None, step))
+                            continue
                         trial = study.ask(distributions)
                         config = {n: trial.params[n] for n in space.names}
                         key = config_key(config)
@@ -134,6 +146,7 @@ class BayesStrategy(StrategyBase):
                     evs = evaluate.many([c for _, c in batch])
                     for (trial, config), ev in zip(batch, evs):
                         tried[config_key(config)] = ev.objective
+                        results[config_key(config)] = (config, ev.objective)
                         if trial is None:
                             add(config, ev.objective)
                         else:
