@@ -23,7 +23,8 @@ RootOpt = typer.Option(None, "--root", help="Cache folder (default $KERNELPILOT_
 def tune_cmd(
     kernel: Path | None = typer.Argument(None, help="Kernel file (TUNABLES, optional CONSTRAINTS)."),
     strategy: str = typer.Option("auto", "--strategy", help="auto (the card's moves while they pay, then TPE "
-                                                           "until the space or the budget is spent), guided, "
+                                                           "and steps around the best configs until the space or "
+                                                           "the budget is spent), guided, "
                                                            "exhaustive, random, local or bayes."),
     budget_evals: int | None = typer.Option(None, "--budget-evals", help="Most new evaluations."),
     budget_s: float | None = typer.Option(None, "--budget-s", help="Most wall seconds (with --replay: the "

@@ -15,13 +15,13 @@ The step is an untried neighbour of the best center that has one; among them, th
 log time over every result so far (each tunable value's mean effect: a main-effects fit) predicts fastest. With no
 untried neighbour around the centers there is no step, and the model proposes alone.
 
-Chosen on the landscapes (``benchmarks/search/landscapes.py``; the same strategy run against each stored landscape
-in-process, budget 200 device seconds, seeds 0–29): on torchao's list TPE alone met 1 % of the best in 26 of 30
-seeds (median 96 device seconds), with these steps every other config in 30 of 30 (median 56.5, at most 182.5 with
-3 centers, 170.4 with 5). Ordering the steps by the model first and the center second met it in 28 of 30 (median
-105 evaluations against 49). On the other landscapes
-(the softmax and matmul examples' H100 caches, the attention and matmul tutorials, the 10,800-config softmax
-space) the device seconds to 1 % were the same or lower.
+Measured on the landscapes (``benchmarks/search/landscapes.py --in-process --top-k 0,5 --seeds 0-29``: the strategy
+run against each stored landscape, budget 200 device seconds): on torchao's list TPE alone met 1 % of the best in 26
+of 30 seeds (median 96.0 device seconds), with these steps (5 centers) in 30 of 30 (median 56.5, worst 170.4); on
+the matmul example's H100 cache the median went from 73.9 to 67.8 s and the worst from 136.0 to 103.4 s; attention
+13.8 to 12.7 s; the softmax example, the matmul tutorial, GeGLU and the 10,800-config softmax space did not change.
+A scratch variant that ranked the neighbours of all centers by the model first (budget 150 evaluations, seeds 0–29)
+met 1 % on torchao in 28 of 30, median 105 evaluations against 49 for the best center first.
 """
 
 from __future__ import annotations
