@@ -7,10 +7,12 @@
 #                  (KERNELPILOT_CACHE): the cache comes back as a landscape to replay on the CPU
 #       GPU 3:     exhaustive tunes with caches of the attention and matmul tutorials and Liger GeGLU, then the
 #                  GPU-marked tests of the loop (test_gpu, test_tune_gpu)
-#   CALL_S=560 WHL=.whl12 bash scripts/device-s12.sh b
-#       the whole table (issue 25) on 4 GPUs, one lane of rows per GPU, each lane one table.py that runs every
-#       optimize at its defaults before any exhaustive tune (on empty caches of its own, --cold-exhaustive); the
-#       library kernels whose landscapes came back from call a skip their exhaustive tune (SKIP rows)
+#   CALL_S=540 WHL=.whl12 bash scripts/device-s12.sh b     then     CALL_S=470 ... c
+#       issue 25's table on 2 GPUs (4-GPU machines were not lent), in two calls, one lane of rows per GPU, each
+#       lane table.py runs that put every optimize at its defaults before any exhaustive tune (on empty caches of
+#       its own, --cold-exhaustive); the library kernels whose landscapes came back from call a skip their
+#       exhaustive tune. b: torchao, attention, layer_norm | the matmul example, vector_add;
+#       c: GeGLU, RoPE | the matmul tutorial, fla l2norm, softmax
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
@@ -54,19 +56,22 @@ a)
   (cd /tmp && tar czf "$OUT/caches.tgz" kc-*) ; ls -la /tmp/kc-*
   (cd /tmp && tar czf "$OUT/folders.tgz" --exclude=report.html --exclude='*.ncu-rep' ex-* 2>/dev/null)
   grep -E "^-- |exhaustive:|passed|failed" "$OUT"/lane*.log | cut -c1-400 ;;
-b)
+b|c)
   EX=src/kernelpilot/examples
   lane() {  # lane GPU [--skip-exhaustive] KERNEL...
     local g=$1; shift
     CUDA_VISIBLE_DEVICES=$g python3 benchmarks/search/table.py "$@" --timeout-s 420 --cold-exhaustive \
       --deadline-unix $(( END - 12 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
   }
-  ( lane 0 $EX/matmul.py ) > "$OUT/lane0.log" 2>&1 &
-  ( lane 1 --skip-exhaustive $L/torchao_int8_mm.py; lane 1 $L/liger_rope.py $EX/vector_add.py ) > "$OUT/lane1.log" 2>&1 &
-  ( lane 2 --skip-exhaustive $L/liger_geglu.py $L/triton_tutorial_attention.py; lane 2 $EX/layer_norm.py
-  ) > "$OUT/lane2.log" 2>&1 &
-  ( lane 3 --skip-exhaustive $L/triton_tutorial_matmul.py; lane 3 benchmarks/observed/fla_l2norm.py $EX/softmax.py
-  ) > "$OUT/lane3.log" 2>&1 &
+  if [ "$stage" = b ]; then
+    ( lane 0 --skip-exhaustive $L/torchao_int8_mm.py; lane 0 $L/triton_tutorial_attention.py $EX/layer_norm.py
+    ) > "$OUT/lane0.log" 2>&1 &
+    ( lane 1 $EX/matmul.py $EX/vector_add.py ) > "$OUT/lane1.log" 2>&1 &
+  else
+    ( lane 0 --skip-exhaustive $L/liger_geglu.py; lane 0 $L/liger_rope.py ) > "$OUT/lane0.log" 2>&1 &
+    ( lane 1 --skip-exhaustive $L/triton_tutorial_matmul.py; lane 1 benchmarks/observed/fla_l2norm.py $EX/softmax.py
+    ) > "$OUT/lane1.log" 2>&1 &
+  fi
   wait
   (cd /tmp && tar czf "$OUT/runs.tgz" --exclude='*.ncu-rep' --exclude='report.html' --exclude='.git' \
      kp-table-*/opt-*/run.json kp-table-*/opt-*/final_report.md kp-table-*/opt-*/skipped.jsonl \

@@ -138,7 +138,8 @@ def optimize(kernel: Optional[Path] = typer.Argument(None, help="Kernel file (de
                                                "and benchmark.md."),
              strategy: Optional[str] = typer.Option(None, help="What proposes the next config: auto (the "
                                                     "default: the bottleneck card's moves while they pay, then "
-                                                    "Optuna's TPE over the rest of the space until the space or the "
+                                                    "Optuna's TPE over the rest of the space, every other config a "
+                                                    "step around the best so far, until the space or the "
                                                     "budget is spent), guided (the card's moves only), exhaustive, "
                                                     "random, local or bayes."),
              seed: Optional[int] = typer.Option(None, help="The strategy's seed (default 0)."),
