@@ -50,6 +50,7 @@ from kernelpilot.engine.seams import RecorderBase
 from kernelpilot.fmt import format_duration_ns
 from kernelpilot.records.evaluation import Evaluation, Move, change_label
 from kernelpilot.records.cards import PATTERN_TEXTS_FILE, pack_card, read_texts
+from kernelpilot.records.checks import CHECKS_FILE, pack_checks, read_checks
 from kernelpilot.records.history import RunHistory
 from kernelpilot.records.models import SKIPPED_FILE, SkippedRow, VersionConfig
 from kernelpilot.records.samples import pack_samples
@@ -110,6 +111,8 @@ class RunFolderRecorder(RecorderBase):
         self._table_rows = 0
         #: the run's pattern texts (patterns.json), kept once per run instead of in every card
         self._texts = read_texts(ws.root)
+        #: the blocks every correctness record repeats (checks.json), kept once per run
+        self._checks = read_checks(ws.root)
 
     def skipped(self, ev: Evaluation) -> Evaluation:
         """Append the row of a config answered without a run to ``skipped.jsonl`` (committed with the next
@@ -191,11 +194,14 @@ class RunFolderRecorder(RecorderBase):
         t0 = time.monotonic()
         vdir = self.ws.version_dir(ev.index)
         records = ev.records or {}
+        texts: list[Path] = []
         if records.get("correctness") is not None:
-            write_json(vdir / "correctness.json", records["correctness"], compact=True)
+            correctness, changed = pack_checks(records["correctness"], self._checks)
+            if changed:  # a block first seen: kept once per run, committed with this version
+                texts.append(write_json(self.ws.root / CHECKS_FILE, self._checks, compact=True))
+            write_json(vdir / "correctness.json", correctness, compact=True)
         if records.get("timing") is not None:
             write_json(vdir / "timing.json", _packed_timing(records["timing"]), compact=True)
-        texts: list[Path] = []
         if ev.card:
             card, changed = pack_card(ev.card, self._texts)
             if changed:  # a pattern's text first seen: kept once per run, committed with this version

@@ -45,6 +45,7 @@ from kernelpilot.errors import OptionError, SearchError
 if TYPE_CHECKING:
     from kernelpilot.records.models import RunInfo
 from kernelpilot.records.cards import read_texts, unpack_card
+from kernelpilot.records.checks import read_checks, unpack_checks
 from kernelpilot.records.integrity import HistoryCheck, check_history
 from kernelpilot.records.samples import unpack_samples
 
@@ -115,6 +116,8 @@ def _read(run: Path, rel: str, problems: list[Problem], tracked: set[str]) -> An
         return data
     if rel.endswith("verdict.json"):  # the patterns' text kept once per run (kernelpilot.records.cards)
         data = unpack_card(data, read_texts(run))
+    if rel.endswith("correctness.json"):  # the blocks every version repeats, once per run (records/checks.py)
+        data = unpack_checks(data, read_checks(run))
     try:
         data = unpack_samples(data)  # samples as the event timer's whole ns (kernelpilot.records.samples)
     except (TypeError, OverflowError) as exc:
