@@ -48,7 +48,8 @@ def test_autotune_configs_are_the_space(tmp_path):
     path.write_text(AUTOTUNED)
     kf = load_kernel(path, interpreted=True)
     assert kf.extras["autotuner"] == "_add"
-    assert kf.tunables == {"BLOCK": [64, 128, 256], "num_warps": [2, 4], "num_stages": [3, 2]}
+    # numeric values in increasing order (the configs list num_stages 3 before 2): "up" is a larger value
+    assert kf.tunables == {"BLOCK": [64, 128, 256], "num_warps": [2, 4], "num_stages": [2, 3]}
     space = SearchSpace.from_kernel(kf)
     assert space.total_size == 12 and space.size == 3, "exactly the listed combinations"
     assert {"BLOCK": 64, "num_warps": 4, "num_stages": 3} not in space

@@ -49,6 +49,12 @@ def autotune_space(tuner: Any, path: Path) -> tuple[dict[str, list[Any]], str]:
     """The search space of an autotuned kernel: every value each key takes in its configs, and a constraint that
     admits exactly the listed combinations (``(A == 1 and B == 2) or (...)``).
 
+    A key whose values are all numbers lists them in increasing order, whatever order the configs have them in: a
+    tunable's list order is what "up" and "down" mean to the card's moves, to the neighbours of the ``auto``
+    strategy's steps and to the nearest valid config (:class:`~kernelpilot.search.space.SearchSpace`). Triton's
+    matmul tutorial lists ``BLOCK_SIZE_M`` 128 before 64, so in the order of first appearance "BLOCK_SIZE_M up" was
+    a smaller tile. Other keys keep the order of their first appearance.
+
     Raises:
         ContractError: the autotuner has no configs, or its configs do not all set the same keys.
     """
@@ -59,6 +65,12 @@ def autotune_space(tuner: Any, path: Path) -> tuple[dict[str, list[Any]], str]:
     if any(list(c) != keys for c in configs):
         raise ContractError(f"{path}: the autotune configs do not all set the same keys ({keys} vs others)",
                             "give every triton.Config the same meta-parameters and num_warps/num_stages")
-    tunables = {k: list(dict.fromkeys(c[k] for c in configs)) for k in keys}
+    tunables = {k: _ordered(list(dict.fromkeys(c[k] for c in configs))) for k in keys}
     combos = " or ".join("(" + " and ".join(f"{k} == {c[k]!r}" for k in keys) + ")" for c in configs)
     return tunables, combos
+
+
+def _ordered(values: list[Any]) -> list[Any]:
+    """``values`` in increasing order when every one is a number (bools excluded), else as given."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return sorted(values) if numbers else values
