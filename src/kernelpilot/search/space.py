@@ -299,6 +299,42 @@ class SearchSpace:
                     out.append(self._to_config(candidate))
         return out
 
+    def steps(self, config: dict[str, Any]) -> list[dict[str, Any]]:
+        """Valid configs one step from ``config`` in one tunable: for each tunable and each direction (down, then
+        up its value list), the valid config that has that tunable's next value and changes the other tunables as
+        little as possible (fewest changed, then the smallest sum of value-position steps, then space order). Unlike
+        :meth:`neighbours`, a step whose one-tunable change breaks a constraint moves the others too: in a config
+        list whose ``num_warps``/``num_stages`` come in listed pairs, a step in stages takes its pair's warps.
+
+        Returns:
+            The steps, tunable by tunable, without duplicates and without ``config`` itself.
+
+        Raises:
+            SearchError: ``config`` misses a tunable, sets an unknown one, or uses a value not listed.
+        """
+        import numpy as np
+
+        here = np.asarray(self._require_coords(config))
+        table = self._table()
+        out: list[dict[str, Any]] = []
+        seen = {config_key(config)}
+        if not len(table):
+            return out
+        gap = np.abs(table - here)
+        for t in range(len(self.names)):
+            others = np.delete(gap, t, axis=1)
+            differ, distance = (others > 0).sum(axis=1), others.sum(axis=1)
+            for j in (here[t] - 1, here[t] + 1):
+                rows = np.flatnonzero(table[:, t] == j)
+                if not len(rows):
+                    continue
+                best = rows[np.lexsort((rows, distance[rows], differ[rows]))[0]]
+                step = self._to_config(tuple(int(x) for x in table[best]))
+                if config_key(step) not in seen:
+                    seen.add(config_key(step))
+                    out.append(step)
+        return out
+
     def sample(self, rng: random.Random, k: int) -> list[dict[str, Any]]:
         """``k`` distinct valid configs drawn uniformly without replacement (all of them, shuffled, if ``k >= size``).
 

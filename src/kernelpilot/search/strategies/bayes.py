@@ -87,8 +87,7 @@ class BayesStrategy(StrategyBase):
         if space.size == 0:
             return
         distributions = {n: CategoricalDistribution(list(v)) for n, v in space.tunables.items()}
-        tried: dict[str, float] = {}
-        results: dict[str, tuple[dict[str, Any], float]] = {}  # what polish reads: key -> (config, objective)
+        tried: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (config, objective): what polish reads too
         width = evaluate.parallel
         turn = 0
 
@@ -112,9 +111,8 @@ class BayesStrategy(StrategyBase):
 
                 for ev in prior:
                     if ev.key not in tried and space.is_valid(ev.config):
-                        tried[ev.key] = ev.objective
-                        results[ev.key] = ({n: ev.config[n] for n in space.names}, ev.objective)
-                        add(results[ev.key][0], ev.objective)
+                        tried[ev.key] = ({n: ev.config[n] for n in space.names}, ev.objective)
+                        add(tried[ev.key][0], ev.objective)
                 size = space.size
                 while len(tried) < size:
                     # one batch: up to `width` valid untried configs (asked, or nearest substitutes)
@@ -124,7 +122,7 @@ class BayesStrategy(StrategyBase):
                     while len(batch) < width and len(tried) + len(batch) < size:
                         pending = {config_key(c) for _, c in batch}
                         turn += 1
-                        step = polish.propose(results, set(tried) | pending) if polish and turn % 2 == 0 else None
+                        step = polish.propose(tried, set(tried) | pending) if polish and turn % 2 == 0 else None
                         if step is not None:
                             batch.append((None, step))
                             continue
@@ -137,7 +135,7 @@ class BayesStrategy(StrategyBase):
                         if key in pending:  # told once its batch is measured
                             repeats.append((trial, key))
                         else:  # invalid: TPE learns it is bad; tried: TPE hears the known value again
-                            study.tell(trial, told(tried[key]) if key in tried else PENALTY)
+                            study.tell(trial, told(tried[key][1]) if key in tried else PENALTY)
                         substitute = space.nearest(config, exclude=set(tried) | pending)
                         if substitute is None:
                             exhausted = True
@@ -145,14 +143,13 @@ class BayesStrategy(StrategyBase):
                         batch.append((None, substitute))
                     evs = evaluate.many([c for _, c in batch])
                     for (trial, config), ev in zip(batch, evs):
-                        tried[config_key(config)] = ev.objective
-                        results[config_key(config)] = (config, ev.objective)
+                        tried[config_key(config)] = (config, ev.objective)
                         if trial is None:
                             add(config, ev.objective)
                         else:
                             study.tell(trial, told(ev.objective))
                     for trial, key in repeats:
-                        study.tell(trial, told(tried[key]))
+                        study.tell(trial, told(tried[key][1]))
                     if exhausted or not batch:
                         return
         finally:

@@ -56,44 +56,23 @@ class Polish:
         self._around: dict[str, list[dict[str, Any]]] = {}
 
     def neighbours(self, center: dict[str, Any]) -> list[dict[str, Any]]:
-        """The valid configs one step from ``center`` in one tunable (up and down its value list), the others
-        changed as little as possible; tunable by tunable, down before up, no duplicates, ``center`` excluded."""
+        """The valid configs one step from ``center`` (:meth:`SearchSpace.steps
+        <kernelpilot.search.space.SearchSpace.steps>`), computed once per center."""
         key = config_key(center)
-        if key in self._around:
-            return self._around[key]
-        import numpy as np
-
-        table = self.space._table()  # noqa: SLF001 - the space's valid configs as value positions
-        out: list[dict[str, Any]] = []
-        seen = {key}
-        if len(table):
-            here = np.asarray([self.space.tunables[n].index(center[n]) for n in self.space.names])
-            gap = np.abs(table - here)
-            for t, name in enumerate(self.space.names):
-                others = np.delete(gap, t, axis=1)
-                differ, distance = (others > 0).sum(axis=1), others.sum(axis=1)
-                for j in (here[t] - 1, here[t] + 1):
-                    rows = np.flatnonzero(table[:, t] == j)
-                    if not len(rows):
-                        continue
-                    best = rows[np.lexsort((rows, distance[rows], differ[rows]))[0]]
-                    config = {n: self.space.tunables[n][int(table[best, i])] for i, n in enumerate(self.space.names)}
-                    if config_key(config) not in seen:
-                        seen.add(config_key(config))
-                        out.append(config)
-        self._around[key] = out
-        return out
+        if key not in self._around:
+            self._around[key] = self.space.steps(center)
+        return self._around[key]
 
     def propose(self, results: Mapping[str, tuple[dict[str, Any], float]],
                 exclude: set[str]) -> dict[str, Any] | None:
         """The next step, or None when no center has an untried neighbour.
 
         Args:
-            results: config key -> (config, objective in ns; inf or a penalty for a failure) of every config
+            results: config key -> (config, objective in ns; inf for a failure) of every config
                 measured or answered so far.
             exclude: keys not to propose (tried, or already in the batch being built).
         """
-        ok = sorted((obj, key) for key, (_c, obj) in results.items() if math.isfinite(obj) and obj < 1e29)
+        ok = sorted((obj, key) for key, (_c, obj) in results.items() if math.isfinite(obj))
         if not ok:
             return None
         effect = self._effects([(results[k][0], math.log(o)) for o, k in ok])
