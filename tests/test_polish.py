@@ -28,10 +28,11 @@ BUDGET_S = 200.0  # optimize's default budget
 
 
 def listed_space(configs: list[dict]) -> SearchSpace:
-    """Each tunable's values sorted, and a constraint that admits exactly ``configs`` (a config list)."""
-    names = list(configs[0])
-    listed = " or ".join("(" + " and ".join(f"{n} == {c[n]!r}" for n in names) + ")" for c in configs)
-    return SearchSpace({n: sorted({c[n] for c in configs}) for n in names}, [listed])
+    """The space of a config list, as ``@triton.autotune``'s configs give it."""
+    from kernelpilot.backends.triton.autotune import listed_space as listed
+
+    tunables, combos = listed(configs)
+    return SearchSpace(tunables, [combos])
 
 
 @pytest.fixture(scope="module")

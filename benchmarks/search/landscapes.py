@@ -156,9 +156,10 @@ def in_process(name: str, rows: list[dict[str, Any]], best_ns: float, top_k: int
 
         space = SearchSpace.from_kernel(load_kernel(ROOT / "benchmarks" / "search" / "softmax_big.py"))
     else:
-        names = list(rows[0]["config"])
-        listed = " or ".join("(" + " and ".join(f"{n} == {r['config'][n]!r}" for n in names) + ")" for r in rows)
-        space = SearchSpace({n: sorted({r["config"][n] for r in rows}) for n in names}, [listed])
+        from kernelpilot.backends.triton.autotune import listed_space
+
+        tunables, listed = listed_space([r["config"] for r in rows])
+        space = SearchSpace(tunables, [listed])
     out = []
     for seed in seeds:
         budget, asked = Budget(max_s=budget_s, charged=True).start(), []

@@ -12,9 +12,8 @@ So ``optimize`` keeps each distinct ``rule``, ``tolerances`` and ``roles`` block
 at the top of the run folder (an id, the first 16 hex digits of the SHA-256 of the block's canonical JSON -> the
 block), and writes the version's block as ``{"like": "checks.json", "id": ...}``; and, when every seed's outputs are
 objects with the same keys in the same order, those keys once as ``output_columns`` and each output as the list of
-its values. Both are lossless: readers put
-the record back with :func:`unpack_checks` (``report``'s validation) and get the record the check made, byte for
-byte in JSON. A block whose id ``checks.json`` does not hold keeps its reference and fails the record's schema,
+its values. Both are lossless: readers put the record back with :func:`unpack_checks` (``report``'s validation) and
+get the record the check made, the same JSON. A block whose id ``checks.json`` does not hold keeps its reference and fails the record's schema,
 naming the file; a record written before this (or by a ``session``) reads as written. ``checks.json`` is written,
 journaled and committed with the first version that added an id, and sealed like every record.
 """

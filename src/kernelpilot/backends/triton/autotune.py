@@ -65,6 +65,14 @@ def autotune_space(tuner: Any, path: Path) -> tuple[dict[str, list[Any]], str]:
     if any(list(c) != keys for c in configs):
         raise ContractError(f"{path}: the autotune configs do not all set the same keys ({keys} vs others)",
                             "give every triton.Config the same meta-parameters and num_warps/num_stages")
+    return listed_space(configs)
+
+
+def listed_space(configs: list[dict[str, Any]]) -> tuple[dict[str, list[Any]], str]:
+    """The tunables and the constraint of a config list whose configs all set the same keys: each key's values
+    (numbers in increasing order, see :func:`autotune_space`) and ``(A == 1 and B == 2) or (...)``, admitting
+    exactly the listed combinations. Raises IndexError for an empty list."""
+    keys = list(configs[0])
     tunables = {k: _ordered(list(dict.fromkeys(c[k] for c in configs))) for k in keys}
     combos = " or ".join("(" + " and ".join(f"{k} == {c[k]!r}" for k in keys) + ")" for c in configs)
     return tunables, combos

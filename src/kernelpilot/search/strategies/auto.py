@@ -15,11 +15,11 @@ So the search is: ``start`` (v0); then the guided moves from the incumbent while
 card ranks first; the phase ends when the incumbent has no untried move or ``patience`` moves in a row were not
 accepted); then every value of every tunable that no config tried yet had, once, in the valid config nearest the
 incumbent that has it (a variant switch valid only in a corner of the space is not left to chance); then TPE,
-seeded with every evaluation made so far, until every valid config of the space was tried or
-the budget is spent, every other config of it a step around the best configs measured so far
-(``search/strategies/polish.py``: on torchao's int8 mm list TPE alone stayed in a local optimum 8.5 % off for
-4 seeds of 30; with the steps none did). No config is evaluated twice (the evaluator answers a repeat from memory, and neither phase
-asks for one), and the search never ends while the budget and the space both have something left. With several
+seeded with every evaluation made so far, until every valid config of the space was tried or the budget is spent,
+every other config of it a step around the best configs measured so far (``search/strategies/polish.py``: on
+torchao's int8 mm list TPE alone stayed in a local optimum 8.5 % off for 4 seeds of 30; with the steps none did).
+No config is evaluated twice (the evaluator answers a repeat from memory, and neither phase asks for one), and the
+search never ends while the budget and the space both have something left. With several
 workers each step is a batch (the card's top moves; TPE's batch mode).
 """
 
