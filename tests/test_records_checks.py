@@ -72,7 +72,8 @@ def test_a_run_keeps_the_repeated_blocks_once_and_report_reads_every_record_whol
         assert written["rule"][LIKE] == CHECKS_FILE and written["roles"][LIKE] == CHECKS_FILE
         whole = CorrectnessResult.model_validate(unpack_checks(written, kept))
         assert whole.passed and whole.rule and set(whole.roles.tensors) == {"x", "y", "out"}
-        assert all(isinstance(o, dict) or hasattr(o, "name") for s in whole.seeds for o in s.outputs)
+        assert whole.seeds and all([o.name for o in s.outputs] == ["out"] and s.outputs[0].passed
+                                   for s in whole.seeds)
     assert validate_run(run).problems == []
 
 
