@@ -63,4 +63,22 @@ def test_autotuned_kernel_is_tuned_and_exported(tmp_path):
     r = tune(path, strategy="exhaustive", ab_samples=3)
     assert [e.status for e in r.evaluations] == ["ok", "ok", "ok"]
     assert r.best is not None and r.triton_config.startswith("triton.Config({'BLOCK': ")
-    assert r.prune is None, "the autotuner's configs are its own: nothing to prune statically here"
+    # the config list is compiled ahead like any space (sm_90 on this CPU): all three compile, none is pruned
+    assert r.prune is not None and (r.prune.n_configs, r.prune.n_compiled, r.prune.n_pruned) == (3, 3, 0)
+
+
+def test_a_listed_config_that_cannot_compile_is_pruned_with_its_reason(tmp_path):
+    """Issue 25: a config list is searched as a set, every config tried or pruned with a reason. A listed BLOCK
+    that is not a power of two fails Triton's compile (``tl.arange``): compile-ahead answers it ``pruned`` with
+    the compiler's message and the other two are measured."""
+    from kernelpilot.search.tune import tune
+
+    path = tmp_path / "auto.py"
+    path.write_text(AUTOTUNED.replace('triton.Config({"BLOCK": 128}, num_warps=4)',
+                                      'triton.Config({"BLOCK": 96}, num_warps=4)'))
+    r = tune(path, strategy="exhaustive", ab_samples=3)
+    by_block = {e.config["BLOCK"]: e for e in r.evaluations}
+    assert set(by_block) == {64, 96, 256}
+    assert by_block[96].status == "pruned" and "arange" in by_block[96].message
+    assert by_block[64].status == by_block[256].status == "ok"
+    assert r.prune.by_reason == {"compile": 1} and r.best.config["BLOCK"] in (64, 256)

@@ -229,7 +229,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
     ahead, runner, interrupted = None, s.replayer, False
     try:
         if s.replayer is None:
-            if cuda and not kf.extras.get("autotuner"):
+            if cuda:  # a config list too (issue 25: torchao's 960 compiles were 88 % of its exhaustive tune)
                 ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
                                      arch=None, measure_while_cold=True, timeout_s=s.timeout_s,
                                      compute_unit=kf.compute_unit,

@@ -226,7 +226,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
         try:
             try:
                 if replayer is None:
-                    if o.prune and not kf.extras.get("autotuner"):
+                    if o.prune:  # a config list too: its compile errors pruned with the reason, Triton's cache filled
                         answered = {e.key for e in prior}  # a resumed search compiles only what is left
                         order = [c for c in compile_order(strat, space, o.seed, ctx.start)
                                  if config_key(c) not in answered]
