@@ -10,6 +10,12 @@ included, ``.ncu-rep`` excluded), counted by their length.
 
 Usage: ``PYTHONPATH=src python3 benchmarks/records_size.py [--cache tests/data/search/matmul-h100.jsonl]``.
 Prints a table; not a timed test.
+
+``--folder RUN [RUN ...]`` instead breaks down run folders already written (a live optimize on a GPU, which the
+replay cannot stand for: a replay writes no ``correctness.json`` and its cards are lighter): bytes by file name
+over the ``vN/`` folders, per measured version, git objects, ``report.html``, the rest, and the projection of the
+run to 1,000 measured versions at its own bytes per version over its fixed part (``report.html`` and the run-level
+files).
 """
 
 from __future__ import annotations
@@ -56,12 +62,46 @@ def run(cache: Path, out: Path, iterations: int | None) -> tuple[int, dict[str, 
     return versions, folder_bytes(out)
 
 
+def breakdown(root: Path) -> dict[str, float]:
+    """Bytes of a run folder (``.ncu-rep`` excluded) by kind: ``versions`` (measured ``vN/`` folders), ``vN/NAME``
+    summed per file name, ``git``, ``report_html``, ``other``, ``total``, and ``projected_1000`` (bytes: the fixed
+    part, ``report_html`` + ``other``, plus 1,000 times the measured bytes per version, files and git together)."""
+    out: dict[str, float] = dict(folder_bytes(root))
+    versions = [d for d in root.iterdir() if d.is_dir() and d.name[:1] == "v" and d.name[1:].isdigit()]
+    for d in versions:
+        for f in d.rglob("*"):
+            if f.is_file() and not f.name.endswith(".ncu-rep"):
+                out[f"vN/{f.relative_to(d)}"] = out.get(f"vN/{f.relative_to(d)}", 0) + f.stat().st_size
+    out["n_versions"] = len(versions)
+    per = (out["versions"] + out["git"]) / max(1, len(versions))
+    out["projected_1000"] = out["report_html"] + out["other"] + 1000 * per
+    return out
+
+
+def print_breakdown(roots: list[Path]) -> None:
+    """Print :func:`breakdown` of each run folder as a table of bytes per measured version."""
+    for root in roots:
+        b = breakdown(root)
+        n = max(1, int(b["n_versions"]))
+        print(f"\n{root}: {int(b['n_versions'])} measured versions, {b['total']:,.0f} B "
+              f"(.git {b['git']:,.0f}, report.html {b['report_html']:,.0f}, other {b['other']:,.0f}); "
+              f"projected to 1,000 versions: {b['projected_1000'] / 1e6:.2f} MB")
+        print("| file | bytes | per version |\n|---|---|---|")
+        rows = sorted(((k, v) for k, v in b.items() if k.startswith("vN/") or k == "git"), key=lambda kv: -kv[1])
+        for k, v in rows:
+            print(f"| {k} | {v:,.0f} | {v / n:,.0f} |")
+
+
 def main() -> None:
     """Run both replays and print the table (see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, default=ROOT / "tests" / "data" / "search" / "matmul-h100.jsonl")
     parser.add_argument("--short", type=int, default=5, help="iterations of the short run")
+    parser.add_argument("--folder", type=Path, nargs="+", help="break down these run folders instead")
     args = parser.parse_args()
+    if args.folder:
+        print_breakdown(args.folder)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         n1, b1 = run(args.cache, Path(tmp) / "short", args.short)
         n2, b2 = run(args.cache, Path(tmp) / "long", None)
