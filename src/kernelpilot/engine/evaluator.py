@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from kernelpilot.engine.evidence import CARD_FIELDS, card_in_thread
 from kernelpilot.engine.seams import EvidenceSource, Pruner, PrunerBase, Recorder, RecorderBase
 from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
 from kernelpilot.fmt import format_duration_ns
@@ -468,14 +469,21 @@ class Evaluator:
         return ev.model_copy(update={"accepted": False, "decision": d.reason + how})
 
     def _accept(self, ev: Evaluation, why: str, detail: dict[str, Any] | None) -> Evaluation:
+        card = (card_in_thread(self.evidence, ev)  # a GPU-free card is made while the worker audits
+                if self.evidence is not None and self.runner.audits else None)
         ev, clean = self._audit(ev)
         if not clean:
+            if card is not None:
+                card.result()  # its thread ends before the next evaluation; the card of a refused config is dropped
             return ev
         ev = ev.model_copy(update={"accepted": True, "decision": why, "decision_detail": detail})
         if self.evidence is not None and ev.card is None:
             t = time.monotonic()
-            ev = self.evidence.evidence(ev)
-            ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "evidence": time.monotonic() - t}})
+            carded, spent_s = card.result() if card is not None else (self.evidence.evidence(ev), None)
+            ev = ev.model_copy(update={**{k: getattr(carded, k) for k in CARD_FIELDS},
+                                       "phases_s": {**ev.phases_s,
+                                                    "evidence": spent_s if spent_s is not None else
+                                                    time.monotonic() - t}})
             if ev.card is not None and self.cache is not None:  # keep the evidence with the record for replays
                 self.cache.put(ev.model_copy(update={"cached": False}))
         self.incumbent = ev

@@ -14,7 +14,9 @@ the incumbent's card, and nothing else does.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +27,31 @@ from kernelpilot.records.evaluation import Evaluation
 if TYPE_CHECKING:
     from kernelpilot.hardware.roofline import Roofline
 
-__all__ = ["LightEvidence", "NcuEvidence"]
+__all__ = ["CARD_FIELDS", "LightEvidence", "NcuEvidence", "card_in_thread"]
+
+#: The fields of an :class:`Evaluation` that an evidence source fills (:func:`_with_card` and the fallbacks' notes).
+CARD_FIELDS = ("card", "bound", "verdict_summary", "profile_error", "floor_check")
+
+
+def card_in_thread(source: Any, ev: Evaluation) -> Future[tuple[Evaluation, float]] | None:
+    """``source.evidence(ev)`` started in a thread, answering (``ev`` with its card, seconds the card took), when the
+    card needs no GPU (``EvidenceSource.needs_gpu``): the evaluator makes it while the worker audits the same config,
+    so a new incumbent waits for the longer of the two instead of their sum (a light card of the attention
+    tutorial took 0.9–3.5 s on an H200, its audit 2.1–4.6 s: session 13's table). None when there is nothing to
+    overlap: a card already there, not a measurement, or an ncu profile, which must not share the GPU with the
+    audit's launches. Raises nothing (the future holds what ``evidence`` raises, and it raises nothing)."""
+    if ev.card is not None or not ev.measured or source.needs_gpu(ev):
+        return None
+
+    def make() -> tuple[Evaluation, float]:
+        t = time.monotonic()
+        return source.evidence(ev), time.monotonic() - t
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kp-card")
+    try:
+        return pool.submit(make)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with its one task
 
 
 def _with_card(ev: Evaluation, card: Any, kernel: Path | None = None, **extra: Any) -> Evaluation:
@@ -55,6 +81,10 @@ class LightEvidence:
                  reason: str, arch: str | None = None) -> None:
         self.kernel, self.shape, self.roofline = kernel, shape, roofline
         self.device_name, self.kernel_name, self.reason, self.arch = device_name, kernel_name, reason, arch
+
+    def needs_gpu(self, ev: Evaluation) -> bool:
+        """False: a light card compiles on the CPU and reads the stored time (see ``EvidenceSource.needs_gpu``)."""
+        return False
 
     def evidence(self, ev: Evaluation) -> Evaluation:
         """``ev`` with a light card, or unchanged (with ``profile_error`` noting why) when none can be made: not a
@@ -104,6 +134,12 @@ class NcuEvidence:
         """Profile no more (the reason goes into every later card's ``light_reason`` and ``profile_error``)."""
         self.disabled = why
         self.fallback.reason = why
+
+    def needs_gpu(self, ev: Evaluation) -> bool:
+        """Whether :meth:`evidence` would profile ``ev`` with ncu now (not disabled, profiles left, a measured
+        success); False when it would hand ``ev`` to the light fallback."""
+        return (ev.ok and ev.measured and self.disabled is None
+                and (self.max_profiles is None or self.n_profiles < self.max_profiles))
 
     def evidence(self, ev: Evaluation) -> Evaluation:
         """``ev`` with an ncu card, else the fallback's card with ``profile_error`` saying why. Raises nothing."""

@@ -56,6 +56,12 @@ class EvidenceSource(Protocol):
         Never raises for the kernel's faults."""
         ...
 
+    def needs_gpu(self, ev: Evaluation) -> bool:
+        """Whether :meth:`evidence` for ``ev`` would run on the GPU (an ncu profile). A card that needs none (a light
+        card: a compile for the target on the CPU) is made in a thread while the worker audits the same config, so
+        a new incumbent waits for the longer of the two, not their sum. Raises nothing."""
+        ...
+
 
 class Recorder(Protocol):
     """Keeps the record of each evaluation (``optimize``'s run folder; ``tune`` keeps none per evaluation)."""
