@@ -64,8 +64,11 @@ def run(cache: Path, out: Path, iterations: int | None) -> tuple[int, dict[str, 
 
 def breakdown(root: Path) -> dict[str, float]:
     """Bytes of a run folder (``.ncu-rep`` excluded) by kind: ``versions`` (measured ``vN/`` folders), ``vN/NAME``
-    summed per file name, ``git``, ``report_html``, ``other``, ``total``, and ``projected_1000`` (bytes: the fixed
-    part, ``report_html`` + ``other``, plus 1,000 times the measured bytes per version, files and git together)."""
+    summed per file name, ``git``, ``report_html``, ``other``, ``seals.jsonl`` and ``skipped.jsonl`` (part of
+    ``other``), ``total``; ``per_version``: bytes a measured version adds (its folder, its git objects, its line of
+    ``seals.jsonl``); ``projected_1000``: the fixed part (``report_html`` and the run-level files) plus the run's
+    skipped rows plus 1,000 such versions; ``projected_1000_configs``: 1,000 configs answered at the run's own mix
+    of measured versions and skipped rows."""
     out: dict[str, float] = dict(folder_bytes(root))
     versions = [d for d in root.iterdir() if d.is_dir() and d.name[:1] == "v" and d.name[1:].isdigit()]
     for d in versions:
@@ -73,8 +76,18 @@ def breakdown(root: Path) -> dict[str, float]:
             if f.is_file() and not f.name.endswith(".ncu-rep"):
                 out[f"vN/{f.relative_to(d)}"] = out.get(f"vN/{f.relative_to(d)}", 0) + f.stat().st_size
     out["n_versions"] = len(versions)
-    per = (out["versions"] + out["git"]) / max(1, len(versions))
-    out["projected_1000"] = out["report_html"] + out["other"] + 1000 * per
+    # seals.jsonl grows by a line per commit (one per version), skipped.jsonl by a row per skipped config
+    for name in ("seals.jsonl", "skipped.jsonl"):
+        out[name] = (root / name).stat().st_size if (root / name).is_file() else 0
+    skipped_rows = len((root / "skipped.jsonl").read_text().splitlines()) if out["skipped.jsonl"] else 0
+    out["n_skipped"] = skipped_rows
+    per = (out["versions"] + out["git"] + out["seals.jsonl"]) / max(1, len(versions))
+    fixed = out["report_html"] + out["other"] - out["seals.jsonl"] - out["skipped.jsonl"]
+    out["per_version"] = per
+    out["projected_1000"] = fixed + out["skipped.jsonl"] + 1000 * per
+    per_config = (out["versions"] + out["git"] + out["seals.jsonl"] + out["skipped.jsonl"]) / max(
+        1, len(versions) + skipped_rows)
+    out["projected_1000_configs"] = fixed + 1000 * per_config
     return out
 
 
@@ -83,11 +96,14 @@ def print_breakdown(roots: list[Path]) -> None:
     for root in roots:
         b = breakdown(root)
         n = max(1, int(b["n_versions"]))
-        print(f"\n{root}: {int(b['n_versions'])} measured versions, {b['total']:,.0f} B "
-              f"(.git {b['git']:,.0f}, report.html {b['report_html']:,.0f}, other {b['other']:,.0f}); "
-              f"projected to 1,000 versions: {b['projected_1000'] / 1e6:.2f} MB")
+        print(f"\n{root}: {int(b['n_versions'])} measured versions and {int(b['n_skipped'])} skipped rows, "
+              f"{b['total']:,.0f} B (.git {b['git']:,.0f}, report.html {b['report_html']:,.0f}, other "
+              f"{b['other']:,.0f}); {b['per_version']:,.0f} B per measured version; projected: 1,000 measured "
+              f"versions {b['projected_1000'] / 1e6:.2f} MB, 1,000 configs at this mix "
+              f"{b['projected_1000_configs'] / 1e6:.2f} MB")
         print("| file | bytes | per version |\n|---|---|---|")
-        rows = sorted(((k, v) for k, v in b.items() if k.startswith("vN/") or k == "git"), key=lambda kv: -kv[1])
+        rows = sorted(((k, v) for k, v in b.items() if k.startswith("vN/") or k in ("git", "seals.jsonl")),
+                      key=lambda kv: -kv[1])
         for k, v in rows:
             print(f"| {k} | {v:,.0f} | {v / n:,.0f} |")
 
@@ -100,7 +116,7 @@ def main() -> None:
     parser.add_argument("--folder", type=Path, nargs="+", help="break down these run folders instead")
     args = parser.parse_args()
     if args.folder:
-        print_breakdown(args.folder)
+        print_breakdown([f for f in args.folder if f.is_dir()])  # a glob may also name the runs' .log files
         return
     with tempfile.TemporaryDirectory() as tmp:
         n1, b1 = run(args.cache, Path(tmp) / "short", args.short)

@@ -30,9 +30,17 @@ def test_a_gpu_correctness_record_packs_to_under_two_thirds_and_unpacks_to_itsel
     packed, changed = pack_checks(copy.deepcopy(record), kept)
     assert changed and len(kept) == 2  # rule and tolerances (this record's roles are null)
     assert all(packed[n] == {LIKE: CHECKS_FILE, "id": packed[n]["id"]} for n in ("rule", "tolerances"))
-    assert packed["output_columns"][0] == "name" and all(
-        isinstance(r, list) and len(r) == len(packed["output_columns"]) for s in packed["seeds"] for r in s["outputs"])
-    assert _size(packed) < 2 / 3 * _size(record), (_size(packed), _size(record))
+    # seeds are rows of seed_columns, their outputs rows of output_columns; the check's seeds (at the record's shape)
+    # write "shape", the audit's derived shapes keep theirs
+    cols = packed["seed_columns"]
+    assert packed["output_columns"][0] == "name" and cols[0] == "seed" and all(
+        isinstance(r, list) and len(r) == len(packed["output_columns"])
+        for s in packed["seeds"] for r in s[cols.index("outputs")])
+    shapes = [s[cols.index("shape")] for s in packed["seeds"]]
+    assert shapes[:3] == ["shape"] * 3 and all(isinstance(x, dict) and x != record["shape"] for x in shapes[3:])
+    reasons = [r[packed["output_columns"].index("reason")] for s in packed["seeds"] for r in s[cols.index("outputs")]]
+    assert reasons == ["="] * len(reasons)  # every output passed with the sentence its own numbers give
+    assert _size(packed) < 0.5 * _size(record), (_size(packed), _size(record))
     assert unpack_checks(packed, kept) == record
     # a second version with the same blocks adds nothing; one with other tolerances adds its own
     assert pack_checks(copy.deepcopy(record), kept) == (packed, False)
@@ -49,6 +57,31 @@ def test_outputs_with_different_keys_are_written_whole():
     for seed in seeds:
         packed, _ = pack_checks({"seeds": [seed, {"seed": 2, "outputs": [{"name": "a", "x": 1}]}]}, {})
         assert packed["seeds"][0] == seed and "output_columns" not in packed
+    # seeds with different keys stay objects (the outputs may still be rows), and read back as written
+    record = {"shape": {"N": 1}, "seeds": [{"seed": 0, "outputs": [{"name": "a"}], "shape": {"N": 1}},
+                                           {"seed": 1, "outputs": [{"name": "a"}], "shape": {"N": 1}, "error": "x"}]}
+    packed, _ = pack_checks(copy.deepcopy(record), {})
+    assert "seed_columns" not in packed and packed["seeds"][1]["error"] == "x"
+    assert unpack_checks(packed, {}) == record
+
+
+def test_a_reason_is_packed_only_when_its_own_numbers_give_it_back():
+    """A failed output, and a passed one whose text is not the sentence its numbers give (rounded otherwise,
+    edited, another rtol), keep their reason; a passed one that is gets "=" and reads back as the sentence."""
+    from kernelpilot.measure.compare import verdict
+
+    ok, text = verdict(4096, 0, 0, None, None, 2.72e-08, 1e-3)
+    assert ok and text == "relative L2 error 2.72e-08 <= 0.001; every element and row within tolerance"
+    row = {"name": "out", "rel_l2_error": 2.72e-08, "rtol": 1e-3, "passed": True, "reason": text}
+    bad = {**row, "passed": False, "reason": "relative L2 error 0.5 > rtol 0.001", "rel_l2_error": 0.5}
+    odd = {**row, "reason": text.replace("2.72e-08", "2.7e-08")}
+    record = {"shape": {"N": 1}, "seeds": [{"seed": i, "outputs": [o], "shape": {"N": 1}}
+                                           for i, o in enumerate((row, bad, odd))]}
+    packed, _ = pack_checks(copy.deepcopy(record), {})
+    col = packed["output_columns"].index("reason")
+    got = [s[packed["seed_columns"].index("outputs")][0][col] for s in packed["seeds"]]
+    assert got == ["=", bad["reason"], odd["reason"]]
+    assert unpack_checks(packed, {}) == record
 
 
 @pytest.fixture(scope="module")

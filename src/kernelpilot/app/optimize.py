@@ -30,6 +30,7 @@ from kernelpilot.app.session import (NCU_PROFILES_IN_SEARCH, FirstIncorrect, Log
 from kernelpilot.options import OptimizeOptions
 from kernelpilot.records.models import RunInfo
 from kernelpilot.records.seal import note_written
+from kernelpilot.report.hypothesis import DECISION_RULE
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_BUDGET_S_INTERPRETED", "DEFAULT_TIMEOUT_S", "FirstIncorrect",
            "NCU_PROFILES_IN_SEARCH", "OptimizeResult", "now_utc", "optimize"]
@@ -135,6 +136,7 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                                                                          f"{replayer.trust if replayer else ''})")),
                        gpu_spec=roof.gpu if roof else None, measured_on=ctx.measured_on, iterations=o.iterations,
                        profile=profile and cuda, started_utc=now_utc(), strategy=o.strategy, seed=o.seed,
+                       decision_rule=DECISION_RULE,
                        budget_s=budget_s,
                        floor_ns=roof.floor_ns if roof else None, target_ns=roof.target_ns if roof else None,
                        timeout_s=timeout_s, constraints=list(o.constraints or []),

@@ -12,11 +12,17 @@ import json
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, model_validator
 
 from kernelpilot.records.samples import unpack_samples
 
-__all__ = ["FAILURES", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
+#: Decimal places of the host wall seconds an evaluation writes (``wall_s``, ``compile_s``, ``phases_s``): the
+#: microsecond. ``time.monotonic`` differences printed whole (``0.0024977200009743683``) carried about 10 digits of
+#: float noise each, some 200 bytes of each version's outcome.json (session 13, issue 25 "Records that scale"); kernel
+#: times (``duration_ns``, samples) are written whole.
+HOST_S_DIGITS = 6
+
+__all__ = ["FAILURES", "HOST_S_DIGITS", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
            "change_label", "change_sentence", "config_changes", "config_key", "version_change"]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome:
@@ -249,6 +255,15 @@ class Evaluation(BaseModel):
     stages_run: list[str] = Field(default_factory=list)
     stages_skipped: dict[str, str] = Field(default_factory=dict)
     records: dict[str, Any] | None = Field(default=None, exclude=True)
+
+    @field_serializer("wall_s", "compile_s")
+    def _host_seconds(self, value: float | None) -> float | None:
+        """Host wall seconds are written to the microsecond (:data:`HOST_S_DIGITS`)."""
+        return None if value is None else round(value, HOST_S_DIGITS)
+
+    @field_serializer("phases_s")
+    def _phase_seconds(self, value: dict[str, float]) -> dict[str, float]:
+        return {k: round(v, HOST_S_DIGITS) for k, v in value.items()}
 
     @model_validator(mode="before")
     @classmethod

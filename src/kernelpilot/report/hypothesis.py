@@ -10,11 +10,15 @@ from kernelpilot.hardware.roofline import Roofline
 from kernelpilot.records.evaluation import Evaluation, Move, change_sentence
 
 #: The one decision rule, in words (the code is :meth:`kernelpilot.engine.evaluator.Evaluator._judge` with
-#: :func:`kernelpilot.search.stats.decide`); the same sentence goes into every hypothesis and the final report.
+#: :func:`kernelpilot.search.stats.decide`): written once per run, in run.json's ``decision_rule`` and the final
+#: report; each hypothesis names its incumbent and points there (:data:`RULE_WHERE`). Until session 13 every
+#: hypothesis.md repeated the sentence, 330 of its bytes in each of a run's versions (issue 25, "Records that scale").
 DECISION_RULE = ("correct on 3 fresh seeds (NaN-poisoned outputs, dtype-aware tolerances), median under the "
                  "incumbent's, and faster beyond noise on interleaved A/B samples of both on the same inputs: a "
                  "one-sided Mann–Whitney U test at α = 0.05 and a 95 % bootstrap CI of the ratio of medians entirely "
                  "below 1; never faster than the speed-of-light floor")
+#: where a hypothesis sends its reader for the rule's words
+RULE_WHERE = "run.json: decision_rule"
 
 
 def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, parent: Evaluation | None,
@@ -48,8 +52,9 @@ def render_hypothesis(index: int, config: dict[str, Any], move: Move | None, par
                       f"Patterns fired: {fired}."]
     lines += ["", f"Expected: `{move.expected_metric}` — {move.expected}.", ""]
     if incumbent is not None and incumbent.ok:
-        lines += [f"Accept if: {DECISION_RULE}. The incumbent is v{incumbent.index} at "
-                  f"{format_duration_ns(incumbent.duration_ns)} (IQR {format_duration_ns(incumbent.iqr_ns)}).", ""]
+        lines += [f"Accept if: correct on 3 fresh seeds and faster beyond noise than v{incumbent.index}, "
+                  f"{format_duration_ns(incumbent.duration_ns)} (IQR {format_duration_ns(incumbent.iqr_ns)}), by "
+                  f"the run's decision rule ({RULE_WHERE}).", ""]
     else:
         lines += ["Accept if: correct on 3 fresh seeds — no correct version yet, so the first correct one becomes the "
                   "incumbent.", ""]
