@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from kernelpilot.backends.binary.models import StaticFailure, StaticReport
+from kernelpilot.childproc import usable_cpus
 from kernelpilot.engine.seams import PrunerBase
 from kernelpilot.records.evaluation import config_key
 
@@ -115,7 +116,7 @@ class CompileAhead(PrunerBase):
         arch: target such as ``sm_90`` (None: this machine's GPU, else sm_90).
         max_spills: prune configs with more spilled registers (``n_spills``, 4-byte units) than this.
         min_occupancy_pct: prune configs whose theoretical occupancy is below this percentage (None: no floor).
-        max_workers: compile processes (default: CPU cores).
+        max_workers: compile processes (default: the CPUs this process may use, :func:`kernelpilot.childproc.usable_cpus`).
         measure_while_cold: do not wait for a verdict before the first compile finished (see :meth:`reason`).
         wait_s: longest wait in :meth:`reason` for one config, seconds.
         progress: called as ``progress(compiled, configs)`` after each compile, from the background thread
@@ -195,8 +196,6 @@ class CompileAhead(PrunerBase):
         """The compiles in isolated compile-mode workers (one thread each, configs handed out in order), each call
         limited to ``timeout_s``; a worker that hangs or dies gives its config a ``stage="worker"`` failure and is
         replaced for the next config. Stops taking configs once :meth:`finish` asks it to stop."""
-        import os
-
         from kernelpilot.errors import KernelpilotError
         from kernelpilot.backends.binary.models import StaticFailure, load_result
         from kernelpilot.search.worker import Worker, WorkerOptions
@@ -205,7 +204,7 @@ class CompileAhead(PrunerBase):
         if not self._tasks:
             return
         opts = WorkerOptions(kernel=self._tasks[0]["kernel_path"], shape={}, interpreted=False)
-        n = max(1, min(max_workers or os.cpu_count() or 1, len(self._tasks)))
+        n = max(1, min(max_workers or usable_cpus(), len(self._tasks)))
         self._workers = [Worker(opts, "cpu", timeout_s=self.timeout_s, start_timeout_s=self.timeout_s)
                          for _ in range(n)]
         with self._cv:

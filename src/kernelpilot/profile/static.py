@@ -53,6 +53,7 @@ from kernelpilot.backends.binary.models import dump_result
 from kernelpilot.backends.binary.models import load_result as _load
 from kernelpilot.backends.compile_env import compile_mode_unavailable as _triton_tainted
 from kernelpilot.backends.compile_env import compile_worker_init as _worker_init
+from kernelpilot.childproc import usable_cpus
 from kernelpilot.errors import ContractError, KernelpilotError
 
 _tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuobjdump through it
@@ -101,7 +102,7 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
     from kernelpilot.procguard import quiet_resource_tracker
 
     quiet_resource_tracker()  # a killed parent leaves the pool's semaphores: no warning from the tracker then
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(tasks)))
+    workers = max(1, min(max_workers or usable_cpus(), len(tasks)))
     ctx = multiprocessing.get_context("spawn")
     # the pool's processes die with this one (parent-death signal: iter_tasks shuts the pool down in the thread that
     # started it, so that thread outlives them) and stay quiet if orphaned
@@ -303,7 +304,7 @@ def isolated_workers(kernel_path: str | Path, max_workers: Optional[int], timeou
     from kernelpilot.search.isolated import IsolatedKernel
 
     with IsolatedKernel(kernel_path, interpreted=False, timeout_s=timeout_s, device="cpu",
-                        max_workers=max_workers or os.cpu_count() or 1) as iso:
+                        max_workers=max_workers or usable_cpus()) as iso:
         yield iso, iso.call("kernelpilot.profile.static_isolated:_meta_in_worker")
 
 
@@ -463,7 +464,7 @@ def _space(meta: tuple[str, dict[str, list[Any]], dict[str, Any], dict[str, Any]
         kept = {i for i, c in enumerate(every) if c == default}  # empty when CONSTRAINTS exclude DEFAULT_CONFIG
         pick = set(rng.sample(rest, limit - len(kept))) | kept
         chosen = [c for i, c in enumerate(every) if i in pick]
-    workers = max(1, min(max_workers or os.cpu_count() or 1, len(chosen)))
+    workers = max(1, min(max_workers or usable_cpus(), len(chosen)))
     t0 = time.perf_counter()
     if iso is not None:
         iso.max_workers = workers
