@@ -116,7 +116,8 @@ class CompileAhead(PrunerBase):
         arch: target such as ``sm_90`` (None: this machine's GPU, else sm_90).
         max_spills: prune configs with more spilled registers (``n_spills``, 4-byte units) than this.
         min_occupancy_pct: prune configs whose theoretical occupancy is below this percentage (None: no floor).
-        max_workers: compile processes (default: the CPUs this process may use, :func:`kernelpilot.childproc.usable_cpus`).
+        max_workers: compile processes (default: the CPUs this process may use,
+            :func:`kernelpilot.childproc.usable_cpus`).
         measure_while_cold: do not wait for a verdict before the first compile finished (see :meth:`reason`).
         wait_s: longest wait in :meth:`reason` for one config, seconds.
         progress: called as ``progress(compiled, configs)`` after each compile, from the background thread
