@@ -284,3 +284,28 @@ def test_a_move_from_a_version_other_than_the_incumbent_names_it_in_the_progress
     rec.before(6, {"A": 3, "B": 2, "C": 1}, v5, None, v5)
     rec.before(7, {"A": 2, "B": 2, "C": 1}, v4, None, v5)
     assert said[0].startswith("v6: B 4→2 — checking") and said[1].startswith("v7: B 4→2 from v4 — checking")
+
+
+def test_the_final_best_profile_written_after_the_search_is_committed_and_the_run_validates(tmp_path):
+    """``auto`` profiles its final best with ncu after the search (app/session.py ``_final``): ncu writes
+    ``vN/profile.ncu-rep`` and kernelpilot ``vN/profile.ncu.log`` at the recorder's request (``report_path``),
+    after the version's own commit. Journaled by ``note_profile``, both go into the final commit and the folder
+    validates; left unjournaled (every GPU ``auto`` run before session 13), the final commit refuses them and
+    ``report`` names them "never committed"."""
+    for journal in (True, False):
+        root = tmp_path / f"run-{journal}"
+        ev, rec = _run(root, _all_configs()[:6])
+        best = ev.incumbent
+        report = rec.report_path(best)
+        report.write_bytes(b"NVIDIA Nsight Compute report (stand-in bytes)")  # what ncu writes
+        report.with_name("profile.ncu.log").write_text("ncu --set full ...\n\n==PROF== Disconnected\n")
+        if journal:
+            rec.note_profile(best)
+        _finish(root, ev, rec)
+        committed = committed_blobs(RunHistory(root).repo)
+        names = {f"v{best.index}/profile.ncu-rep", f"v{best.index}/profile.ncu.log"}
+        problems = [p.file for p in validate_run(root).problems]
+        if journal:
+            assert names <= set(committed) and not problems, problems
+        else:
+            assert not names & set(committed) and names <= set(problems), problems

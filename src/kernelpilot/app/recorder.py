@@ -184,6 +184,19 @@ class RunFolderRecorder(RecorderBase):
         """Where a version's ncu report goes."""
         return self.ws.version_dir(ev.index or 0) / "profile.ncu-rep"
 
+    def note_profile(self, ev: Evaluation) -> None:
+        """Journal what ncu wrote for ``ev`` at this recorder's request (:meth:`report_path`: ``profile.ncu-rep``,
+        and ``profile.ncu.log``, the command and ncu's output that
+        :func:`kernelpilot.profile.ncu_run.profile_kernel` keeps beside it), so the version's commit, or the final
+        one for the final best's profile taken after the search, stages them. Until session 13 only the report was
+        journaled, and only in a version's own commit: every ``auto`` run on a GPU ended with its final best's
+        ``profile.ncu-rep`` and ``profile.ncu.log`` left out of git, and ``kernelpilot report`` refused the folder
+        ("never committed"). Raises OSError when a file cannot be read back."""
+        report = self.report_path(ev)
+        for path in (report, report.with_name(report.stem + ".ncu.log")):
+            if path.is_file():
+                note_written(path)
+
     def after(self, ev: Evaluation, incumbent: Evaluation | None) -> Evaluation:
         """The version's records and its commit; returns ``ev`` (with ``commit``)."""
         with self._held():
@@ -207,8 +220,7 @@ class RunFolderRecorder(RecorderBase):
             if changed:  # a pattern's text first seen: kept once per run, committed with this version
                 texts.append(write_json(self.ws.root / PATTERN_TEXTS_FILE, self._texts, compact=True))
             write_json(vdir / "verdict.json", card, compact=True)
-        if (vdir / "profile.ncu-rep").is_file():  # written by ncu at this command's request (report_path)
-            note_written(vdir / "profile.ncu-rep")
+        self.note_profile(ev)  # what ncu wrote at this command's request (report_path)
         parent = self._parents.get(ev.index)
         if ev.move is not None and parent is not None and ev.key in self.metrics_of and parent.key in self.metrics_of:
             ev = ev.model_copy(update={"observed": observed_change(ev.move.expected_metric,

@@ -307,6 +307,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
         versions = [profiled if v is best else v for v in versions]
         best = profiled
         with guard.held():
+            s.recorder.note_profile(best)  # committed by the final commit, like the outcome and card below
             write_json(ws.version_dir(best.index) / "outcome.json", best)
             if best.card:
                 write_json(ws.version_dir(best.index) / "verdict.json", best.card)
