@@ -7,9 +7,9 @@ THREADS_PER_BLOCK = "BLOCK_SIZE"  # for the occupancy of `inspect` (an expressio
 
 
 def setup(N, seed=0, device="cuda"):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    a = torch.randn(N, generator=g).to(device)
-    b = torch.randn(N, generator=g).to(device)
+    g = torch.Generator(device=device).manual_seed(seed)  # drawn where they are used (see sgemm_db.py)
+    a = torch.randn(N, generator=g, device=device)
+    b = torch.randn(N, generator=g, device=device)
     return {"inputs": {"a": a, "b": b, "c": torch.empty_like(a), "N": N}, "outputs": ["c"]}
 
 
