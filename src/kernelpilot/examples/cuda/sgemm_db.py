@@ -16,8 +16,8 @@ atol, rtol = 1e-3, 1e-3
 
 
 def setup(M, N, K, seed=0, device="cuda"):
-    # drawn on the device: on the CPU the two 4096^2 draws took 0.35 s (2 cores), and a check draws them for 3 seeds
-    # and the re-check once more, for every config (session 13: an evaluation's check was 0.66-1.36 s on an H200)
+    # drawn on the device: on a 2-core CPU the two 4096^2 draws took 0.35 s, and a check draws them once per seed
+    # for every config (session 13: the check of one sgemm evaluation took 0.66-1.36 s on an H200)
     g = torch.Generator(device=device).manual_seed(seed)
     a = torch.randn(M, K, generator=g, device=device)
     b = torch.randn(K, N, generator=g, device=device)
