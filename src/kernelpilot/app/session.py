@@ -330,7 +330,8 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
         s.recorder.finish(versions)
     _record_experience(s, versions)
     # the worker's full records live in the version folders; the result carries what outcome.json holds
-    return OptimizeResult(out=ws.root, run=info, versions=[v.model_copy(update={"records": None}) for v in versions],
+    return OptimizeResult(out=ws.root, run=info, versions=[v.as_written().model_copy(update={"records": None})
+                                                           for v in versions],
                           report_html=html)
 
 

@@ -256,6 +256,15 @@ class Evaluation(BaseModel):
     stages_skipped: dict[str, str] = Field(default_factory=dict)
     records: dict[str, Any] | None = Field(default=None, exclude=True)
 
+    def as_written(self) -> Evaluation:
+        """This evaluation as its records hold it: host seconds (``wall_s``, ``compile_s``, ``phases_s``) to the
+        microsecond (:data:`HOST_S_DIGITS`), everything else unchanged (``records`` included). What an API result
+        carries, so that it equals the evaluation read back from its folder."""
+        return self.model_copy(update={"wall_s": round(self.wall_s, HOST_S_DIGITS),
+                                       "compile_s": None if self.compile_s is None else round(self.compile_s,
+                                                                                              HOST_S_DIGITS),
+                                       "phases_s": {k: round(v, HOST_S_DIGITS) for k, v in self.phases_s.items()}})
+
     @field_serializer("wall_s", "compile_s")
     def _host_seconds(self, value: float | None) -> float | None:
         """Host wall seconds are written to the microsecond (:data:`HOST_S_DIGITS`)."""
