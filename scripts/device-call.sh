@@ -1,7 +1,7 @@
-# Sourced by the multi-lane device scripts (device-s11.sh, device-s12.sh) after `stage` is set: $OUT, the carried
+# Sourced by the multi-lane device scripts (device-s11.sh to device-s13.sh) after `stage` is set: $OUT, the carried
 # wheels (device-env.sh), the call's deadline END (CALL_S seconds from the script's start), a header with the GPUs
-# and versions, and two helpers: `left [MARGIN]` (seconds to END less MARGIN) and `gputests GPU FILE...` (the
-# GPU-marked tests in those files on that GPU, ended before END).
+# and versions, and three helpers: `left [MARGIN]` (seconds to END less MARGIN) and `gputests GPU FILE...` (the
+# GPU-marked tests in those files on that GPU, ended before END), `lanecpus GPU` (a lane's share of the cores).
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 T0=$(( $(date +%s) - SECONDS )); END=$(( T0 + ${CALL_S:-570} ))
@@ -15,4 +15,10 @@ gputests() {  # GPU $1, test files ...: the GPU-marked tests in them, ended befo
   CUDA_VISIBLE_DEVICES=$g timeout -k 10 $(left 20) python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
     --durations=8 "$@"
   echo "-- gpu tests rc=$? at $SECONDS s"
+}
+lanecpus() {  # GPU [LANES]: the CPU range a lane gets when the host's cores are split evenly among LANES lanes
+  # (default: the GPUs); `taskset -c $(lanecpus 2) CMD` keeps a lane's compiles off the others' cores, and
+  # kernelpilot's pools size themselves to it (childproc.usable_cpus)
+  local g=$1 n=${2:-$(nvidia-smi -L | wc -l)} c; c=$(nproc)
+  echo "$(( g * c / n ))-$(( (g + 1) * c / n - 1 ))"
 }

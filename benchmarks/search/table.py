@@ -3,7 +3,7 @@
 the imported Inductor kernel after tuning.
 
     python3 benchmarks/search/table.py KERNEL [KERNEL ...] [--out DIR] [--json-out FILE] [--skip-exhaustive]
-        [--timeout-s S] [--deadline-unix T] [--cold-exhaustive]
+        [--timeout-s S] [--deadline-unix T] [--cold-exhaustive] [--paired]
 
 Each kernel runs ``kernelpilot optimize KERNEL --json`` on empty Triton and Inductor caches, and after every kernel's
 optimize, ``kernelpilot tune KERNEL --strategy exhaustive --no-cache --json`` on the caches optimize filled (the exhaustive run compiles nothing
@@ -29,6 +29,12 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
   final choice and where it came from; ``vs compile``: torch.compile's median / the final's (>= 0.98 is the bar),
   "(round-robin)" when both come from one round-robin timing (run.json's ``final.vs_torch_compile``), else from
   timings taken at different moments.
+
+By default every optimize of the command runs before any exhaustive tune (a deadline then cuts an exhaustive tune,
+not an optimize). With ``--paired`` each kernel's exhaustive tune runs right after its optimize: on a host whose
+CPUs other work shares (the device scripts' lanes, one per GPU), the two searches of a row then run under about the
+same load. Session 13's call 3 shows why it matters: layer_norm's optimize ran beside the other lanes' compiles,
+every phase 3-5x slower than in call 2, and its exhaustive tune minutes later on a quieter host.
 
 Rows are printed as they finish (a timeout still leaves the rows done); ``--json-out`` appends one JSON object per
 kernel. Numbers are those of this GPU: compare within a row.
@@ -265,16 +271,20 @@ def main() -> None:
     ap.add_argument("--deadline-unix", type=float, help="every command ends by this unix time (a call's limit)")
     ap.add_argument("--cold-exhaustive", action="store_true",
                     help="the exhaustive tune on empty Triton/Inductor caches of its own (default: optimize's)")
+    ap.add_argument("--paired", action="store_true",
+                    help="each kernel's exhaustive tune right after its optimize, not every optimize first")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     print(HEAD)
     print("|" + "---|" * HEAD.count(" | ") + "---|")
     rows = [Row(k, out, args.timeout_s, args.deadline_unix, args.cold_exhaustive) for k in args.kernels]
-    for r in rows:
-        r.optimize()
-    for r in rows:
-        if not args.skip_exhaustive:
+    steps = ([(r, s) for r in rows for s in ("optimize", "exhaustive")] if args.paired else
+             [(r, "optimize") for r in rows] + [(r, "exhaustive") for r in rows])
+    for r, step in steps:
+        if step == "optimize":
+            r.optimize()
+        elif not args.skip_exhaustive:
             r.exhaustive()
     for k, row in zip(args.kernels, rows):
         r = row.numbers()
