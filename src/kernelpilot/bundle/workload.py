@@ -88,9 +88,8 @@ def _run(kernel: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]], targe
         return {"failure": {"stage": "worker", "error_type": type(exc).__name__, "message": exc.message,
                             "hint": exc.hint}}
 
-
     # Parallel workers where the machine has cores to spare (each holds one sampled shape's CPU inputs at a time).
-    workers = max(1, min(MAX_WORKERS, max(2, usable_cpus()) // 2, -(-len(pairs) // 16)))
+    workers = max(1, min(MAX_WORKERS, usable_cpus() // 2, -(-len(pairs) // 16)))
     with isolated_workers(kernel, workers, timeout_s) as (iso, meta):
         tasks = [config_tasks(kernel, [c], s, target, meta=meta)[0] for c, s in pairs]
         results: list[Any] = [None] * len(tasks)

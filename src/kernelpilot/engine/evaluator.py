@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from kernelpilot.engine.evidence import CARD_FIELDS, card_in_thread
+from kernelpilot.engine.evidence import CARD_FIELDS, card_in_thread, timed_evidence
 from kernelpilot.engine.seams import EvidenceSource, Pruner, PrunerBase, Recorder, RecorderBase
 from kernelpilot.engine.stops import MaxVersions, StopRule, StopSearch, TargetMet
 from kernelpilot.fmt import format_duration_ns
@@ -478,12 +478,9 @@ class Evaluator:
             return ev
         ev = ev.model_copy(update={"accepted": True, "decision": why, "decision_detail": detail})
         if self.evidence is not None and ev.card is None:
-            t = time.monotonic()
-            carded, spent_s = card.result() if card is not None else (self.evidence.evidence(ev), None)
+            carded, spent_s = card.result() if card is not None else timed_evidence(self.evidence, ev)
             ev = ev.model_copy(update={**{k: getattr(carded, k) for k in CARD_FIELDS},
-                                       "phases_s": {**ev.phases_s,
-                                                    "evidence": spent_s if spent_s is not None else
-                                                    time.monotonic() - t}})
+                                       "phases_s": {**ev.phases_s, "evidence": spent_s}})
             if ev.card is not None and self.cache is not None:  # keep the evidence with the record for replays
                 self.cache.put(ev.model_copy(update={"cached": False}))
         self.incumbent = ev

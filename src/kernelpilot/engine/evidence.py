@@ -25,15 +25,22 @@ from kernelpilot.progress import Phase
 from kernelpilot.records.evaluation import Evaluation
 
 if TYPE_CHECKING:
+    from kernelpilot.engine.seams import EvidenceSource
     from kernelpilot.hardware.roofline import Roofline
 
-__all__ = ["CARD_FIELDS", "LightEvidence", "NcuEvidence", "card_in_thread"]
+__all__ = ["CARD_FIELDS", "LightEvidence", "NcuEvidence", "card_in_thread", "timed_evidence"]
 
 #: The fields of an :class:`Evaluation` that an evidence source fills (:func:`_with_card` and the fallbacks' notes).
 CARD_FIELDS = ("card", "bound", "verdict_summary", "profile_error", "floor_check")
 
 
-def card_in_thread(source: Any, ev: Evaluation) -> Future[tuple[Evaluation, float]] | None:
+def timed_evidence(source: EvidenceSource, ev: Evaluation) -> tuple[Evaluation, float]:
+    """(``source.evidence(ev)``, seconds it took): the card and the evidence phase's seconds. Raises nothing."""
+    t = time.monotonic()
+    return source.evidence(ev), time.monotonic() - t
+
+
+def card_in_thread(source: EvidenceSource, ev: Evaluation) -> Future[tuple[Evaluation, float]] | None:
     """``source.evidence(ev)`` started in a thread, answering (``ev`` with its card, seconds the card took), when the
     card needs no GPU (``EvidenceSource.needs_gpu``): the evaluator makes it while the worker audits the same config,
     so a new incumbent waits for the longer of the two instead of their sum (a light card of the attention
@@ -42,14 +49,9 @@ def card_in_thread(source: Any, ev: Evaluation) -> Future[tuple[Evaluation, floa
     audit's launches. Raises nothing (the future holds what ``evidence`` raises, and it raises nothing)."""
     if ev.card is not None or not ev.measured or source.needs_gpu(ev):
         return None
-
-    def make() -> tuple[Evaluation, float]:
-        t = time.monotonic()
-        return source.evidence(ev), time.monotonic() - t
-
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kp-card")
     try:
-        return pool.submit(make)
+        return pool.submit(timed_evidence, source, ev)
     finally:
         pool.shutdown(wait=False)  # the thread ends with its one task
 

@@ -128,7 +128,8 @@ def time_event_sequence(launches: list[tuple[Callable[[], Any], str]], flush: to
     (``torch.cuda._sleep``, :data:`LEAD_SLACK`) that holds the GPU while the host enqueues them: host-side work in
     ``fn`` (a TMA descriptor built per call, Triton's launcher, torch.compile's guards) is never timed as GPU time,
     however busy the host is (``triton.testing.do_bench`` counts it whenever the host falls behind the GPU). The
-    GPU time of every kernel ``fn`` launches is timed in full. The event functions are the ones bound before any kernel file was imported (:func:`kernelpilot.measure.guard.bound`). A sequence
+    GPU time of every kernel ``fn`` launches is timed in full. The event functions are the ones bound before any
+    kernel file was imported (:func:`kernelpilot.measure.guard.bound`). A sequence
     longer than one spin can cover (:func:`chunk_len`) is timed in chunks, a spin and a synchronize each; a chunk
     whose enqueueing outlasted its spin is timed again with the spin sized to what was seen (:data:`COVER_TRIES`).
     """

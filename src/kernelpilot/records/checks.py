@@ -12,12 +12,13 @@ So ``optimize`` keeps each distinct ``rule``, ``tolerances`` and ``roles`` block
 at the top of the run folder (an id, the first 16 hex digits of the SHA-256 of the block's canonical JSON -> the
 block), and writes the version's block as ``{"like": "checks.json", "id": ...}``; when every seed's outputs are
 objects with the same keys in the same order, those keys once as ``output_columns`` and each output as the list of
-its values; and the seeds the same way (``seed_columns``), a seed's ``shape`` written as the string ``"shape"`` when
-it is the record's own (the check's seeds: the derived shapes of an audit keep theirs), and a passed output's
-reason as ``"="`` when it is exactly the sentence its own numbers give (:func:`pass_reason`). Session 13's matmul example
-on an H200 still spent 1.9 KB per version on ``correctness.json`` after the first two steps. Both are lossless: readers put the record back with :func:`unpack_checks` (``report``'s validation) and
-get the record the check made, the same JSON. A block whose id ``checks.json`` does not hold keeps its reference and fails the record's schema,
-naming the file; a record written before this (or by a ``session``) reads as written. ``checks.json`` is written,
+its values; and the seeds the same way (``seed_columns``), a seed's ``shape`` written as the string ``"shape"``
+when it is the record's own (the check's seeds: the derived shapes of an audit keep theirs), and a passed output's
+reason as ``"="`` when it is exactly the sentence its own numbers give (:func:`pass_reason`). Session 13's matmul
+example on an H200 still spent 1.9 KB per version on ``correctness.json`` after the blocks and output columns alone.
+All of it is lossless: readers put the record back with :func:`unpack_checks` (``report``'s validation) and get
+the record the check made, the same JSON. A block whose id ``checks.json`` does not hold keeps its reference and
+fails the record's schema, naming the file; a record written before this (or by a ``session``) reads as written. ``checks.json`` is written,
 journaled and committed with the first version that added an id, and sealed like every record.
 """
 
@@ -74,7 +75,8 @@ def _block_id(block: Any) -> str:
 
 def pack_checks(record: dict[str, Any], kept: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """``record`` (a correctness record's JSON) with its :data:`KEPT` blocks written as references to ``kept``
-    (updated in place with a block not seen before) and each seed's outputs as columns. Returns (the record to
+    (updated in place with a block not seen before), passed outputs' own reasons as :data:`SAME_REASON`, each
+    seed's outputs as rows of ``output_columns`` and the seeds as rows of ``seed_columns``. Returns (the record to
     write, whether ``kept`` changed). Anything that is not such a record is returned as it is. Raises nothing."""
     if not isinstance(record, dict):
         return record, False
@@ -116,7 +118,8 @@ def _columns(outputs: list[Any]) -> list[str] | None:
 
 def unpack_checks(record: Any, kept: dict[str, Any]) -> Any:
     """``record`` made whole again (:func:`pack_checks` undone): each reference replaced by the kept block it names,
-    each seed's columns back to objects. A reference ``kept`` does not hold stays as it is (the schema then refuses
+    each seed and output row back to an object, each :data:`SAME_SHAPE` and :data:`SAME_REASON` back to what it
+    stands for. A reference ``kept`` does not hold stays as it is (the schema then refuses
     the record); anything else is returned unchanged. Raises nothing."""
     if not isinstance(record, dict):
         return record

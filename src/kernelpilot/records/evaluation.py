@@ -22,7 +22,8 @@ from kernelpilot.records.samples import unpack_samples
 #: times (``duration_ns``, samples) are written whole.
 HOST_S_DIGITS = 6
 
-__all__ = ["FAILURES", "HOST_S_DIGITS", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status", "VersionStatus",
+__all__ = ["FAILURES", "HOST_S_DIGITS", "INTEGRITY_FAILURES", "Candidate", "Evaluation", "Move", "Status",
+           "VersionStatus",
            "change_label", "change_sentence", "config_changes", "config_key", "version_change"]
 
 #: ``ok``: correct and timed. The failures, each a typed outcome:
@@ -260,10 +261,9 @@ class Evaluation(BaseModel):
         """This evaluation as its records hold it: host seconds (``wall_s``, ``compile_s``, ``phases_s``) to the
         microsecond (:data:`HOST_S_DIGITS`), everything else unchanged (``records`` included). What an API result
         carries, so that it equals the evaluation read back from its folder."""
-        return self.model_copy(update={"wall_s": round(self.wall_s, HOST_S_DIGITS),
-                                       "compile_s": None if self.compile_s is None else round(self.compile_s,
-                                                                                              HOST_S_DIGITS),
-                                       "phases_s": {k: round(v, HOST_S_DIGITS) for k, v in self.phases_s.items()}})
+        return self.model_copy(update={"wall_s": self._host_seconds(self.wall_s),
+                                       "compile_s": self._host_seconds(self.compile_s),
+                                       "phases_s": self._phase_seconds(self.phases_s)})
 
     @field_serializer("wall_s", "compile_s")
     def _host_seconds(self, value: float | None) -> float | None:

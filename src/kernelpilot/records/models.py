@@ -83,9 +83,9 @@ class RunInfo(BaseModel):
     resumed_utc: list[str] = []
     interrupted: str | None = None
     options: dict[str, Any] | None = None
-    #: the rule that accepts a version over its incumbent, in words (:data:`kernelpilot.report.hypothesis.DECISION_RULE`),
-    #: once per run: each hypothesis.md names its incumbent and points here. None in runs from before session 13,
-    #: whose hypotheses spell it out.
+    #: the rule that accepts a version over its incumbent, in words
+    #: (:data:`kernelpilot.report.hypothesis.DECISION_RULE`), once per run: each hypothesis.md names its incumbent
+    #: and points here. None in runs from before session 13, whose hypotheses spell it out.
     decision_rule: str | None = None
 
 

@@ -12,7 +12,8 @@ from kernelpilot.records.evaluation import Evaluation, Move, change_sentence
 #: The one decision rule, in words (the code is :meth:`kernelpilot.engine.evaluator.Evaluator._judge` with
 #: :func:`kernelpilot.search.stats.decide`): written once per run, in run.json's ``decision_rule`` and the final
 #: report; each hypothesis names its incumbent and points there (:data:`RULE_WHERE`). Until session 13 every
-#: hypothesis.md repeated the sentence, 330 of its bytes in each of a run's versions (issue 25, "Records that scale").
+#: hypothesis.md repeated the sentence, 330 of its bytes in each of a run's versions (issue 25, "Records that
+#: scale").
 DECISION_RULE = ("correct on 3 fresh seeds (NaN-poisoned outputs, dtype-aware tolerances), median under the "
                  "incumbent's, and faster beyond noise on interleaved A/B samples of both on the same inputs: a "
                  "one-sided Mann–Whitney U test at α = 0.05 and a 95 % bootstrap CI of the ratio of medians entirely "
