@@ -10,9 +10,11 @@ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,tempera
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 L=benchmarks/library
 left() { echo $(( END - $(date +%s) - ${1:-0} )); }
-gputests() {  # GPU $1, test files ...: the GPU-marked tests in them, ended before the call's limit
+gputests() {  # GPU $1, test files ...: the GPU-marked tests in them, ended before the call's limit (PIN=1: on the
+  # lane's share of the cores, lanecpus)
   local g=$1; shift
-  CUDA_VISIBLE_DEVICES=$g timeout -k 10 $(left 20) python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
+  local pin=(); [ "${PIN:-0}" = 1 ] && pin=(taskset -c "$(lanecpus "$g")")
+  CUDA_VISIBLE_DEVICES=$g "${pin[@]}" timeout -k 10 $(left 20) python3 -m pytest -v -m gpu -p no:cacheprovider -rfE --tb=short \
     --durations=8 "$@"
   echo "-- gpu tests rc=$? at $SECONDS s"
 }

@@ -18,7 +18,8 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
   version folders (measured configs) and rows of the skipped-config table; ``MB``: the run folder's size without
   ``.ncu-rep`` files, git objects included.
 - ``--json-out`` rows also carry ``timeline``: each version's commit time from the command's start, median,
-  status and phases (where optimize's time went).
+  status and phases (where optimize's time went); ``tune_timeline``: the exhaustive tune's lines with their search
+  seconds; ``opt_setup_s`` / ``tune_setup_s``: where each command's seconds before its search went.
 - ``exhaustive best`` / ``wall`` / ``measured``: the exhaustive tune's best, command wall seconds, configs measured
   (not pruned, not invalid). The tune writes a folder of its own (``OUT/ex-KERNEL``); a deadline ends it with
   SIGTERM, and the row then gives the best of what the folder holds, marked "cut: N of M answered". When that
@@ -111,6 +112,25 @@ def folder_best(folder: Path) -> dict[str, Any]:
     skipped = sum(1 for e in evs if e.get("status") in ("pruned", "invalid_config"))
     return {"answered": len(evs), "measured": len(evs) - skipped, "timed_in_full": len(full),
             "best_ns": best["duration_ns"] if best else None, "best_config": best["config"] if best else None}
+
+
+def tune_timeline(folder: Path) -> list[dict[str, Any]]:
+    """An exhaustive tune's own timeline (its ``evaluations.jsonl``): per line, the search seconds spent when it was
+    decided (``spent_s``: after the set-up, which ``tune --json``'s ``setup_s`` gives), median (ns), status,
+    whether it led, and the phases over 0.2 s. Empty without the file."""
+    path = folder / "evaluations.jsonl"
+    rows: list[dict[str, Any]] = []
+    for line in (path.read_text().splitlines() if path.is_file() else []):
+        try:
+            got = json.loads(line)
+            e = got["evaluation"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        rows.append({"spent_s": round(got.get("spent_s") or 0.0, 3), "duration_ns": e.get("duration_ns"),
+                     "status": e.get("status"), "accepted": e.get("accepted"),
+                     "phases_s": {k: round(x, 3) for k, x in (e.get("phases_s") or {}).items()
+                                  if isinstance(x, (int, float)) and x > 0.2}})
+    return rows
 
 
 def folder_bytes(root: Path) -> int:
@@ -236,6 +256,8 @@ class Row:
         ref = min(x for x in (best_t, res["opt_ns"]) if x) if (best_t or res["opt_ns"]) else None
         res["to_1pct_s"] = time_to_within(run, versions, 1.01 * ref, self.start) if ref else None
         res["timeline"] = timeline(run, versions, self.start)
+        res["opt_setup_s"], res["tune_setup_s"] = info.get("setup_s") or {}, tune.get("setup_s") or {}
+        res["tune_timeline"] = tune_timeline(self.out / f"ex-{self.name}")
         return res
 
 

@@ -117,7 +117,9 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
         if replayer is not None:  # what the replayed lines are worth, said where the run is described
             log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
         probe_now = not search_first(strat)  # a search-first strategy probes ncu after its search (_probe_late)
+        t_env = time.monotonic()
         env = collect_env(probe_ncu=profile and cuda and probe_now)
+        setup_s = {**ctx.setup_s, "env": round(time.monotonic() - t_env, 6)}
         write_json(ws.root / "env.json", env)
         write_text(ws.root / "env.md", render_env_md(env))
         head = (f"Shape: {ctx.shape}\n\nFLOPs: {ctx.work.flops:.6g} ({ctx.work.flops_source})\n\n"
@@ -142,11 +144,13 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
                        timeout_s=timeout_s, constraints=list(o.constraints or []),
                        config_overrides=dict(o.config or {}), gpu_requested=o.gpu, benchmark=benchmark, git=git,
                        replay=o.replay, baselines_ns=dict(o.baselines_ns or {}) if not cuda else {},
-                       options=o.model_dump(mode="json"))
+                       options=o.model_dump(mode="json"), setup_s=setup_s)
+        t_rec = time.monotonic()
         write_json(ws.root / "run.json", info)
         if history is not None:
             history.commit([ws.root / n for n in ("kernel.py", "ref.py", "env.json", "env.md", "roofline.md",
                                                    "roofline.json", "run.json")], "run: kernel, environment, roofline")
+        info.setup_s["records"] = round(time.monotonic() - t_rec, 6)  # in run.json from the next write on
         return drive(Session(ctx=ctx, ws=ws, info=info, history=history, strategy=strat, replayer=replayer,
                              timeout_s=timeout_s, profile=profile, benchmark=benchmark, log=log, t0=t0, env=env))
     finally:

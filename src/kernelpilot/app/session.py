@@ -216,6 +216,7 @@ def _evidence(s: Session, recorder: Any) -> Any:
 def _search(s: Session, guard: GracefulStop) -> Any:
     """The search: workers, compile-ahead, baselines, the evaluator (preloaded with ``s.prior``) and the strategy.
     Sets ``info.stop_reason``; returns the evidence source (for the final profile)."""
+    from kernelpilot.app.context import setup_line
     from kernelpilot.app.recorder import RunFolderRecorder
     from kernelpilot.app.tune import make_runner
     from kernelpilot.engine.prune import CompileAhead, compile_order
@@ -229,13 +230,18 @@ def _search(s: Session, guard: GracefulStop) -> Any:
     ahead, runner, interrupted = None, s.replayer, False
     try:
         if s.replayer is None:
+            t = time.monotonic()
             if cuda:  # a config list too (issue 25: torchao's 960 compiles were 88 % of its exhaustive tune)
                 ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
                                      arch=None, measure_while_cold=True, timeout_s=s.timeout_s,
                                      compute_unit=kf.compute_unit,
                                      progress=counter(s.log, "compile-ahead", "configs compiled"))
+            info.setup_s["compile_ahead"] = round(time.monotonic() - t, 6)
+            t = time.monotonic()
             runner = make_runner(ctx, ref=kf.reference_path if kf.reference_path != kf.path else None,
                                  timeout_s=s.timeout_s)
+            info.setup_s["runner"] = round(time.monotonic() - t, 6)
+            s.log(setup_line(info.setup_s))
             if cuda and s.benchmark and s.bench is None and not search_first(s.strategy):
                 _time_baselines(s, runner, guard, "before the search", ctx.start)
         stop: list[StopRule] = [FirstIncorrect()]  # after the baselines: the target rule reads them

@@ -57,6 +57,8 @@ class TuneResult(BaseModel):
         top_configs: the five fastest correct configs (fully timed), fastest first, exported the same way.
         evaluations_total: how many evaluations the search made (``evaluations`` may list fewer: :meth:`listed`).
         not_listed: after :meth:`listed`, the summary lines of the evaluations left out (empty: every one listed).
+        setup_s: where the seconds before the search went (:attr:`kernelpilot.app.context.RunContext.setup_s`, then
+            ``compile_ahead`` and ``runner``); logged as one ``set-up`` line.
     """
 
     kernel: str
@@ -86,6 +88,7 @@ class TuneResult(BaseModel):
     top_configs: list[str] = Field(default_factory=list)
     evaluations_total: int = 0
     not_listed: list[str] = Field(default_factory=list)
+    setup_s: dict[str, float] = Field(default_factory=dict)
 
     def listed(self) -> "TuneResult":
         """A copy whose ``evaluations`` are those tune.md lists (:func:`kernelpilot.report.final.listed_view`), the
@@ -191,7 +194,7 @@ def tune(kernel: str | Path, options: TuneOptions | None = None, *, out: str | P
 def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Callable[[str], None] | None,
           resume_from: Any) -> TuneResult:
     """:func:`tune` with its options built (the ranges were checked when ``o`` was built)."""
-    from kernelpilot.app.context import prepare
+    from kernelpilot.app.context import prepare, setup_line
     from kernelpilot.engine.evidence import LightEvidence
     from kernelpilot.engine.runner import ReplayRunner
     from kernelpilot.search.strategies import get_strategy
@@ -214,6 +217,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
         from kernelpilot.records.workspace import write_json
 
         write_json(folder.root / "roofline.json", roof)
+    setup_s = dict(ctx.setup_s)
     guard = GracefulStop()
     recorder = TuneRecorder(folder.root, guard) if folder is not None else None
     report: PruneReport | None = None
@@ -226,6 +230,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
         try:
             try:
                 if replayer is None:
+                    t = time.monotonic()
                     if o.prune:  # a config list too: its compile errors pruned with the reason, Triton's cache filled
                         answered = {e.key for e in prior}  # a resumed search compiles only what is left
                         order = [c for c in compile_order(strat, space, o.seed, ctx.start)
@@ -237,8 +242,11 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                                              min_occupancy_pct=o.min_occupancy_pct, timeout_s=o.timeout_s,
                                              compute_unit=kf.compute_unit,
                                              progress=counter(log, "compile-ahead", "configs compiled"))
+                    setup_s["compile_ahead"], t = round(time.monotonic() - t, 6), time.monotonic()
                     runner = make_runner(ctx, ref=o.ref, timeout_s=o.timeout_s, devices=o.devices,
                                          ray_address=o.ray_address)
+                    setup_s["runner"] = round(time.monotonic() - t, 6)
+                    log(setup_line(setup_s))
                     if o.use_cache:
                         from kernelpilot.measure.env import collect_env
                         from kernelpilot.search.cache import CacheContext, EvaluationCache
@@ -318,7 +326,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
         cache_file=str(cache.path) if cache is not None else (str(replayer.path) if replayer else None),
         worker_restarts=restarts, measured=ctx.target.measured,
         triton_config=kf.backend.export_config(best.config) if best else None,
-        top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]])
+        top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]], setup_s=setup_s)
     if folder is not None:
         write_tune_records(result, folder.root, existing=True, log=log)
     if replayer is None:  # a replay's outcomes were recorded where they were measured

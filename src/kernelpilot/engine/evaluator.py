@@ -427,9 +427,10 @@ class Evaluator:
         if not self.runner.audits or not ev.measured:
             return ev, True
         t = time.monotonic()
-        found = self.runner.audit(ev.config)
-        ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "audit": time.monotonic() - t}})
-        if not found:
+        found = self.runner.audit(ev.config) or {}
+        stages = {f"audit.{k}": v for k, v in (found.get("phases_s") or {}).items() if isinstance(v, (int, float))}
+        ev = ev.model_copy(update={"phases_s": {**ev.phases_s, "audit": time.monotonic() - t, **stages}})
+        if not found.get("status"):
             return ev, True
         failed = ev.model_copy(update={"status": found["status"], "message": found["message"][:2000],
                                        "accepted": None,

@@ -78,8 +78,9 @@ class Runner(Protocol):
 
     def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
         """Before ``config`` leads: the device-activity audit (:mod:`kernelpilot.measure.activity`: work on unjoined
-        streams, the file's kernels never launched): ``{"status", "message"}`` of what it found, None when clean.
-        Called only when :attr:`audits` is True."""
+        streams, the file's kernels never launched): ``{"status", "message"}`` of what it found; when clean, None or
+        a dict without ``status`` (``{"phases_s"}``: seconds per audit stage). Called only when :attr:`audits` is
+        True."""
         ...
 
     def close(self) -> None:

@@ -87,6 +87,10 @@ class RunInfo(BaseModel):
     #: (:data:`kernelpilot.report.hypothesis.DECISION_RULE`), once per run: each hypothesis.md names its incumbent
     #: and points here. None in runs from before session 13, whose hypotheses spell it out.
     decision_rule: str | None = None
+    #: where the seconds before the search went, in order (:attr:`kernelpilot.app.context.RunContext.setup_s`, then
+    #: ``env``, ``records``: the set-up commit, ``compile_ahead``: the pool started, ``runner``: the workers
+    #: ready); empty in runs from before session 14
+    setup_s: dict[str, float] = {}
 
 
 class VersionConfig(BaseModel):

@@ -42,8 +42,9 @@ class RunnerBase:
         return True
 
     def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
-        """The device-activity audit of ``config``: ``{"status", "message"}`` of what it found, None when clean.
-        The default audits nothing (None); it is called only when :attr:`audits` is True."""
+        """The device-activity audit of ``config``: ``{"status", "message"}`` of what it found; when clean, None or
+        a dict without ``status`` (a worker's ``{"phases_s"}``: seconds per audit stage). The default audits
+        nothing (None); it is called only when :attr:`audits` is True."""
         return None
 
     def ab_error(self, config: dict[str, Any]) -> KernelpilotError | None:

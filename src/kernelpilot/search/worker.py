@@ -253,7 +253,8 @@ class Worker:
 
     def audit(self, config: dict[str, Any]) -> dict[str, Any] | None:
         """The device-activity audit of ``config`` (:func:`kernelpilot.search.worker_child._child_audit`):
-        ``{"status", "message"}`` of an integrity failure (or of the worker's own failure), None when clean."""
+        ``{"status", "message"}`` of an integrity failure (or of the worker's own failure); when clean
+        ``{"phases_s"}``, the seconds of each audit stage."""
         return _audit_answer(*self._request(("audit", config)))
 
 

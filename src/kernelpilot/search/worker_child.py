@@ -104,10 +104,13 @@ def _child_ab(kf: KernelFile, opts: WorkerOptions, target: Target, a: dict[str, 
 
 def _child_audit(kf: KernelFile, opts: WorkerOptions, target: Target, config: dict[str, Any]) -> dict[str, Any] | None:
     """The audit of one config before it becomes the incumbent: the ``audit`` subset of the stage table (the timer
-    guard, correctness at the derived shapes, then (GPU) the device activity of a launch). ``{"status",
-    "message"}`` of the failure, or None when clean."""
-    failure = run_stages("audit", StageContext(kf, opts, target, config))
-    return None if failure is None else {"status": failure.status, "message": failure.message}
+    guard, correctness at the derived shapes, then (GPU) the device activity of a launch): ``{"phases_s"}`` (seconds
+    per stage) when clean, with ``"status"`` and ``"message"`` of the failure when not."""
+    ctx = StageContext(kf, opts, target, config)
+    failure = run_stages("audit", ctx)
+    phases = {name: round(s, 6) for name, s in ctx.phases.items()}
+    return {"phases_s": phases} if failure is None else {"status": failure.status, "message": failure.message,
+                                                          "phases_s": phases}
 
 
 def _child_call(kf: KernelFile, opts: WorkerOptions, target: Target, function: str, args: tuple) -> tuple[str, Any]:

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Session 14 on a machine of 4 GPUs (from the repository root). Every lane is pinned to its share of the host's
+# cores (`taskset -c $(lanecpus G)`; kernelpilot's pools size themselves to it) so one lane's compiles do not slow
+# another's timings of time to best. Carry .whl12 and third_party/triton_tutorials.
+#   CALL_S=560 WHL=.whl12 bash scripts/device-s14.sh a      where the seconds before the best go, and the GPU tests
+#       GPU 0: the attention tutorial and layer_norm, each optimize then its cold exhaustive tune (--paired)
+#       GPU 1: vector_add the same way, `kernelpilot report` on its optimize folder, then GPU tests (part 3)
+#       GPU 2, 3: the GPU-marked tests, parts 1 and 2
+# Every table row: table.py --paired --cold-exhaustive; the rows carry each command's set-up seconds and both
+# timelines. Everything lands in $OUT (at most 8 files).
+set -uo pipefail
+stage=${1:-a}
+source scripts/device-call.sh
+EX=src/kernelpilot/examples
+lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
+  local g=$1; shift
+  CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
+    --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
+}
+pinned_tests() { PIN=1 gputests "$@"; }  # pinned_tests GPU FILE...: gputests on that GPU's share of the cores
+echo "lanes' cores: $(for g in 0 1 2 3; do printf '%s ' "$(lanecpus $g)"; done)"
+case "$stage" in
+a)
+  ( lane 0 $L/triton_tutorial_attention.py $EX/layer_norm.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 $EX/vector_add.py
+    CUDA_VISIBLE_DEVICES=1 timeout 120 python3 -m kernelpilot.cli report /tmp/kp-table-1/opt-vector_add --json \
+      > "$OUT/report-vector_add.json" 2>&1; echo "-- report rc=$?"
+    pinned_tests 1 tests/test_timing.py tests/test_specs.py tests/test_spare_worker.py tests/test_reference_memory.py \
+      tests/test_occupancy_driver.py tests/test_inplace.py tests/test_integrity_check.py tests/test_check_memory.py
+  ) > /tmp/lane1.log 2>&1 &
+  ( pinned_tests 2 tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py \
+      tests/test_library_kernels.py tests/test_library_wrappers.py ) > /tmp/lane2.log 2>&1 &
+  ( pinned_tests 3 tests/test_isolation.py tests/test_bundle.py tests/test_bundle_workload.py tests/test_kernelbench.py \
+      tests/test_kernelbench_run.py tests/test_build_integrity.py tests/test_backends.py ) > /tmp/lane3.log 2>&1 &
+  wait ;;
+esac
+cat /tmp/lane*.log > "$OUT/lanes.log"
+(cd /tmp && tar czf "$OUT/logs.tgz" kp-table-*/*.log kp-table-*/opt-*/run.json kp-table-*/ex-*/tune.md 2>/dev/null)
+for f in /tmp/lane*.log; do echo "== $f"; grep -E "^\| |<!--|^-- |passed|failed|FAILED|ERROR" "$f" | cut -c1-300 | tail -n 24; done
+python3 - "$OUT/rows.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["kernel"], "to1%", r.get("to_1pct_s"), "tune wall", r.get("tune_wall_s"))
+    print("  opt setup", r.get("opt_setup_s")); print("  tune setup", r.get("tune_setup_s"))
+    for t in r.get("timeline", [])[:12]:
+        print("  opt", t["index"], t["at_s"], t["accepted"], {k: v for k, v in t["phases_s"].items() if v > 0.2})
+    for t in r.get("tune_timeline", [])[:14]:
+        print("  tune", t["spent_s"], t["status"], t["accepted"], t["phases_s"])
+PY
+ls -la "$OUT"
