@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Session 14 on a machine of 4 GPUs (from the repository root). Every lane is pinned to its share of the host's
+# Session 14 on a machine of 2 GPUs (from the repository root). Every lane is pinned to its share of the host's
 # cores (`taskset -c $(lanecpus G)`; kernelpilot's pools size themselves to it) so one lane's compiles do not slow
 # another's timings of time to best. Carry .whl12 and third_party/triton_tutorials.
-#   CALL_S=560 WHL=.whl12 bash scripts/device-s14.sh a      where the seconds before the best go, and the GPU tests
-#       GPU 0: the attention tutorial and layer_norm, each optimize then its cold exhaustive tune (--paired)
-#       GPU 1: vector_add the same way, `kernelpilot report` on its optimize folder, then GPU tests (part 3)
-#       GPU 2, 3: the GPU-marked tests, parts 1 and 2
+#   CALL_S=555 WHL=.whl12 bash scripts/device-s14.sh a      (2 GPUs) where the seconds before the best go, the
+#       GPU tests
+#       GPU 0: the attention tutorial and layer_norm, each optimize then its cold exhaustive tune (--paired), then
+#       GPU tests (part 3)   GPU 1: vector_add the same way, `kernelpilot report` on its optimize folder, then GPU
+#       tests (part 1)
+#   CALL_S=555 WHL=.whl12 bash scripts/device-s14.sh t      (2 GPUs) the GPU tests' part 2, then part 3 again
 # Every table row: table.py --paired --cold-exhaustive; the rows carry each command's set-up seconds and both
 # timelines. Everything lands in $OUT (at most 8 files).
 set -uo pipefail
@@ -18,20 +20,25 @@ lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
     --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
 }
 pinned_tests() { PIN=1 gputests "$@"; }  # pinned_tests GPU FILE...: gputests on that GPU's share of the cores
-echo "lanes' cores: $(for g in 0 1 2 3; do printf '%s ' "$(lanecpus $g)"; done)"
+PART1=(tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py
+       tests/test_library_kernels.py tests/test_library_wrappers.py)
+PART2=(tests/test_isolation.py tests/test_bundle.py tests/test_bundle_workload.py tests/test_kernelbench.py
+       tests/test_kernelbench_run.py tests/test_build_integrity.py tests/test_backends.py)
+PART3=(tests/test_timing.py tests/test_specs.py tests/test_spare_worker.py tests/test_reference_memory.py
+       tests/test_occupancy_driver.py tests/test_inplace.py tests/test_integrity_check.py tests/test_check_memory.py)
+echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
 case "$stage" in
 a)
-  ( lane 0 $L/triton_tutorial_attention.py $EX/layer_norm.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 0 $L/triton_tutorial_attention.py $EX/layer_norm.py
+    pinned_tests 0 "${PART3[@]}" ) > /tmp/lane0.log 2>&1 &
   ( lane 1 $EX/vector_add.py
     CUDA_VISIBLE_DEVICES=1 timeout 120 python3 -m kernelpilot.cli report /tmp/kp-table-1/opt-vector_add --json \
       > "$OUT/report-vector_add.json" 2>&1; echo "-- report rc=$?"
-    pinned_tests 1 tests/test_timing.py tests/test_specs.py tests/test_spare_worker.py tests/test_reference_memory.py \
-      tests/test_occupancy_driver.py tests/test_inplace.py tests/test_integrity_check.py tests/test_check_memory.py
-  ) > /tmp/lane1.log 2>&1 &
-  ( pinned_tests 2 tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py \
-      tests/test_library_kernels.py tests/test_library_wrappers.py ) > /tmp/lane2.log 2>&1 &
-  ( pinned_tests 3 tests/test_isolation.py tests/test_bundle.py tests/test_bundle_workload.py tests/test_kernelbench.py \
-      tests/test_kernelbench_run.py tests/test_build_integrity.py tests/test_backends.py ) > /tmp/lane3.log 2>&1 &
+    pinned_tests 1 "${PART1[@]}" ) > /tmp/lane1.log 2>&1 &
+  wait ;;
+t)
+  ( pinned_tests 0 "${PART2[@]}" ) > /tmp/lane0.log 2>&1 &
+  ( pinned_tests 1 "${PART3[@]}" ) > /tmp/lane1.log 2>&1 &
   wait ;;
 esac
 cat /tmp/lane*.log > "$OUT/lanes.log"
