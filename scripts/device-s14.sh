@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Session 14 on a machine of 2 GPUs (from the repository root). Every lane is pinned to its share of the host's
 # cores (`taskset -c $(lanecpus G)`; kernelpilot's pools size themselves to it) so one lane's compiles do not slow
-# another's timings of time to best. Carry .whl12 and third_party/triton_tutorials.
-#   CALL_S=555 WHL=.whl12 bash scripts/device-s14.sh a      (2 GPUs) where the seconds before the best go, the
+# another's timings of time to best. Carry .whl14 (.whl12 without kernel-tuner, xmltodict and
+# the SQL storage optuna does not import in memory: sqlalchemy, alembic, greenlet, mako; the tree must stay under
+# 64 MiB) and third_party/triton_tutorials.
+#   CALL_S=555 WHL=.whl14 bash scripts/device-s14.sh a      (2 GPUs) where the seconds before the best go, the
 #       GPU tests
 #       GPU 0: the attention tutorial and layer_norm, each optimize then its cold exhaustive tune (--paired), then
 #       GPU tests (part 3)   GPU 1: vector_add the same way, `kernelpilot report` on its optimize folder, then GPU
 #       tests (part 1)
-#   CALL_S=555 WHL=.whl12 bash scripts/device-s14.sh t      (2 GPUs) the GPU tests' part 2, then part 3 again
+#   CALL_S=555 WHL=.whl14 bash scripts/device-s14.sh t      (2 GPUs) the GPU tests' part 2, then part 3 again
 # Every table row: table.py --paired --cold-exhaustive; the rows carry each command's set-up seconds and both
 # timelines. Everything lands in $OUT (at most 8 files).
 set -uo pipefail
