@@ -68,6 +68,9 @@ class Cards:
     def needs_gpu(self, ev: Evaluation) -> bool:
         return self.gpu
 
+    def warm(self, config: dict[str, Any]) -> None:
+        self.warmed = [*getattr(self, "warmed", []), dict(config)]
+
     def evidence(self, ev: Evaluation) -> Evaluation:
         self.thread_names.append(threading.current_thread().name)
         self.log.timed("card", ev.config["B"])
@@ -102,3 +105,26 @@ def test_an_ncu_card_waits_for_the_audit_and_a_refused_configs_card_is_dropped()
     assert not any(what == "card" and b == 4 for what, b, *_ in log.spans)  # no ncu run for a refused config
     _, _, (_, _, cheat_light), _ = _run(gpu=False)
     assert cheat_light.status == "unjoined_stream" and cheat_light.card is None and cheat_light.accepted is None
+
+
+def test_only_the_first_configs_card_and_drawn_shapes_are_started_before_it_is_measured():
+    """Later leaders hide their compiles behind the A/B timing (CompileAhead.warm before the A/B); the first has
+    none, so its light card's compile and its drawn shapes' compiles start when it is sent to be measured."""
+    from kernelpilot.engine.seams import PrunerBase
+
+    class Pruner(PrunerBase):
+        def __init__(self) -> None:
+            self.warmed: list[dict[str, Any]] = []
+
+        def warm(self, config: dict[str, Any]) -> None:
+            self.warmed.append(dict(config))
+
+    log, pruner = Log(), Pruner()
+    cards = Cards(log, gpu=False)
+    ev = Evaluator(SPACE, AuditingRunner(log), evidence=cards, pruner=pruner, ab_samples=0, race=False)
+    ev({"B": 1})
+    assert cards.warmed == [{"B": 1}] and pruner.warmed == [{"B": 1}]
+    ev({"B": 2})  # faster: the pruner compiles its drawn shapes before the A/B; its card is made beside the audit
+    assert cards.warmed == [{"B": 1}] and pruner.warmed == [{"B": 1}, {"B": 2}]
+    ev({"B": 3})  # 333 ns against B=2's 500 ns: about to lead, warmed too
+    assert pruner.warmed[-1] == {"B": 3} and cards.warmed == [{"B": 1}]

@@ -138,7 +138,9 @@ def test_cuda_timer_restores_before_every_launch_and_check_passes_on_gpu(write_k
     kf = load_kernel(write_kernel(source=INPLACE, name="rope_like_gpu.py"), interpreted=False)
     assert check_correctness(kf, {"N": 1 << 20}, {"BLOCK": 64}, "cuda").passed
     case = make_case(kf, {"N": 1 << 20}, 0, "cuda")
-    calls = []
-    timing = time_cuda(lambda: run_kernel(kf, case.inputs, {"BLOCK": 64}),
+    calls, launches = [], []
+    timing = time_cuda(lambda: (launches.append(1), run_kernel(kf, case.inputs, {"BLOCK": 64})),
                        before_each=lambda: (calls.append(1), case.restore()), min_samples=20, max_samples=40)
-    assert len(calls) == timing.n_warmup + timing.n_samples
+    # once before every launch; a chunk the host outran is timed again (timing.COVER_TRIES), so a busy host
+    # launches more than n_warmup + n_samples times (session 14: 118 launches for 51 + 40)
+    assert len(calls) == len(launches) >= timing.n_warmup + timing.n_samples

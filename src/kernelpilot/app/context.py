@@ -8,6 +8,7 @@ the search space (TUNABLES × CONSTRAINTS × the device's limits) and the starti
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,9 @@ class RunContext:
         setup_s: where :func:`prepare`'s seconds went, in order: ``load`` (the kernel file, the GPU spec, the
             space), ``case`` (setup's inputs on the CPU), ``flops`` (the reference's FLOPs counted on meta
             tensors), ``roles`` (the spare worker's boot and the reference's run there), ``roofline``.
+        shape_seed: this campaign's secret for the drawn shapes (:func:`kernelpilot.kernels.shapes.shape_rng`),
+            drawn with :mod:`secrets` and never written down: the workers' audits and the compile pool draw the
+            same shapes from it.
     """
 
     target: Target
@@ -219,6 +223,7 @@ class RunContext:
     space: Any
     spare: Any = None
     setup_s: dict[str, float] = field(default_factory=dict)
+    shape_seed: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @property
     def device(self) -> str:

@@ -234,7 +234,7 @@ def _search(s: Session, guard: GracefulStop) -> Any:
             if cuda:  # a config list too (issue 25: torchao's 960 compiles were 88 % of its exhaustive tune)
                 ahead = CompileAhead(kf.path, compile_order(s.strategy, ctx.space, info.seed, ctx.start), ctx.shape,
                                      arch=None, measure_while_cold=True, timeout_s=s.timeout_s,
-                                     compute_unit=kf.compute_unit,
+                                     compute_unit=kf.compute_unit, domain=kf, shape_seed=ctx.shape_seed,
                                      progress=counter(s.log, "compile-ahead", "configs compiled"))
             info.setup_s["compile_ahead"] = round(time.monotonic() - t, 6)
             t = time.monotonic()

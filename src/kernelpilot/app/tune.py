@@ -130,7 +130,8 @@ def make_runner(ctx: Any, *, ref: str | Path | None, timeout_s: float, devices: 
     opts = WorkerOptions(kernel=str(ctx.kf.path), ref=str(ref) if ref else None, shape=ctx.shape,
                          interpreted=ctx.target.interpreted, floor_ns=roof.floor_ns if roof is not None else None,
                          sol_tolerance=roof.sol_tolerance if roof is not None else 0.0,
-                         activity=False)  # the profiler pass costs seconds: audited before a config leads instead
+                         activity=False,  # the profiler pass costs seconds: audited before a config leads instead
+                         shape_seed=ctx.shape_seed)
     if ray_address:
         from kernelpilot.search.ray_pool import RayPool
 
@@ -217,7 +218,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
         from kernelpilot.records.workspace import write_json
 
         write_json(folder.root / "roofline.json", roof)
-    setup_s = dict(ctx.setup_s)
+    setup_s = ctx.setup_s  # the commands' own laps join prepare's (TuneResult.setup_s)
     guard = GracefulStop()
     recorder = TuneRecorder(folder.root, guard) if folder is not None else None
     report: PruneReport | None = None
@@ -240,7 +241,7 @@ def _tune(kernel: str | Path, o: TuneOptions, *, out: str | Path | None, log: Ca
                         ahead = CompileAhead(kf.path, order, ctx.shape,
                                              arch=None if ctx.target.is_gpu else "sm_90", max_spills=o.max_spills,
                                              min_occupancy_pct=o.min_occupancy_pct, timeout_s=o.timeout_s,
-                                             compute_unit=kf.compute_unit,
+                                             compute_unit=kf.compute_unit, domain=kf, shape_seed=ctx.shape_seed,
                                              progress=counter(log, "compile-ahead", "configs compiled"))
                     setup_s["compile_ahead"], t = round(time.monotonic() - t, 6), time.monotonic()
                     runner = make_runner(ctx, ref=o.ref, timeout_s=o.timeout_s, devices=o.devices,
@@ -326,7 +327,7 @@ def _result(kf: Any, ctx: Any, ev: Evaluator, strategy: str, seed: int, report: 
         cache_file=str(cache.path) if cache is not None else (str(replayer.path) if replayer else None),
         worker_restarts=restarts, measured=ctx.target.measured,
         triton_config=kf.backend.export_config(best.config) if best else None,
-        top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]], setup_s=setup_s)
+        top_configs=[kf.backend.export_config(e.config) for e in ranked[:5]], setup_s=dict(ctx.setup_s))
     if folder is not None:
         write_tune_records(result, folder.root, existing=True, log=log)
     if replayer is None:  # a replay's outcomes were recorded where they were measured

@@ -200,6 +200,9 @@ class Evaluator:
         known = skip if skip is not None else self._measured_answer(config, key)
         if known is None:
             self.budget.check()  # before anything is written for a version that would never run
+            for ahead in (self.pruner, self.evidence) if self.incumbent is None else ():
+                if ahead is not None:  # a first correct config leads without an A/B to hide its compiles behind
+                    ahead.warm(config)
         index = None if skip is not None else len(self.versions)
         parent, move = self._derivation(cand)
         if self.recorder is not None and index is not None:
@@ -455,6 +458,8 @@ class Evaluator:
             return ev.model_copy(update={"accepted": False, "decision": (
                 f"not faster: median {format_duration_ns(ev.duration_ns)} >= incumbent's "
                 f"{format_duration_ns(self.incumbent.duration_ns)}")})
+        if self.pruner is not None and self.runner.audits:  # compiled at its drawn shapes during the A/B
+            self.pruner.warm(ev.config)
         t = time.monotonic()
         samples = (self.runner.ab_samples(ev.config, self.incumbent.config, self.ab_samples)
                    if self.ab_samples > 0 else None)

@@ -59,6 +59,8 @@ class PruneReport(BaseModel):
         wall_s: wall seconds from the first compile to the last (parallel over CPU cores, overlapped with measurement
             in a search).
         pruned: config key -> the reason with its numbers.
+        warm_compiles: compiles of configs about to lead at the shapes their audits draw (:meth:`CompileAhead.warm`),
+            finished; ``warm_s``: their wall seconds, summed.
     """
 
     arch: str
@@ -72,6 +74,8 @@ class PruneReport(BaseModel):
     n_compiled: int = 0
     unchecked: list[str] = Field(default_factory=list)
     waited_s: float = 0.0
+    warm_compiles: int = 0
+    warm_s: float = 0.0
 
 
 def prune_reason(res: StaticReport | StaticFailure, max_spills: int, min_occupancy_pct: float | None) -> tuple[str, str] | None:
@@ -128,6 +132,10 @@ class CompileAhead(PrunerBase):
         compute_unit: the kernel file's ``COMPUTE_UNIT``; a tensor-core unit has the first config's SASS read and
             checked for tensor-core instructions (:func:`kernelpilot.kernels.compute_unit.check_unit_sass`): a
             refusal is raised by :meth:`reason` (``declaration``).
+        domain / shape_seed: the loaded kernel file and the run's secret for the drawn shapes: with both (and
+            ``timeout_s``), :meth:`warm` compiles a config at the shapes its audit will check
+            (:func:`kernelpilot.kernels.shapes.shape_rng`), and :data:`WARM_WORKERS` compile processes stay up for
+            it once the configs are compiled.
 
     Raises:
         ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
@@ -137,10 +145,14 @@ class CompileAhead(PrunerBase):
                  max_spills: int = DEFAULT_MAX_SPILLS, min_occupancy_pct: float | None = None,
                  max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False,
                  progress: Callable[[int, int], None] | None = None, timeout_s: float | None = None,
-                 compute_unit: str | None = None) -> None:
+                 compute_unit: str | None = None, domain: Any = None, shape_seed: str | None = None) -> None:
         from kernelpilot.profile.static import config_tasks, default_arch
 
         arch = arch or default_arch()
+        self.kernel, self.shape, self.arch, self.domain, self.shape_seed = kernel, shape, arch, domain, shape_seed
+        self._warm: set[int] = set()  # indices of tasks that compile a config at a drawn shape (no verdict)
+        self._warmed: set[str] = set()
+        self._closing = False
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
         self.measure_while_cold, self.progress, self.timeout_s = measure_while_cold, progress, timeout_s
         self.failures: dict[str, str] = {}  # key -> failure status of a compile whose worker hung or died
@@ -216,12 +228,23 @@ class CompileAhead(PrunerBase):
                                  stage="worker", error_type=type(exc).__name__, message=exc.message[:4000],
                                  hint=exc.hint, failure=getattr(exc, "failure", "runtime_error"))
 
-        def work(worker: Any) -> None:
+        def work(worker: Any, keep: bool) -> None:
             while not self._stop:
-                i = self._take()
+                i = self._take(keep)
                 if i is None:
                     return
                 task = self._tasks[i]
+                if i in self._warm:  # a drawn shape: Triton's cache is filled; the audit judges what it runs
+                    t = time.monotonic()
+                    try:
+                        _start_compile_mode(worker)
+                        worker.call("kernelpilot.profile.static_isolated:_task_in_worker", task)
+                    except BaseException:  # noqa: BLE001 - the audit meets the same failure and records it
+                        continue
+                    with self._cv:
+                        self.report.warm_compiles += 1
+                        self.report.warm_s += time.monotonic() - t
+                    continue
                 try:
                     _start_compile_mode(worker)
                     if self._stop:
@@ -235,8 +258,9 @@ class CompileAhead(PrunerBase):
                     return
                 self._record(self._keys[i], res)
 
-        threads = [threading.Thread(target=work, args=(w,), name="kp-compile-ahead-worker", daemon=True)
-                   for w in self._workers]
+        keep = WARM_WORKERS if self.domain is not None and self.shape_seed is not None else 0
+        threads = [threading.Thread(target=work, args=(w, n_ < keep), name="kp-compile-ahead-worker", daemon=True)
+                   for n_, w in enumerate(self._workers)]
         try:
             for t in threads:
                 t.start()
@@ -246,15 +270,45 @@ class CompileAhead(PrunerBase):
             for w in self._workers:
                 w.close()
 
-    def _take(self) -> int | None:
-        """The next config index to compile (isolated mode), each once, or None when none is left."""
+    def _take(self, keep: bool = False) -> int | None:
+        """The next task index to compile (isolated mode), each once, or None when none is left; with ``keep``, a
+        kept worker's thread waits for :meth:`warm` tasks until :meth:`finish`."""
         with self._cv:
-            while self._todo:
-                i = self._todo.popleft()
-                if i not in self._started:
-                    self._started.add(i)
-                    return i
-            return None
+            while True:
+                while self._todo:
+                    i = self._todo.popleft()
+                    if i not in self._started:
+                        self._started.add(i)
+                        return i
+                if not keep or self._stop or self._closing:
+                    return None
+                self._cv.wait()
+
+    def warm(self, config: dict[str, Any]) -> None:
+        """Compile ``config`` at the shapes its audit will draw (:func:`kernelpilot.kernels.shapes.derived_shapes`
+        with the run's :func:`~kernelpilot.kernels.shapes.shape_rng`), ahead of the queue: called when a config is
+        about to lead, so the compiles overlap its A/B timing instead of the audit (session 14, H200: the attention
+        tutorial's audits spent 1.4-3.4 s each compiling at the drawn shapes). Once per config; nothing without
+        ``domain``, ``shape_seed`` or the isolated workers. Raises nothing."""
+        from kernelpilot.kernels.shapes import derived_shapes, shape_rng
+        from kernelpilot.profile.static import config_tasks
+
+        key = config_key(config)
+        if self.domain is None or self.shape_seed is None or self.timeout_s is None or key in self._warmed:
+            return
+        self._warmed.add(key)
+        try:
+            shapes, _ = derived_shapes(self.domain, self.shape, config, rng=shape_rng(self.shape_seed, config))
+            tasks = [t for shp in shapes for t in config_tasks(self.kernel, [config], shp, self.arch,
+                                                                 spill_bytes=False, sass=False)]
+        except Exception:  # noqa: BLE001 - a shape the rules cannot draw: the audit says so
+            return
+        with self._cv:
+            for task in reversed(tasks):
+                self._tasks.append(task)
+                self._warm.add(len(self._tasks) - 1)
+                self._todo.appendleft(len(self._tasks) - 1)
+            self._cv.notify_all()
 
     def _prioritize(self, key: str) -> None:
         """Compile ``key`` next when its compile has not started (isolated mode; called under the lock): a strategy
@@ -352,6 +406,9 @@ class CompileAhead(PrunerBase):
             KernelRunError: a compile worker process died (from :func:`kernelpilot.profile.static.iter_tasks`).
         """
         self._stop = stop
+        with self._cv:  # kept workers waiting for warm() tasks end once the queue is empty
+            self._closing = True
+            self._cv.notify_all()
         if stop:
             for w in list(self._workers):  # a compile in flight (maybe a hung run_kernel) ends now
                 proc = getattr(w, "_proc", None)
@@ -392,6 +449,10 @@ def compile_order(strat: Strategy, space: SearchSpace, seed: int, start: dict[st
     seen = {config_key(c) for c in ordered}
     return ordered + [c for c in space.configs() if config_key(c) not in seen]
 
+
+#: Compile processes :class:`CompileAhead` keeps up after the configs are compiled, for :meth:`CompileAhead.warm`:
+#: a config about to lead has two drawn shapes (smaller, larger) and maybe CHECK_SHAPES, compiled side by side.
+WARM_WORKERS = 2
 
 #: Seconds :meth:`CompileAhead.finish` waits for the compile threads when the search stops them: a worker still
 #: booting (importing torch, seconds) is left to close itself in the background instead of holding the search's end.

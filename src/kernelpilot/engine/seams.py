@@ -31,9 +31,15 @@ class Pruner(Protocol):
         ``occupancy_pct``) to put in an evaluation's ``static``, or None when there are none (yet)."""
         ...
 
+    def warm(self, config: dict[str, Any]) -> None:
+        """Start compiling ``config`` at the shapes its audit will check, without waiting: ``config`` is about to
+        lead (the evaluator calls it before the A/B timing, and for the first config before it is measured)."""
+        ...
+
 
 class PrunerBase:
-    """Defaults of a :class:`Pruner` that prunes nothing, knows no compile failure and no binary facts."""
+    """Defaults of a :class:`Pruner` that prunes nothing, knows no compile failure and no binary facts, and compiles
+    nothing ahead of an audit."""
 
     def reason(self, config: dict[str, Any]) -> str | None:
         """None: every config is measured."""
@@ -46,6 +52,9 @@ class PrunerBase:
     def facts(self, config: dict[str, Any]) -> dict[str, Any] | None:
         """None: no binary facts."""
         return None
+
+    def warm(self, config: dict[str, Any]) -> None:
+        """Nothing: the audit compiles what it runs."""
 
 
 class EvidenceSource(Protocol):
@@ -60,6 +69,11 @@ class EvidenceSource(Protocol):
         """Whether :meth:`evidence` for ``ev`` would run on the GPU (an ncu profile). A card that needs none (a light
         card: a compile for the target on the CPU) is made in a thread while the worker audits the same config, so
         a new incumbent waits for the longer of the two, not their sum. Raises nothing."""
+        ...
+
+    def warm(self, config: dict[str, Any]) -> None:
+        """Start what a card of ``config`` needs on the CPU (a light card's compile), without waiting: the first
+        config leads without an A/B, and its card is made while it is measured. Raises nothing."""
         ...
 
 

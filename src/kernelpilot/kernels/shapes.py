@@ -4,7 +4,9 @@
 A kernel right only at the shapes its author chose — no bounds mask, a dimension hard-coded, a tail loop missing,
 a fast path keyed on a power of two — passes any check whose shapes the author picks, and halving every dimension
 keeps a power of two a power of two and a multiple of a block a multiple of it (issue 24). So kernelpilot draws its
-own shapes on every run, with a generator seeded from :mod:`secrets` (a kernel file cannot predict them):
+own shapes on every run, with a generator seeded from :mod:`secrets` (a kernel file cannot predict them; a search
+seeds one per config from a secret drawn for the run, :func:`shape_rng`, so that its compile pool builds a config's
+drawn shapes while the config is being timed, before its audit runs them):
 
 - **smaller**: every integer dimension ``d ≥ 2`` becomes an odd prime in ``[⌈d/4⌉, ⌊d/2⌋]`` that is none of the
   tunables' values (so it is a multiple of no block, no power of two, no vector width); where that range holds no
@@ -34,14 +36,17 @@ Raises nothing at import; :func:`parse_rules` raises ContractError for a malform
 
 from __future__ import annotations
 
+import json
 import math
+import random
 import secrets
 from pathlib import Path
 from typing import Any, Protocol
 
 from kernelpilot.errors import ContractError
 
-__all__ = ["POWER_OF_TWO", "FIXED", "ShapeDomain", "derived_shapes", "domain_notes", "parse_rules", "is_prime"]
+__all__ = ["POWER_OF_TWO", "FIXED", "ShapeDomain", "derived_shapes", "domain_notes", "parse_rules", "is_prime",
+           "shape_rng"]
 
 POWER_OF_TWO = "power_of_two"
 FIXED = "fixed"
@@ -209,8 +214,18 @@ class ShapeDomain(Protocol):
     check_shapes: list[dict[str, Any]] | None
 
 
+def shape_rng(seed: str | None, config: dict[str, Any]) -> random.Random | None:
+    """The generator :func:`derived_shapes` draws ``config``'s shapes with in a run whose secret is ``seed`` (a
+    :func:`secrets.token_hex` drawn per run: the same shapes in the parent's compile pool and in the worker's
+    audit); None without a seed (a fresh :class:`secrets.SystemRandom` then). ``config`` is keyed by its items,
+    sorted, so the order of its keys does not matter. Raises nothing."""
+    if seed is None:
+        return None
+    return random.Random(f"{seed}|{json.dumps(config, sort_keys=True, default=str)}")
+
+
 def derived_shapes(kf: ShapeDomain, shape: dict[str, Any], config: dict[str, Any] | None = None,
-                   rng: secrets.SystemRandom | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+                   rng: random.Random | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The shapes correctness also runs at, drawn for this run, then ``CHECK_SHAPES`` (each merged over ``shape``);
     and notes for the record (the declared domain, a dimension left as declared).
 
@@ -219,7 +234,8 @@ def derived_shapes(kf: ShapeDomain, shape: dict[str, Any], config: dict[str, Any
         shape: the checked shape (name -> value; integer dimensions vary, others are kept).
         config: the config being checked (its values evaluate the rules' tunable expressions; default
             ``kf.default_config``).
-        rng: a generator (tests pass a seeded ``random.Random``); default a fresh :class:`secrets.SystemRandom`.
+        rng: a generator (a search's :func:`shape_rng`; tests pass a seeded ``random.Random``); default a fresh
+            :class:`secrets.SystemRandom`.
 
     Returns:
         (shapes, each different from ``shape`` and from each other, in order smaller, larger, CHECK_SHAPES; notes).

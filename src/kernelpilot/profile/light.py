@@ -31,10 +31,23 @@ def static_evidence(report: StaticReport) -> dict[str, Any]:
             "instruction_mix": dict(report.instruction_mix)}
 
 
+def inspect_static(kernel: str | Path, config: dict[str, Any], shape: dict[str, Any],
+                   arch: str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """The compile a light card reads: (:func:`static_evidence` of ``config`` compiled for ``arch`` at ``shape``,
+    None) or (None, the compile error's message). Raises nothing for the kernel's faults."""
+    try:
+        return static_evidence(inspect_config(kernel, config, shape, arch)), None
+    except KernelpilotError as exc:  # a kernel the static path cannot capture still gets a card
+        return None, exc.message
+
+
 def light_profile(kernel: str | Path, config: dict[str, Any], shape: dict[str, Any], *, timing_ns: float | None,
                   roofline: Roofline | None, device_name: str | None, kernel_name: str, reason: str,
-                  arch: str | None = None) -> tuple[BottleneckCard, str | None]:
+                  arch: str | None = None,
+                  inspected: tuple[dict[str, Any] | None, str | None] | None = None) -> tuple[BottleneckCard, str | None]:
     """A light card for one config: compile for ``arch`` (default: the GPU present, else sm_90), then judge.
+    ``inspected``: :func:`inspect_static`'s answer for the same config and shape, made beforehand (the compile is
+    then not repeated).
 
     Returns:
         (the card, the compile error when the kernel could not be compiled statically — the card then rests on
@@ -43,12 +56,7 @@ def light_profile(kernel: str | Path, config: dict[str, Any], shape: dict[str, A
     Raises:
         ValueError: ``timing_ns`` is not positive, or under the roofline floor (from ``light_card``).
     """
-    static: dict[str, Any] | None = None
-    compile_error = None
-    try:
-        static = static_evidence(inspect_config(kernel, config, shape, arch))
-    except KernelpilotError as exc:  # a kernel the static path cannot capture still gets a card
-        compile_error = exc.message
+    static, compile_error = inspected if inspected is not None else inspect_static(kernel, config, shape, arch)
     card = light_card(timing_ns=timing_ns, roofline=roofline, static=static, device_name=device_name,
                       kernel_name=kernel_name, reason=reason + (f"; no compile metadata: {compile_error}"
                                                                 if compile_error else ""))

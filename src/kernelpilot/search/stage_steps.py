@@ -332,12 +332,12 @@ def _shapes(ctx: StageContext) -> Failure | None:
     check's record when the check ran; a derived shape ``setup`` cannot build is a note (refused under strict)."""
     from kernelpilot.errors import ContractError
     from kernelpilot.kernels.contract import make_case
-    from kernelpilot.kernels.shapes import derived_shapes
+    from kernelpilot.kernels.shapes import derived_shapes, shape_rng
     from kernelpilot.measure.correctness import FRESH_SEED, SeedCheck, observe_case_roles, run_and_compare
 
     shape, before = ctx.opts.shape, ctx.results.get("correctness")
     try:
-        extra, notes = derived_shapes(ctx.kf, shape, ctx.config)
+        extra, notes = derived_shapes(ctx.kf, shape, ctx.config, rng=shape_rng(ctx.opts.shape_seed, ctx.config))
     except ContractError as exc:
         return Failure("wrong_at_shape", f"SHAPE_RULES: {exc.message}")
     checks: list[Any] = []

@@ -49,6 +49,8 @@ class WorkerOptions(BaseModel):
         race_samples: samples taken first when racing against an incumbent.
         race_margin: a candidate whose short-run median is above ``(1 + race_margin)`` × the incumbent's and
             which the rank test calls slower is stopped there (racing; :func:`kernelpilot.search.stats.clearly_slower`).
+        shape_seed: the run's secret the drawn shapes come from (:func:`kernelpilot.kernels.shapes.shape_rng`: per
+            config, the same in the compile pool that builds them ahead); None: drawn afresh at every check.
     """
 
     kernel: str
@@ -64,6 +66,7 @@ class WorkerOptions(BaseModel):
     race_margin: float = 0.10
     strict: bool = False
     activity: bool = True
+    shape_seed: str | None = None
 
 
 #: The options a worker process is started on (what it loaded and how): a later ``options`` message changes every
