@@ -11,6 +11,9 @@
 #   CALL_S=555 WHL=.whl14 bash scripts/device-s14.sh b      (2 GPUs) after the warm compiles (drawn shapes and
 #       v0's card compiled before they are needed): GPU 0: the attention tutorial, layer_norm, softmax rows
 #       GPU 1: the GPU tests' part 2, test_tune_gpu and test_inplace (failed in a), then vector_add and fla l2norm
+#   CALL_S=540 WHL=.whl14 bash scripts/device-s14.sh c      (2 GPUs) the peer table's sgemm rows, Kernel Tuner
+#       given the whole space (no 48 KiB cap since 416c6f4), inputs drawn on the device (cd0d43d)
+#       GPU 0: eager, torch.compile, kernelpilot tune exhaustive, Kernel Tuner brute_force   GPU 1: optimize
 #   CALL_S=555 WHL=.whl14 bash scripts/device-s14.sh t      (2 GPUs) the GPU tests' part 2, then part 3 again
 # Every table row: table.py --paired --cold-exhaustive; the rows carry each command's set-up seconds and both
 # timelines. Everything lands in $OUT (at most 8 files).
@@ -22,6 +25,11 @@ lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
   local g=$1; shift
   CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
     --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
+}
+peers() {  # peers GPU TOOLS TAG: the sgemm rows of search_peers.py for those tools, pinned to the lane's cores
+  CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
+    --only sgemm --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-sgemm-$3.json" --log /tmp/kp-peers-$3.log
+  echo "-- peers $3 rc=$? at $SECONDS s"
 }
 pinned_tests() { PIN=1 gputests "$@"; }  # pinned_tests GPU FILE...: gputests on that GPU's share of the cores
 PART1=(tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py
@@ -45,6 +53,11 @@ b)
   ( pinned_tests 1 "${PART2[@]}" tests/test_tune_gpu.py tests/test_inplace.py
     lane 1 $EX/vector_add.py benchmarks/observed/fla_l2norm.py ) > /tmp/lane1.log 2>&1 &
   wait ;;
+c)
+  ( peers 0 "eager,torch.compile,tune exhaustive,kernel tuner" kt ) > /tmp/lane0.log 2>&1 &
+  ( peers 1 "optimize" opt ) > /tmp/lane1.log 2>&1 &
+  wait
+  tail -n 40 /tmp/kp-peers-kt.log /tmp/kp-peers-opt.log > "$OUT/peers.log" 2>&1 ;;
 t)
   ( pinned_tests 0 "${PART2[@]}" ) > /tmp/lane0.log 2>&1 &
   ( pinned_tests 1 "${PART3[@]}" ) > /tmp/lane1.log 2>&1 &
