@@ -14,6 +14,8 @@
 #   CALL_S=540 WHL=.whl14 bash scripts/device-s14.sh c      (2 GPUs) the peer table's sgemm rows, Kernel Tuner
 #       given the whole space (no 48 KiB cap since 416c6f4), inputs drawn on the device (cd0d43d)
 #       GPU 0: eager, torch.compile, kernelpilot tune exhaustive, Kernel Tuner brute_force   GPU 1: optimize
+#   CALL_S=380 WHL=.whl14 bash scripts/device-s14.sh d      (2 GPUs) library rows in the device time left
+#       GPU 0: fla l2norm, Liger RoPE   GPU 1: the matmul tutorial (its Inductor candidate)
 #   CALL_S=555 WHL=.whl14 bash scripts/device-s14.sh t      (2 GPUs) the GPU tests' part 2, then part 3 again
 # Every table row: table.py --paired --cold-exhaustive; the rows carry each command's set-up seconds and both
 # timelines. Everything lands in $OUT (at most 8 files).
@@ -58,6 +60,10 @@ c)
   ( peers 1 "optimize" opt ) > /tmp/lane1.log 2>&1 &
   wait
   tail -n 40 /tmp/kp-peers-kt.log /tmp/kp-peers-opt.log > "$OUT/peers.log" 2>&1 ;;
+d)
+  ( lane 0 benchmarks/observed/fla_l2norm.py $L/liger_rope.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 $L/triton_tutorial_matmul.py ) > /tmp/lane1.log 2>&1 &
+  wait ;;
 t)
   ( pinned_tests 0 "${PART2[@]}" ) > /tmp/lane0.log 2>&1 &
   ( pinned_tests 1 "${PART3[@]}" ) > /tmp/lane1.log 2>&1 &
