@@ -380,6 +380,20 @@ def _template_capture() -> CapturedCode:
                                   "constants": {"M": 64, "N": 64, "K": 64}})
 
 
+def test_a_cuda_kernels_candidate_takes_setup_from_the_cu_files_sidecar(tmp_path):
+    """Session 14, H100: optimize of sgemm_db.cu captured Inductor's Triton GEMM template, and the written file
+    failed to import (``spec_from_file_location`` of a ``.cu`` is None). It loads the ``.cu`` as kernelpilot does."""
+    cu = ROOT / "src" / "kernelpilot" / "examples" / "cuda" / "sgemm_db.cu"
+    side = cu.with_suffix(".py")
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    cap = _template_capture().model_copy(update={
+        "kernel_path": str(cu), "kernel_sha256": sha(cu), "ref_path": str(side), "ref_sha256": sha(side)})
+    _write(cap, tmp_path / "sgemm_inductor.py")
+    kf = _load(tmp_path / "sgemm_inductor.py")
+    assert kf.setup.__code__.co_filename == str(side) and kf.reference.__code__.co_filename == str(side)
+    assert kf.module.atol == 1e-3 and kf.module.COMPUTE_UNIT == getattr(kf.module._ORIGINAL, "COMPUTE_UNIT", "fp32")
+
+
 def test_a_template_with_a_fixed_grid_converts_and_its_warps_and_stages_are_the_space(tmp_path):
     """Inductor's GEMM template (what max-autotune-triton captures where the default compile calls cuBLAS): the
     launch passes the host's grid after the arguments; the tiles stay as Inductor fixed them; the space is the

@@ -214,7 +214,8 @@ SOURCE = {source!r}
 
 def _load_original(path, rel, sha256, tag):
     """The original kernel (or reference) file as a module: at ``path``, else at ``rel`` from this file; refused
-    (ImportError) when its sha256 is not the one it had when torch.compile's code was captured."""
+    (ImportError) when its sha256 is not the one it had when torch.compile's code was captured. A ``.cu`` file is
+    loaded as kernelpilot loads it (its module holds the sidecar's names or those made from ``solve``)."""
     where = Path(path)
     if not where.is_file():
         where = Path(__file__).resolve().parent / rel
@@ -222,6 +223,10 @@ def _load_original(path, rel, sha256, tag):
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ImportError(f"{{where}} changed since its torch.compile code was captured (sha256 {{sha256}}): "
                           "import it again with `kernelpilot inductor`")
+    if where.suffix != ".py":  # a CUDA C++ file: setup is its sidecar's or made from solve's signature
+        from kernelpilot.kernels.contract import load_kernel
+
+        return load_kernel(where).module
     spec = importlib.util.spec_from_file_location(f"_inductor_{{tag}}_{{where.stem}}", where)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
