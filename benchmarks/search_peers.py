@@ -368,10 +368,14 @@ def kernel_tuner(case: Case, kf: Any, inputs: dict, out_name: str, shape: dict, 
             r["time"] * 1e3 if good(r) else None) for r in results]
     t1 = time_to_within(running_best(pts), best["time"] * 1e3 if best else None)
     n_space = sum(restrict({**c, "block_size_x": threads(c)}) for c in configs)
+    # which configs failed, and Kernel Tuner's word for it (session 14: 4 of sgemm's 96, not named then)
+    failed = "; ".join(f"{' '.join(str(r.get(k)) for k in names)}: {str(r.get('time'))[:60]}"
+                       for r in results if not good(r))
     return Row("Kernel Tuner brute_force", case.name, n_space, len(ok), wall, best["time"] * 1e3 if best else None,
                t_1pct_s=t1, config={k: best[k] for k in names} if best else None,
                note=f"{args.kt_backend}/NVRTC, iterations={args.kt_iterations}, own timer: mean of the iterations;"
-                    f" {len(results) - len(ok)} failed; t_1pct from each result's timestamp")
+                    f" {len(results) - len(ok)} failed{f' ({failed})' if failed else ''}; t_1pct from each "
+                    f"result's timestamp")
 
 
 # ---------------------------------------------------------------------------------------------------- driver

@@ -292,7 +292,13 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     check_kernel_path(kernel)
     check_kernel_path(ref, "reference file")
     target = detect_target(replay=replay is not None)
-    kf = load_kernel(kernel, ref, interpreted=target.interpreted)
+    early = _early_spare(kernel, ref, shape, target)  # boots while this process imports the kernel file
+    try:
+        kf = load_kernel(kernel, ref, interpreted=target.interpreted)
+    except BaseException:
+        if early is not None:
+            early.kill()
+        raise
     from kernelpilot.backends.registry import require_runnable
 
     require_runnable(kf)  # a CUDA .cu file without a GPU (a replay is not interpreted and passes)
@@ -318,7 +324,8 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
         if space.size == 0:
             raise SearchError(f"{kf.path}: no config satisfies the constraints ({'; '.join(space.constraints)})",
                               "relax CONSTRAINTS or add candidate values to TUNABLES")
-    spare = _spare(kf, ref, shp, target) if not target.is_replay else None
+    # (an early spare left behind by a refusal above dies with its object: SpareWorker's finalizer)
+    spare = _spare(kf, ref, shp, target, early) if not target.is_replay else None
     lap("load")
     try:
         case = make_case(kf, shp, 0, "cpu")  # inputs on the CPU, only to count FLOPs and bytes
@@ -366,12 +373,35 @@ def observe_roles(spare: Any, shape: dict[str, Any], timeout_s: float = 300.0) -
     return None if data is None else RoleReport.model_validate(data)
 
 
-def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], target: Target) -> Any:
+def _spare(kf: KernelFile, ref: str | Path | None, shape: dict[str, Any], target: Target, early: Any = None) -> Any:
     """A :class:`~kernelpilot.search.worker.SpareWorker` on the first default device, with the options a campaign's
-    workers share (the floor comes later)."""
+    workers share (the floor comes later): ``early`` (:func:`_early_spare`) when its options are these, else a new
+    one (``early`` is killed)."""
     from kernelpilot.search.worker import SpareWorker, WorkerOptions, default_devices
 
     opts = WorkerOptions(kernel=str(kf.path), ref=str(ref) if ref else None, shape=shape,
+                         interpreted=target.interpreted, activity=False)
+    device = default_devices(target.interpreted)[0]
+    if early is not None and early.matches(opts, device):
+        return early
+    if early is not None:
+        early.kill()
+    return SpareWorker(opts, device)
+
+
+def _early_spare(kernel: str | Path, ref: str | Path | None, shape: dict[str, Any] | None, target: Target) -> Any:
+    """A spare worker started before this process imports the kernel file, when the shape it will run at can be read
+    from the file's source (:func:`kernelpilot.kernels.contract.literal_shape`), so that the two imports overlap
+    (session 14, H100: fla-core's l2norm and Liger's RoPE took 17 s to import here, then 17 s again in the spare);
+    None otherwise (a replay, a ``.cu`` file, a computed ``SHAPE``). The worker screens and imports the file itself,
+    as every worker does. :func:`_spare` keeps it only when the options agree once the file is loaded."""
+    from kernelpilot.kernels.contract import literal_shape
+    from kernelpilot.search.worker import SpareWorker, WorkerOptions, default_devices
+
+    shp = literal_shape(kernel, target.interpreted, shape) if not target.is_replay else None
+    if shp is None:
+        return None
+    opts = WorkerOptions(kernel=str(Path(kernel).resolve()), ref=str(ref) if ref else None, shape=shp,
                          interpreted=target.interpreted, activity=False)
     return SpareWorker(opts, default_devices(target.interpreted)[0])
 

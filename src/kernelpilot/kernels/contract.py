@@ -363,6 +363,62 @@ def resolve_shape(kf: KernelFile, overrides: dict[str, Any] | None = None) -> Sh
     return base
 
 
+def literal_shape(path: str | Path, interpreted: bool, overrides: dict[str, Any] | None = None) -> Shape | None:
+    """The shape :func:`resolve_shape` will give for the ``.py`` kernel file at ``path``, read from its source
+    without importing it: its top-level ``SHAPE`` (``CPU_SHAPE`` when ``interpreted`` and the file has one) as a
+    literal, then ``overrides``. None when that cannot be known without running the file (not a ``.py``, no such
+    assignment, a computed value, an override of a name the literals lack, a syntax error): a caller then waits
+    for the import. Raises nothing."""
+    import ast
+
+    path = Path(path)
+    try:
+        tree = ast.parse(path.read_bytes()) if path.suffix == ".py" else None
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found: dict[str, Any] = {}
+    for node in tree.body if tree is not None else []:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id in ("SHAPE", "CPU_SHAPE"):
+                try:
+                    found[t.id] = dict(_constant(node.value)) if node.value is not None else None
+                except (ValueError, TypeError, OverflowError):
+                    found[t.id] = None  # computed: known only by importing the file
+    base = found.get("CPU_SHAPE", found.get("SHAPE")) if interpreted and "CPU_SHAPE" in found else found.get("SHAPE")
+    if base is None or not set(overrides or {}) <= set(found.get("SHAPE") or {}) | set(found.get("CPU_SHAPE") or {}):
+        return None
+    return {**base, **(overrides or {})}
+
+
+#: The arithmetic :func:`literal_shape` folds (``2**26``, ``1 << 20``, ``4 * 1024``); nothing else is evaluated.
+_FOLD = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mult": lambda a, b: a * b,
+         "FloorDiv": lambda a, b: a // b, "Pow": lambda a, b: a ** b, "LShift": lambda a, b: a << b}
+
+
+def _constant(node: Any) -> Any:
+    """A literal (:func:`ast.literal_eval`'s kinds) with integer arithmetic folded (:data:`_FOLD`, exponents and
+    shifts up to 64). Raises ValueError for anything else (a name, a call, an attribute: a computed value)."""
+    import ast
+
+    if isinstance(node, ast.BinOp) and type(node.op).__name__ in _FOLD:
+        a, b = _constant(node.left), _constant(node.right)
+        if not (isinstance(a, int) and isinstance(b, int)) or (type(node.op).__name__ in ("Pow", "LShift")
+                                                              and not 0 <= b <= 64):
+            raise ValueError("not a small integer expression")
+        return _FOLD[type(node.op).__name__](a, b)
+    if isinstance(node, ast.Dict):
+        return {_constant(k): _constant(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.List):
+        return [_constant(e) for e in node.elts]
+    if isinstance(node, ast.Tuple):
+        return tuple(_constant(e) for e in node.elts)
+    if node is None:
+        raise ValueError("a ** unpacking in a dict")
+    return ast.literal_eval(node)
+
+
 def resolve_config(kf: KernelFile, overrides: dict[str, Any] | None = None) -> Config:
     """The default config with ``--config`` overrides applied and validated (raises ContractError)."""
     config = {**kf.default_config, **(overrides or {})}
