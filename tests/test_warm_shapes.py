@@ -85,8 +85,13 @@ def test_warm_compiles_a_config_at_its_drawn_shapes_into_tritons_cache(tmp_path,
     for c in configs:
         ahead.reason(c)  # waits for the configs' own compiles
     before = _cubins(tmp_path / "tc")
+    import kernelpilot.profile.static as static
+
+    imports: list[object] = []
+    monkeypatch.setattr(static, "read_kernel_meta", lambda *a: imports.append(a))
     ahead.warm(configs[1])
     ahead.warm(configs[1])  # once per config
+    assert not imports, "warm() runs where the evaluator waits: it does not import the kernel file again"
     report = ahead.finish()
     drawn = _drawn(kf, seed, configs[1])
     assert report.warm_compiles == len(drawn) and report.warm_s > 0

@@ -146,7 +146,7 @@ class CompileAhead(PrunerBase):
                  max_workers: int | None = None, wait_s: float = 30.0, measure_while_cold: bool = False,
                  progress: Callable[[int, int], None] | None = None, timeout_s: float | None = None,
                  compute_unit: str | None = None, domain: Any = None, shape_seed: str | None = None) -> None:
-        from kernelpilot.profile.static import config_tasks, default_arch
+        from kernelpilot.profile.static import config_tasks, default_arch, read_kernel_meta
 
         arch = arch or default_arch()
         self.kernel, self.shape, self.arch, self.domain, self.shape_seed = kernel, shape, arch, domain, shape_seed
@@ -157,7 +157,8 @@ class CompileAhead(PrunerBase):
         self.measure_while_cold, self.progress, self.timeout_s = measure_while_cold, progress, timeout_s
         self.failures: dict[str, str] = {}  # key -> failure status of a compile whose worker hung or died
         self._workers: list[Any] = []
-        self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False)
+        self._meta = read_kernel_meta(kernel)  # the file imported once here: warm() builds its tasks from it
+        self._tasks = config_tasks(kernel, configs, shape, arch, spill_bytes=False, sass=False, meta=self._meta)
         self.compute_unit = compute_unit
         #: a DeclarationError found in the compiled SASS (a tensor-core COMPUTE_UNIT without tensor-core code)
         self.declaration: BaseException | None = None
@@ -300,7 +301,7 @@ class CompileAhead(PrunerBase):
         try:
             shapes, _ = derived_shapes(self.domain, self.shape, config, rng=shape_rng(self.shape_seed, config))
             tasks = [t for shp in shapes for t in config_tasks(self.kernel, [config], shp, self.arch,
-                                                                 spill_bytes=False, sass=False)]
+                                                                 spill_bytes=False, sass=False, meta=self._meta)]
         except Exception:  # noqa: BLE001 - a shape the rules cannot draw: the audit says so
             return
         with self._cv:
