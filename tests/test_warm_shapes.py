@@ -88,7 +88,8 @@ def test_warm_compiles_a_config_at_its_drawn_shapes_into_tritons_cache(tmp_path,
     import kernelpilot.profile.static as static
 
     imports: list[object] = []
-    monkeypatch.setattr(static, "read_kernel_meta", lambda *a: imports.append(a))
+    real = static.read_kernel_meta
+    monkeypatch.setattr(static, "read_kernel_meta", lambda *a: (imports.append(a), real(*a))[1])
     ahead.warm(configs[1])
     ahead.warm(configs[1])  # once per config
     assert not imports, "warm() runs where the evaluator waits: it does not import the kernel file again"
