@@ -225,7 +225,8 @@ def test_the_audit_before_a_config_leads_checks_the_derived_shapes(write_kernel)
         assert pool.evaluate({"BLOCK": 128, "num_warps": 4}).status == "ok"  # correct at the searched shape
         found = pool.audit({"BLOCK": 128, "num_warps": 4})
         assert found is not None and found["status"] == "wrong_at_shape" and "at the derived shape {'N': " in found["message"]
-        assert pool.audit({"BLOCK": 64, "num_warps": 4}) is None
+        clean = pool.audit({"BLOCK": 64, "num_warps": 4})  # no status: clean, with the seconds of each stage
+        assert "status" not in clean and set(clean["phases_s"]) == {"timer_guard", "shapes", "device_activity"}
 
 
 def test_activity_judgement_names_the_failure_of_each_problem():
