@@ -80,6 +80,7 @@ def test_warm_compiles_a_config_at_its_drawn_shapes_into_tritons_cache(tmp_path,
     kf = load_kernel(VECTOR_ADD, interpreted=True)
     configs = SearchSpace.from_kernel(kf).configs()[:2]
     seed = "cd" * 16
+    monkeypatch.setattr("kernelpilot.engine.prune.WARM_ALL_MAX", 1)  # on demand only: two configs are more
     ahead = CompileAhead(VECTOR_ADD, configs, SHAPE, arch="sm_90", timeout_s=120, max_workers=2, domain=kf,
                          shape_seed=seed)
     for c in configs:
@@ -140,3 +141,26 @@ def test_a_light_card_takes_the_compile_warm_started_instead_of_compiling_again(
     assert carded.card is not None and "no compile metadata" not in carded.card["light_reason"]
     source.evidence(ev.model_copy(update={"card": None}))
     assert len(calls) == 2, "taken once: a later card compiles again"
+
+
+def test_a_small_space_is_compiled_at_every_configs_drawn_shapes_after_its_own_compiles(tmp_path, monkeypatch):
+    """A config about to lead whose A/B timing is short leaves the on-demand compiles no time (session 14, H100:
+    the attention tutorial's v3 and v8, A/B 0.15 s, audits still compiling 1.2-2.3 s): a space of at most
+    WARM_ALL_MAX configs has them all compiled at their drawn shapes, after its own compiles."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "tc"))
+    kf = load_kernel(VECTOR_ADD, interpreted=True)
+    configs = SearchSpace.from_kernel(kf).configs()[:3]
+    seed = "ef" * 16
+    ahead = CompileAhead(VECTOR_ADD, configs, SHAPE, arch="sm_90", timeout_s=120, max_workers=2, domain=kf,
+                         shape_seed=seed)
+    ahead.warm(configs[2])  # asked for ahead of the queue too: compiled once
+    report = ahead.finish()
+    assert report.n_compiled == len(configs)
+    assert report.warm_compiles == sum(len(_drawn(kf, seed, c)) for c in configs)
+    compiled = _cubins(tmp_path / "tc")
+    from kernelpilot.profile.static import inspect_config
+
+    for c in configs:
+        for shape in _drawn(kf, seed, c):
+            inspect_config(VECTOR_ADD, c, shape, "sm_90")
+    assert _cubins(tmp_path / "tc") == compiled, "every audit's compile is already in the cache"

@@ -135,7 +135,8 @@ class CompileAhead(PrunerBase):
         domain / shape_seed: the loaded kernel file and the run's secret for the drawn shapes: with both (and
             ``timeout_s``), :meth:`warm` compiles a config at the shapes its audit will check
             (:func:`kernelpilot.kernels.shapes.shape_rng`), and :data:`WARM_WORKERS` compile processes stay up for
-            it once the configs are compiled.
+            it once the configs are compiled; a space of at most :data:`WARM_ALL_MAX` configs is compiled at every
+            config's drawn shapes after its own compiles.
 
     Raises:
         ContractError: the kernel file, a config or the arch is invalid (raised here, before the thread starts).
@@ -151,7 +152,8 @@ class CompileAhead(PrunerBase):
         arch = arch or default_arch()
         self.kernel, self.shape, self.arch, self.domain, self.shape_seed = kernel, shape, arch, domain, shape_seed
         self._warm: set[int] = set()  # indices of tasks that compile a config at a drawn shape (no verdict)
-        self._warmed: set[str] = set()
+        self._warm_of: dict[str, list[int]] = {}  # config key -> its warm tasks' indices
+        self._configs = list(configs)
         self._closing = False
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
         self.measure_while_cold, self.progress, self.timeout_s = measure_while_cold, progress, timeout_s
@@ -223,6 +225,9 @@ class CompileAhead(PrunerBase):
                          for _ in range(n)]
         with self._cv:
             self._todo.extend(range(len(self._tasks)))
+        if len(self._configs) <= WARM_ALL_MAX:  # after the space's own compiles, each config at its drawn shapes
+            for config in self._configs:
+                self.warm(config, front=False)
 
         def failed(task: dict[str, Any], exc: KernelpilotError) -> StaticFailure:
             return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
@@ -285,30 +290,36 @@ class CompileAhead(PrunerBase):
                     return None
                 self._cv.wait()
 
-    def warm(self, config: dict[str, Any]) -> None:
+    def warm(self, config: dict[str, Any], front: bool = True) -> None:
         """Compile ``config`` at the shapes its audit will draw (:func:`kernelpilot.kernels.shapes.derived_shapes`
-        with the run's :func:`~kernelpilot.kernels.shapes.shape_rng`), ahead of the queue: called when a config is
-        about to lead, so the compiles overlap its A/B timing instead of the audit (session 14, H200: the attention
-        tutorial's audits spent 1.4-3.4 s each compiling at the drawn shapes). Once per config; nothing without
-        ``domain``, ``shape_seed`` or the isolated workers. Raises nothing."""
+        with the run's :func:`~kernelpilot.kernels.shapes.shape_rng`): ahead of the queue (``front``) when a config
+        is about to lead, so the compiles overlap its A/B timing instead of its audit (session 14, H200: the
+        attention tutorial's audits spent 1.4-3.4 s each compiling at the drawn shapes); at its end for a space of at
+        most :data:`WARM_ALL_MAX` configs, each after the space's own compiles. Built once per config (asked again
+        with ``front``, its compiles not started yet move ahead); nothing without ``domain``, ``shape_seed`` or the
+        isolated workers. Raises nothing."""
         from kernelpilot.kernels.shapes import derived_shapes, shape_rng
         from kernelpilot.profile.static import config_tasks
 
         key = config_key(config)
-        if self.domain is None or self.shape_seed is None or self.timeout_s is None or key in self._warmed:
+        if self.domain is None or self.shape_seed is None or self.timeout_s is None:
             return
-        self._warmed.add(key)
-        try:
-            shapes, _ = derived_shapes(self.domain, self.shape, config, rng=shape_rng(self.shape_seed, config))
-            tasks = [t for shp in shapes for t in config_tasks(self.kernel, [config], shp, self.arch,
-                                                                 spill_bytes=False, sass=False, meta=self._meta)]
-        except Exception:  # noqa: BLE001 - a shape the rules cannot draw: the audit says so
-            return
+        if key not in self._warm_of:
+            try:
+                shapes, _ = derived_shapes(self.domain, self.shape, config, rng=shape_rng(self.shape_seed, config))
+                tasks = [t for shp in shapes for t in config_tasks(self.kernel, [config], shp, self.arch,
+                                                                     spill_bytes=False, sass=False, meta=self._meta)]
+            except Exception:  # noqa: BLE001 - a shape the rules cannot draw: the audit says so
+                tasks = []
+            with self._cv:
+                self._warm_of[key] = list(range(len(self._tasks), len(self._tasks) + len(tasks)))
+                self._tasks.extend(tasks)
+                self._warm.update(self._warm_of[key])
+                if not front:
+                    self._todo.extend(self._warm_of[key])
         with self._cv:
-            for task in reversed(tasks):
-                self._tasks.append(task)
-                self._warm.add(len(self._tasks) - 1)
-                self._todo.appendleft(len(self._tasks) - 1)
+            if front:
+                self._todo.extendleft(i for i in reversed(self._warm_of[key]) if i not in self._started)
             self._cv.notify_all()
 
     def _prioritize(self, key: str) -> None:
@@ -454,6 +465,10 @@ def compile_order(strat: Strategy, space: SearchSpace, seed: int, start: dict[st
 #: Compile processes :class:`CompileAhead` keeps up after the configs are compiled, for :meth:`CompileAhead.warm`:
 #: a config about to lead has two drawn shapes (smaller, larger) and maybe CHECK_SHAPES, compiled side by side.
 WARM_WORKERS = 2
+#: A space of at most this many configs has every config compiled at its drawn shapes, after the space's own
+#: compiles: a config about to lead whose A/B timing is short (0.15 s for the attention tutorial's v3 and v8 on an
+#: H100, session 14) leaves no time to compile them before its audit (1.2-2.3 s of compiles there).
+WARM_ALL_MAX = 64
 
 #: Seconds :meth:`CompileAhead.finish` waits for the compile threads when the search stops them: a worker still
 #: booting (importing torch, seconds) is left to close itself in the background instead of holding the search's end.
