@@ -151,8 +151,8 @@ class CompileAhead(PrunerBase):
 
         arch = arch or default_arch()
         self.kernel, self.shape, self.arch, self.domain, self.shape_seed = kernel, shape, arch, domain, shape_seed
-        self._warm: set[int] = set()  # indices of tasks that compile a config at a drawn shape (no verdict)
-        self._warm_of: dict[str, list[int]] = {}  # config key -> its warm tasks' indices
+        # config key -> indices of its tasks at its drawn shapes (no verdict), all after the configs' own tasks
+        self._warm_of: dict[str, list[int]] = {}
         self._configs = list(configs)
         self._closing = False
         self.max_spills, self.min_occupancy_pct, self.wait_s = max_spills, min_occupancy_pct, wait_s
@@ -240,7 +240,7 @@ class CompileAhead(PrunerBase):
                 if i is None:
                     return
                 task = self._tasks[i]
-                if i in self._warm:  # a drawn shape: Triton's cache is filled; the audit judges what it runs
+                if i >= len(self._keys):  # a drawn shape (warm()): Triton's cache is filled; the audit judges it
                     t = time.monotonic()
                     try:
                         _start_compile_mode(worker)
@@ -312,11 +312,11 @@ class CompileAhead(PrunerBase):
             except Exception:  # noqa: BLE001 - a shape the rules cannot draw: the audit says so
                 tasks = []
             with self._cv:
-                self._warm_of[key] = list(range(len(self._tasks), len(self._tasks) + len(tasks)))
-                self._tasks.extend(tasks)
-                self._warm.update(self._warm_of[key])
-                if not front:
-                    self._todo.extend(self._warm_of[key])
+                if key not in self._warm_of:  # not built meanwhile by the other thread that warms (pool, evaluator)
+                    self._warm_of[key] = list(range(len(self._tasks), len(self._tasks) + len(tasks)))
+                    self._tasks.extend(tasks)
+                    if not front:
+                        self._todo.extend(self._warm_of[key])
         with self._cv:
             if front:
                 self._todo.extendleft(i for i in reversed(self._warm_of[key]) if i not in self._started)

@@ -386,7 +386,7 @@ def literal_shape(path: str | Path, interpreted: bool, overrides: dict[str, Any]
                     found[t.id] = dict(_constant(node.value)) if node.value is not None else None
                 except (ValueError, TypeError, OverflowError):
                     found[t.id] = None  # computed: known only by importing the file
-    base = found.get("CPU_SHAPE", found.get("SHAPE")) if interpreted and "CPU_SHAPE" in found else found.get("SHAPE")
+    base = found["CPU_SHAPE"] if interpreted and "CPU_SHAPE" in found else found.get("SHAPE")
     if base is None or not set(overrides or {}) <= set(found.get("SHAPE") or {}) | set(found.get("CPU_SHAPE") or {}):
         return None
     return {**base, **(overrides or {})}
