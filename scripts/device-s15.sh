@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 15 on a machine of 2 GPUs (from the repository root; only 2-GPU kinds were lent). Every lane is pinned to
+# its half of the host's cores (`taskset -c $(lanecpus G)`) and every row runs its optimize, then its cold
+# exhaustive tune (table.py --paired --cold-exhaustive). Carry .whl14 and third_party/triton_tutorials.
+#   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh e    the examples' table whole, one call
+#       GPU 0: the matmul example   GPU 1: softmax, layer_norm, vector_add
+#   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh l1   the library table, first half
+#       GPU 0: torchao int8 mm   GPU 1: Liger GeGLU
+#   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh l2   the library table, second half, then the sgemm optimize
+#       (its .cu Inductor candidate)
+#       GPU 0: the attention tutorial, the matmul tutorial   GPU 1: fla-core l2norm, Liger RoPE, sgemm optimize
+# Everything lands in $OUT (at most 8 files).
+set -uo pipefail
+stage=${1:-a}
+source scripts/device-call.sh
+EX=src/kernelpilot/examples
+lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
+  local g=$1; shift
+  CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
+    --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
+}
+peers() {  # peers GPU TOOLS TAG: the sgemm rows of search_peers.py for those tools, pinned to the lane's cores
+  CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
+    --only sgemm --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-sgemm-$3.json" --log /tmp/kp-peers-$3.log
+  echo "-- peers $3 rc=$? at $SECONDS s"
+}
+echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
+case "$stage" in
+e)
+  ( lane 0 $EX/matmul.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 $EX/softmax.py $EX/layer_norm.py $EX/vector_add.py ) > /tmp/lane1.log 2>&1 &
+  wait ;;
+l1)
+  ( lane 0 $L/torchao_int8_mm.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 $L/liger_geglu.py ) > /tmp/lane1.log 2>&1 &
+  wait ;;
+l2)
+  ( lane 0 $L/triton_tutorial_attention.py $L/triton_tutorial_matmul.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 benchmarks/observed/fla_l2norm.py $L/liger_rope.py
+    peers 1 "optimize" opt ) > /tmp/lane1.log 2>&1 &
+  wait
+  tail -n 40 /tmp/kp-peers-opt.log > "$OUT/peers.log" 2>&1 ;;
+esac
+cat /tmp/lane*.log > "$OUT/lanes.log"
+(cd /tmp && tar czf "$OUT/logs.tgz" kp-table-*/*.log kp-table-*/opt-*/run.json kp-table-*/ex-*/tune.md 2>/dev/null)
+for f in /tmp/lane*.log; do echo "== $f"; grep -E "^\| |<!--|^-- |passed|failed|FAILED|ERROR" "$f" | cut -c1-300 | tail -n 24; done
+python3 - "$OUT/rows.jsonl" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["kernel"], "to1%", r.get("to_1pct_s"), "tune wall", r.get("tune_wall_s"))
+    print("  opt setup", r.get("opt_setup_s")); print("  tune setup", r.get("tune_setup_s"))
+    for t in r.get("timeline", [])[:12]:
+        print("  opt", t["index"], t["at_s"], t["accepted"], {k: v for k, v in t["phases_s"].items() if v > 0.2})
+    for t in r.get("tune_timeline", [])[:14]:
+        print("  tune", t["spent_s"], t["status"], t["accepted"], t["phases_s"])
+PY
+ls -la "$OUT"
