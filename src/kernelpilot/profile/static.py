@@ -61,6 +61,7 @@ _tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuo
 __all__ = [
     "ASYNC_COPY_OPCODES", "DEFAULT_CPU_ARCH", "INSTRUCTION_GROUPS", "MMA_OPCODES", "SassInstruction", "StaticFailure",
     "StaticReport", "StaticResult", "StaticSpace", "access_width_bytes", "arch_name", "compile_task", "config_tasks",
+    "quiet_compiler_output",
     "default_arch",
     "inspect_config", "inspect_configs", "inspect_space", "instruction_mix", "isolated_workers", "iter_tasks",
     "max_threads_per_block", "parse_arch", "parse_ptxas_spills", "parse_resource_usage", "parse_sass",
@@ -124,10 +125,11 @@ def iter_tasks(tasks: list[dict[str, Any]], max_workers: Optional[int] = None,
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def compile_task(task: dict[str, Any]) -> StaticResult:
+def compile_task(task: dict[str, Any], quiet: bool | None = None) -> StaticResult:
     """One task compiled by the kernel file's back end (:func:`kernelpilot.backends.backend_for`, which asks each
     back end in turn) with :meth:`~kernelpilot.backends.base.Backend.compile_for`; a file no back end reads is a
-    ``load`` failure. An unexpected exception of the back end propagates (the callers record it)."""
+    ``load`` failure. An unexpected exception of the back end propagates (the callers record it). ``quiet``: what
+    the compiler prints is dropped (:func:`quiet_compiler_output`; by default in a child process only)."""
     from kernelpilot.backends.base import BinaryReading
     from kernelpilot.backends.registry import backend_for
 
@@ -136,8 +138,27 @@ def compile_task(task: dict[str, Any]) -> StaticResult:
     except KernelpilotError as exc:
         return StaticFailure(kernel_file=task["kernel_path"], config=dict(task["config"]), arch=task["arch"],
                              stage="load", error_type=type(exc).__name__, message=exc.message[:4000], hint=exc.hint)
-    return backend.compile_for(task["kernel_path"], dict(task["config"]), dict(task.get("shape") or {}), task["arch"],
-                               read=BinaryReading.of_task(task))
+    with quiet_compiler_output(quiet):
+        return backend.compile_for(task["kernel_path"], dict(task["config"]), dict(task.get("shape") or {}),
+                                   task["arch"], read=BinaryReading.of_task(task))
+
+
+@contextlib.contextmanager
+def quiet_compiler_output(quiet: bool | None = None) -> Iterator[None]:
+    """Drop what a compile prints on ``sys.stdout`` (``quiet``; None: only in a child process, where nothing else
+    of the command's writes to it). Triton prints the whole PTX of a kernel whose ``ptxas`` failed — 10,000 lines
+    each, which a stopped or interrupted search (``ptxas`` ended by the signal) poured into the terminal, 2.2 MB for
+    three compiles in session 15's sgemm lane (docs/device-runs/2026-11-28-s15) — while the error it raises already
+    names the failure and the ``ptxas`` command to repeat it, which the compile's failure record keeps."""
+    if quiet is None:
+        quiet = multiprocessing.parent_process() is not None
+    if not quiet:
+        yield
+        return
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def unexpected_failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
