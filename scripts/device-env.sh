@@ -9,3 +9,9 @@ else
 fi
 export PYTHONUNBUFFERED=1
 unset TRITON_INTERPRET
+# Bytecode, as an installed torch has it: the device image's torch ships no .pyc and its sandbox sets
+# PYTHONDONTWRITEBYTECODE, so every process (a command, each worker, the reference process, each compile worker)
+# compiled torch's sources again at import (4.66 s of one process's import was compile(), docs/device-runs/
+# 2026-11-24-h100/integrity.md). Now written once per call under /tmp, then read by every later process.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=/tmp/kp-pycache

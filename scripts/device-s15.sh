@@ -9,6 +9,8 @@
 #   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh l2   the library table, second half, then the sgemm optimize
 #       (its .cu Inductor candidate)
 #       GPU 0: the attention tutorial, the matmul tutorial   GPU 1: fla-core l2norm, Liger RoPE, sgemm optimize
+#   CALL_S=140 WHL=.whl14 bash scripts/device-s15.sh v    (short) GPU 0: Inductor's kernel for the sgemm .cu
+#       imported (`kernelpilot inductor`, the .cu original's setup) and checked   GPU 1: layer_norm's peer rows
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 stage=${1:-a}
@@ -19,9 +21,10 @@ lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
   CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
     --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
 }
-peers() {  # peers GPU TOOLS TAG: the sgemm rows of search_peers.py for those tools, pinned to the lane's cores
+peers() {  # peers GPU TOOLS TAG [KERNEL]: search_peers.py rows (default sgemm) for those tools, pinned to the lane's cores
+  local k=${4:-sgemm}
   CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
-    --only sgemm --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-sgemm-$3.json" --log /tmp/kp-peers-$3.log
+    --only "$k" --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-$k-$3.json" --log /tmp/kp-peers-$3.log
   echo "-- peers $3 rc=$? at $SECONDS s"
 }
 echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
@@ -40,6 +43,17 @@ l2)
     peers 1 "optimize" opt ) > /tmp/lane1.log 2>&1 &
   wait
   tail -n 40 /tmp/kp-peers-opt.log > "$OUT/peers.log" 2>&1 ;;
+v)
+  ( mkdir -p /tmp/sg
+    CUDA_VISIBLE_DEVICES=0 taskset -c "$(lanecpus 0)" timeout -k 5 $(left 10) python3 -m kernelpilot.cli inductor \
+      $EX/cuda/sgemm_db.cu --mode max-autotune-triton --out /tmp/sg/kernel.py --json > "$OUT/inductor-sgemm.json" \
+      2> /tmp/sg/err.log; echo "-- inductor rc=$? at $SECONDS s"; grep -v "^E11\|^\s" /tmp/sg/err.log | tail -n 8
+    CUDA_VISIBLE_DEVICES=0 taskset -c "$(lanecpus 0)" timeout -k 5 $(left 8) python3 -m kernelpilot.cli check \
+      /tmp/sg/kernel.py --json > "$OUT/check-sgemm-inductor.json" 2>&1; echo "-- check rc=$? at $SECONDS s"
+  ) > /tmp/lane0.log 2>&1 &
+  ( peers 1 "eager,torch.compile,triton.autotune,inductor,tune exhaustive,optimize" ln layer_norm ) > /tmp/lane1.log 2>&1 &
+  wait
+  tail -n 30 /tmp/kp-peers-ln.log > "$OUT/peers.log" 2>&1 ;;
 esac
 cat /tmp/lane*.log > "$OUT/lanes.log"
 (cd /tmp && tar czf "$OUT/logs.tgz" kp-table-*/*.log kp-table-*/opt-*/run.json kp-table-*/ex-*/tune.md 2>/dev/null)
