@@ -146,18 +146,13 @@ def compile_task(task: dict[str, Any], quiet: bool | None = None) -> StaticResul
 @contextlib.contextmanager
 def quiet_compiler_output(quiet: bool | None = None) -> Iterator[None]:
     """Drop what a compile prints on ``sys.stdout`` (``quiet``; None: only in a child process, where nothing else
-    of the command's writes to it). Triton prints the whole PTX of a kernel whose ``ptxas`` failed — 10,000 lines
-    each, which a stopped or interrupted search (``ptxas`` ended by the signal) poured into the terminal, 2.2 MB for
-    three compiles in session 15's sgemm lane (docs/device-runs/2026-11-28-s15) — while the error it raises already
-    names the failure and the ``ptxas`` command to repeat it, which the compile's failure record keeps."""
-    if quiet is None:
-        quiet = multiprocessing.parent_process() is not None
-    if not quiet:
-        yield
-        return
+    of the command's writes to it). Triton prints the whole PTX of a kernel whose ``ptxas`` failed (2.2 MB for the
+    three compiles a time limit stopped in session 15's sgemm lane, docs/device-runs/2026-11-28-s15); the error it
+    raises names the failure and the ``ptxas`` command, which the compile's failure record keeps."""
     import io
 
-    with contextlib.redirect_stdout(io.StringIO()):
+    quiet = multiprocessing.parent_process() is not None if quiet is None else quiet
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
         yield
 
 
