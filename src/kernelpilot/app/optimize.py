@@ -116,7 +116,7 @@ def _optimize(kernel: str | Path, o: OptimizeOptions, *, out: str | Path, log: L
             + (f"; search budget {budget_s:.0f} s" if budget_s else ""))
         if replayer is not None:  # what the replayed lines are worth, said where the run is described
             log(f"replaying {replayer.path}: {replayer.trust}; every decision is made again on the stored samples")
-        probe_now = not search_first(strat)  # a search-first strategy probes ncu after its search (_probe_late)
+        probe_now = not search_first(strat)  # a search-first strategy: its final profile answers (_note_counters)
         t_env = time.monotonic()
         env = collect_env(probe_ncu=profile and cuda and probe_now)
         setup_s = {**ctx.setup_s, "env": round(time.monotonic() - t_env, 6)}

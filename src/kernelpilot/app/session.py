@@ -305,8 +305,6 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
     versions = ev.versions
     skipped = [e for e in ev.order if e.index is None]
     best = best_version(versions)
-    if best is not None and isinstance(evidence, NcuEvidence) and s.env is not None and not evidence.disabled:
-        _probe_late(s, evidence)
     if best is not None and isinstance(evidence, NcuEvidence) and best.key not in s.metrics_of:
         s.log(f"ncu: the final best v{best.index}")  # the diagnosis of where the run ended
         profiled = evidence.profile(best.model_copy(update={"card": None}))
@@ -317,6 +315,8 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
             write_json(ws.version_dir(best.index) / "outcome.json", best)
             if best.card:
                 write_json(ws.version_dir(best.index) / "verdict.json", best.card)
+    if best is not None and isinstance(evidence, NcuEvidence):
+        _note_counters(s, evidence, best)
     _choose_final(s, best, guard)
     if best is None and not info.stop_reason.startswith("v0 is not correct"):
         failed = next((v for v in versions if not v.ok), None)
@@ -341,18 +341,25 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
                           report_html=html)
 
 
-def _probe_late(s: Session, evidence: Any) -> None:
-    """ncu's counter permission probed after a search-first search (:func:`kernelpilot.measure.env.
-    with_counters_probed`), recorded in env.json/env.md; a refusal disables the final profile."""
-    from kernelpilot.measure.env import render_env_md, with_counters_probed
+def _note_counters(s: Session, evidence: Any, best: Evaluation) -> None:
+    """ncu's counter permission as the final best's profile found it, in env.json/env.md: readable (counters read),
+    NOT readable (``evidence.refused``), else unchanged (probed at the start, or the profile failed otherwise). A
+    separate probe here cost 12-15 s after every search of session 15 (docs/device-runs/2026-11-28-s15)."""
+    from kernelpilot.measure.env import render_env_md
 
-    if (probed := with_counters_probed(s.env)) is not s.env:
-        s.env = probed
-        write_json(s.ws.root / "env.json", probed)
-        write_text(s.ws.root / "env.md", render_env_md(probed))
-        if probed.ncu.counters_readable is False:
-            evidence.disable(f"profiling disabled: {probed.ncu.counters_detail}")
-            s.log(evidence.disabled)
+    env = s.env
+    if env is None or env.gpu is None or env.ncu.counters_readable is not None:
+        return
+    if evidence.refused is not None:
+        readable, detail = False, f"the final best's ncu profile: {evidence.refused}"
+    elif best.key in evidence.metrics:
+        readable, detail = True, f"read by the final best's ncu profile (v{best.index})"
+    else:
+        return
+    s.env = env.model_copy(update={"ncu": env.ncu.model_copy(update={"counters_readable": readable,
+                                                                     "counters_detail": detail})})
+    write_json(s.ws.root / "env.json", s.env)
+    write_text(s.ws.root / "env.md", render_env_md(s.env))
 
 
 def _choose_final(s: Session, best: Evaluation | None, guard: GracefulStop) -> None:

@@ -148,6 +148,8 @@ class NcuEvidence:
         self.max_profiles = max_profiles
         self.n_profiles = 0
         self.disabled: str | None = None
+        #: why the driver refused the counters (ERR_NVGPUCTRPERM), when a profile found that it does
+        self.refused: str | None = None
         #: evaluation key -> its profiled metrics (for "observed" in the next version's outcome)
         self.metrics: dict[str, Any] = {}
 
@@ -198,6 +200,8 @@ class NcuEvidence:
             metrics = require_verdict_metrics(main_kernel(kernels), report)
             verdict = judge(metrics)
         except (ToolMissingError, CountersNotPermitted) as exc:
+            if isinstance(exc, CountersNotPermitted):
+                self.refused = exc.message
             self.disable(f"profiling disabled: {exc.message}")
             self.log(f"  {self.disabled}; light cards from now on")
             return self.fallback.evidence(ev.model_copy(update={"profile_error": self.disabled}))

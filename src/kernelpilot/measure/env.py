@@ -134,17 +134,6 @@ def collect_env(*, probe_ncu: bool = True) -> EnvInfo:
     )
 
 
-def with_counters_probed(env: EnvInfo) -> EnvInfo:
-    """``env`` with ncu's counter permission probed now (:func:`probe_counters`) when it was not probed yet and there
-    is a GPU; otherwise ``env`` unchanged. ``optimize`` with a search-first strategy probes here, after its search,
-    so the probe's seconds (an ncu run of a Python process) are not spent before the first version."""
-    if env.gpu is None or env.ncu.counters_readable is not None or not env.ncu.path:
-        return env
-    readable, detail = probe_counters(env.ncu.path)
-    return env.model_copy(update={"ncu": env.ncu.model_copy(update={"counters_readable": readable,
-                                                                     "counters_detail": detail})})
-
-
 def _counters(n: NcuInfo) -> str:
     """``readable``, ``NOT readable — why`` or ``not probed — why``: the state, then the detail when it says more
     (a record written before the detail said why holds ``not probed`` there too: printed once)."""
