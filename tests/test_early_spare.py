@@ -4,6 +4,7 @@ the campaign's process, then 17 s again in the spare it started afterwards)."""
 
 from __future__ import annotations
 
+import textwrap
 import time
 from pathlib import Path
 
@@ -61,5 +62,29 @@ def test_a_shape_unknown_before_the_import_or_overridden_still_gets_a_spare_at_t
     try:
         assert ctx.spare is not None and ctx.spare.opts.shape == ctx.shape
         assert ctx.shape["N"] == (override or {}).get("N", 4096)
+    finally:
+        ctx.discard_spare()
+
+
+def test_the_roles_are_observed_while_this_process_builds_the_case_and_counts_the_flops(tmp_path):
+    """``setup`` sleeps: once here (the case on the CPU, for the FLOPs and bytes) and once in the spare (the roles'
+    case). One after the other they cost two sleeps; observed in the background, about one."""
+    slow = tmp_path / "slow_setup_add.py"
+    slow.write_text(bundled_example("vector_add").read_text() + textwrap.dedent(f"""
+
+        _setup = setup
+
+
+        def setup(*args, **kwargs):
+            import time
+            time.sleep({SLEEP_S})
+            return _setup(*args, **kwargs)
+    """))
+    ctx = prepare(slow, spare_worker=True)
+    try:
+        laps = ctx.setup_s
+        assert laps["case"] >= SLEEP_S, laps
+        assert laps["roles"] < SLEEP_S * 0.5, laps  # the spare's own sleep ran beside this process's
+        assert ctx.spare is not None
     finally:
         ctx.discard_spare()

@@ -9,10 +9,11 @@ the search space (TUNABLES × CONSTRAINTS × the device's limits) and the starti
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernelpilot.errors import KernelpilotError, SearchError, SpecError
 from kernelpilot.facts import nvml_gpu_name
@@ -328,12 +329,14 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
     spare = _spare(kf, ref, shp, target, early) if not target.is_replay else None
     lap("load")
     try:
+        # the worker observes the roles while this process builds the case and counts the FLOPs
+        observed = _in_background(observe_roles, spare, shp, timeout_s) if spare is not None else None
         case = make_case(kf, shp, 0, "cpu")  # inputs on the CPU, only to count FLOPs and bytes
         lap("case")
         if spare is not None:
-            counted_flops(kf, case)  # its first use imports Dynamo (seconds): done while the spare boots
+            counted_flops(kf, case)  # its first use imports Dynamo (seconds): while the spare boots and observes
         lap("flops")
-        roles = observe_roles(spare, shp, timeout_s) if spare is not None else None
+        roles = observed() if observed is not None else None  # (the seconds it took beyond the above)
         lap("roles")
         # once, on the observed roles: declared bytes are judged against what was observed, never the declared minimum
         roof, work, note = roofline_for(kf, shp, spec, note, roles, case)
@@ -343,10 +346,32 @@ def prepare(kernel: str | Path, *, ref: str | Path | None = None, shape: dict[st
             spare = None
     except BaseException:
         if spare is not None:
-            spare.kill()
+            spare.kill()  # (a process still observing is the thread's until its call ends, then the spare's)
         raise
     return RunContext(target=target, kf=kf, shape=shp, start=start, gpu=target.name, spec=spec, roofline=roof,
                       work=work, roofline_note=note, space=space, spare=spare, setup_s=laps)
+
+
+def _in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """Start ``fn(*args)`` in a daemon thread (never joined at exit: a failed set-up does not wait for it); the
+    function returned waits for it and returns its result or raises its exception."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiter, raised there
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="kp-set-up", daemon=True)
+    thread.start()
+
+    def wait() -> Any:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+    return wait
 
 
 def setup_line(setup_s: dict[str, float]) -> str:
