@@ -9,6 +9,8 @@
 #   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh l2   the library table, second half, then the sgemm optimize
 #       (its .cu Inductor candidate)
 #       GPU 0: the attention tutorial, the matmul tutorial   GPU 1: fla-core l2norm, Liger RoPE, sgemm optimize
+#   CALL_S=570 WHL=.whl14 bash scripts/device-s15.sh p    the peer table whole, one call (not run in session 15)
+#       GPU 0: softmax and layer_norm, every tool   GPU 1: sgemm (.cu), every tool
 #   CALL_S=140 WHL=.whl14 bash scripts/device-s15.sh v    (short) GPU 0: Inductor's kernel for the sgemm .cu
 #       imported (`kernelpilot inductor`, the .cu original's setup) and checked   GPU 1: layer_norm's peer rows
 # Everything lands in $OUT (at most 8 files).
@@ -24,7 +26,7 @@ lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
 peers() {  # peers GPU TOOLS TAG [KERNEL]: search_peers.py rows (default sgemm) for those tools, pinned to the lane's cores
   local k=${4:-sgemm}
   CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
-    --only "$k" --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-$k-$3.json" --log /tmp/kp-peers-$3.log
+    --only "$k" --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-$3.json" --log /tmp/kp-peers-$3.log
   echo "-- peers $3 rc=$? at $SECONDS s"
 }
 echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
@@ -43,6 +45,11 @@ l2)
     peers 1 "optimize" opt ) > /tmp/lane1.log 2>&1 &
   wait
   tail -n 40 /tmp/kp-peers-opt.log > "$OUT/peers.log" 2>&1 ;;
+p)
+  ( peers 0 "" ln "softmax,layer_norm" ) > /tmp/lane0.log 2>&1 &
+  ( peers 1 "" sg sgemm ) > /tmp/lane1.log 2>&1 &
+  wait
+  tail -n 30 /tmp/kp-peers-ln.log /tmp/kp-peers-sg.log > "$OUT/peers.log" 2>&1 ;;
 v)
   ( mkdir -p /tmp/sg
     CUDA_VISIBLE_DEVICES=0 taskset -c "$(lanecpus 0)" timeout -k 5 $(left 10) python3 -m kernelpilot.cli inductor \
