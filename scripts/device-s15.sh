@@ -62,18 +62,4 @@ v)
   wait
   tail -n 30 /tmp/kp-peers-ln.log > "$OUT/peers.log" 2>&1 ;;
 esac
-cat /tmp/lane*.log > "$OUT/lanes.log"
-(cd /tmp && tar czf "$OUT/logs.tgz" kp-table-*/*.log kp-table-*/opt-*/run.json kp-table-*/ex-*/tune.md 2>/dev/null)
-for f in /tmp/lane*.log; do echo "== $f"; grep -E "^\| |<!--|^-- |passed|failed|FAILED|ERROR" "$f" | cut -c1-300 | tail -n 24; done
-python3 - "$OUT/rows.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["kernel"], "to1%", r.get("to_1pct_s"), "tune wall", r.get("tune_wall_s"))
-    print("  opt setup", r.get("opt_setup_s")); print("  tune setup", r.get("tune_setup_s"))
-    for t in r.get("timeline", [])[:12]:
-        print("  opt", t["index"], t["at_s"], t["accepted"], {k: v for k, v in t["phases_s"].items() if v > 0.2})
-    for t in r.get("tune_timeline", [])[:14]:
-        print("  tune", t["spent_s"], t["status"], t["accepted"], t["phases_s"])
-PY
-ls -la "$OUT"
+summarize
