@@ -1,7 +1,8 @@
-# Sourced by the multi-lane device scripts (device-s11.sh to device-s13.sh) after `stage` is set: $OUT, the carried
+# Sourced by the multi-lane device scripts (device-s11.sh to device-s15.sh) after `stage` is set: $OUT, the carried
 # wheels (device-env.sh), the call's deadline END (CALL_S seconds from the script's start), a header with the GPUs
-# and versions, and three helpers: `left [MARGIN]` (seconds to END less MARGIN) and `gputests GPU FILE...` (the
-# GPU-marked tests in those files on that GPU, ended before END), `lanecpus GPU` (a lane's share of the cores).
+# and versions, and helpers: `left [MARGIN]` (seconds to END less MARGIN), `gputests GPU FILE...` (the GPU-marked
+# tests in those files on that GPU, ended before END), `lanecpus GPU` (a lane's share of the cores), `lane GPU
+# KERNEL...` (table rows), `peers GPU TOOLS TAG [KERNELS]` (search_peers.py rows) and `summarize` (what lands in $OUT).
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 T0=$(( $(date +%s) - SECONDS )); END=$(( T0 + ${CALL_S:-570} ))
@@ -23,6 +24,17 @@ lanecpus() {  # GPU [LANES]: the CPU range a lane gets when the host's cores are
   # kernelpilot's pools size themselves to it (childproc.usable_cpus)
   local g=$1 n=${2:-$(nvidia-smi -L | wc -l)} c; c=$(nproc)
   echo "$(( g * c / n ))-$(( (g + 1) * c / n - 1 ))"
+}
+lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores (paired, cold exhaustive)
+  local g=$1; shift
+  CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
+    --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
+}
+peers() {  # peers GPU TOOLS TAG [KERNEL]: search_peers.py rows (default sgemm) for those tools, pinned to the lane's cores
+  local k=${4:-sgemm}
+  CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
+    --only "$k" --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-$3.json" --log /tmp/kp-peers-$3.log
+  echo "-- peers $3 rc=$? at $SECONDS s"
 }
 summarize() {  # after the lanes: their logs, the run logs and a summary of the table rows in $OUT, a digest on stdout
   cat /tmp/lane*.log > "$OUT/lanes.log"

@@ -23,16 +23,6 @@ set -uo pipefail
 stage=${1:-a}
 source scripts/device-call.sh
 EX=src/kernelpilot/examples
-lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
-  local g=$1; shift
-  CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
-    --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
-}
-peers() {  # peers GPU TOOLS TAG: the sgemm rows of search_peers.py for those tools, pinned to the lane's cores
-  CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
-    --only sgemm --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-sgemm-$3.json" --log /tmp/kp-peers-$3.log
-  echo "-- peers $3 rc=$? at $SECONDS s"
-}
 pinned_tests() { PIN=1 gputests "$@"; }  # pinned_tests GPU FILE...: gputests on that GPU's share of the cores
 PART1=(tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py
        tests/test_library_kernels.py tests/test_library_wrappers.py)
@@ -69,18 +59,4 @@ t)
   ( pinned_tests 1 "${PART3[@]}" ) > /tmp/lane1.log 2>&1 &
   wait ;;
 esac
-cat /tmp/lane*.log > "$OUT/lanes.log"
-(cd /tmp && tar czf "$OUT/logs.tgz" kp-table-*/*.log kp-table-*/opt-*/run.json kp-table-*/ex-*/tune.md 2>/dev/null)
-for f in /tmp/lane*.log; do echo "== $f"; grep -E "^\| |<!--|^-- |passed|failed|FAILED|ERROR" "$f" | cut -c1-300 | tail -n 24; done
-python3 - "$OUT/rows.jsonl" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    print(r["kernel"], "to1%", r.get("to_1pct_s"), "tune wall", r.get("tune_wall_s"))
-    print("  opt setup", r.get("opt_setup_s")); print("  tune setup", r.get("tune_setup_s"))
-    for t in r.get("timeline", [])[:12]:
-        print("  opt", t["index"], t["at_s"], t["accepted"], {k: v for k, v in t["phases_s"].items() if v > 0.2})
-    for t in r.get("tune_timeline", [])[:14]:
-        print("  tune", t["spent_s"], t["status"], t["accepted"], t["phases_s"])
-PY
-ls -la "$OUT"
+summarize

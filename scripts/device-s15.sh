@@ -18,17 +18,6 @@ set -uo pipefail
 stage=${1:-a}
 source scripts/device-call.sh
 EX=src/kernelpilot/examples
-lane() {  # lane GPU KERNEL...: table.py rows on one GPU, pinned to its cores
-  local g=$1; shift
-  CUDA_VISIBLE_DEVICES=$g taskset -c "$(lanecpus "$g")" python3 benchmarks/search/table.py "$@" --timeout-s 450 \
-    --cold-exhaustive --paired --deadline-unix $(( END - 15 )) --out /tmp/kp-table-$g --json-out "$OUT/rows.jsonl"
-}
-peers() {  # peers GPU TOOLS TAG [KERNEL]: search_peers.py rows (default sgemm) for those tools, pinned to the lane's cores
-  local k=${4:-sgemm}
-  CUDA_VISIBLE_DEVICES=$1 taskset -c "$(lanecpus "$1")" timeout -k 10 $(left 15) python3 benchmarks/search_peers.py \
-    --only "$k" --tools "$2" --out /tmp/kp-peers-$3 --json-out "$OUT/peers-$3.json" --log /tmp/kp-peers-$3.log
-  echo "-- peers $3 rc=$? at $SECONDS s"
-}
 echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
 case "$stage" in
 e)
