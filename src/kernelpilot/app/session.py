@@ -344,7 +344,7 @@ def _final(s: Session, evidence: Any, guard: GracefulStop) -> OptimizeResult:
 def _note_counters(s: Session, evidence: Any, best: Evaluation) -> None:
     """ncu's counter permission as the final best's profile found it, in env.json/env.md: readable (counters read),
     NOT readable (``evidence.refused``), else unchanged (probed at the start, or the profile failed otherwise). A
-    separate probe here cost 12-15 s after every search of session 15 (docs/device-runs/2026-11-28-s15)."""
+    separate probe ran here, in the 12-15 s that followed every search of session 15 (docs/search.md)."""
     from kernelpilot.measure.env import render_env_md
 
     env = s.env
