@@ -72,15 +72,24 @@ def test_counters_read_by_the_final_profile_are_recorded_readable(tmp_path, monk
     assert env["counters_readable"] is True and "v3" in env["counters_detail"]
 
 
-@pytest.mark.parametrize("env_kw", [{"readable": True}, {"gpu": False}, {}])
-def test_a_probed_env_one_without_a_gpu_or_a_profile_that_failed_otherwise_leaves_env_alone(tmp_path, monkeypatch,
-                                                                                            env_kw):
+@pytest.mark.parametrize("env_kw", [{"readable": True}, {"gpu": False}])
+def test_a_probed_env_or_one_without_a_gpu_is_left_alone_even_by_a_refusal(tmp_path, monkeypatch, env_kw):
     from kernelpilot.app.session import _note_counters
 
-    s, evidence, _light, best = _setup(tmp_path, monkeypatch, "==ERROR== the application returned an error", rc=1,
-                                       **env_kw)
+    s, evidence, _light, best = _setup(tmp_path, monkeypatch, "==ERROR== ERR_NVGPUCTRPERM", rc=1, **env_kw)
+    evidence.profile(best)
+    assert evidence.refused is not None  # an answer _note_counters would record for an unprobed env with a GPU
+    before = s.env
+    _note_counters(s, evidence, best)
+    assert s.env is before and not (tmp_path / "env.json").exists()
+
+
+def test_a_profile_that_failed_otherwise_says_nothing_about_the_counters(tmp_path, monkeypatch):
+    from kernelpilot.app.session import _note_counters
+
+    s, evidence, _light, best = _setup(tmp_path, monkeypatch, "==ERROR== the application returned an error", rc=1)
     evidence.profile(best)  # an ncu failure that is not a refusal: no answer about the counters
-    assert evidence.refused is None
+    assert evidence.refused is None and best.key not in evidence.metrics
     before = s.env
     _note_counters(s, evidence, best)
     assert s.env is before and not (tmp_path / "env.json").exists()

@@ -61,10 +61,10 @@ _tool = tools.find_tool  # re-exported: tests/test_occupancy_driver.py finds cuo
 __all__ = [
     "ASYNC_COPY_OPCODES", "DEFAULT_CPU_ARCH", "INSTRUCTION_GROUPS", "MMA_OPCODES", "SassInstruction", "StaticFailure",
     "StaticReport", "StaticResult", "StaticSpace", "access_width_bytes", "arch_name", "compile_task", "config_tasks",
-    "quiet_compiler_output",
     "default_arch",
     "inspect_config", "inspect_configs", "inspect_space", "instruction_mix", "isolated_workers", "iter_tasks",
     "max_threads_per_block", "parse_arch", "parse_ptxas_spills", "parse_resource_usage", "parse_sass",
+    "quiet_compiler_output",
     "any_task", "raise_static_failure", "read_kernel_meta", "run_isolated_tasks", "run_tasks", "sass_cache_dir",
     "unexpected_failure", "width_histogram",
 ]
