@@ -7,7 +7,7 @@
 #              seconds (benchmarks/check_cost.py, with and without the large-problem path)
 #   CALL_S=585 WHL=.whl14 bash scripts/device-s16.sh L    the library table whole, one call (paired, cold exhaustive)
 #       GPU 0: torchao int8 mm   GPU 1: Liger GeGLU   GPU 2: the attention and matmul tutorials
-#       GPU 3: fla-core l2norm, Liger RoPE
+#       GPU 3: fla-core l2norm, Liger RoPE, then the GPU tests of tests/test_check_memory.py
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 stage=${1:-P}
@@ -38,7 +38,8 @@ L)
   ( lane 0 $L/torchao_int8_mm.py ) > /tmp/lane0.log 2>&1 &
   ( lane 1 $L/liger_geglu.py ) > /tmp/lane1.log 2>&1 &
   ( lane 2 $L/triton_tutorial_attention.py $L/triton_tutorial_matmul.py ) > /tmp/lane2.log 2>&1 &
-  ( lane 3 benchmarks/observed/fla_l2norm.py $L/liger_rope.py ) > /tmp/lane3.log 2>&1 &
+  ( lane 3 benchmarks/observed/fla_l2norm.py $L/liger_rope.py
+    PIN=1 gputests 3 tests/test_check_memory.py ) > /tmp/lane3.log 2>&1 &
   wait ;;
 esac
 summarize

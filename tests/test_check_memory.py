@@ -217,3 +217,44 @@ def test_the_reference_process_stages_no_pure_output_and_never_writes_over_live_
         assert server.stage_big is buffer  # no view alive: the buffer is reused
     finally:
         server.close()
+
+
+def test_large_results_stay_on_the_gpu_only_with_room_for_them_four_times_over() -> None:
+    """The rule of where the float64 results of a large call are kept (``staging.device_room``): a GeGLU-sized
+    result (1 GiB) on an 80 GB device stays there; KernelBench's largest (12 GiB of results, a sixth of a device
+    whose worker already holds its tensors) does not; the boundary is four times the buffer plus 4 GiB."""
+    from kernelpilot.measure.staging import big_results_place, device_room
+
+    gib = 1 << 30
+    assert device_room(gib, 70 * gib)
+    assert not device_room(12 * gib, 40 * gib)
+    assert device_room(3 * gib, 16 * gib) and not device_room(3 * gib, 16 * gib - 1)
+    assert big_results_place(12 * gib, "cpu") == "cpu"  # a CPU run keeps them where it runs
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_large_results_come_back_in_device_memory_when_it_has_room(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the large-size rules on at 1 KiB, the reference process's results come back in a buffer on the GPU
+    (where the comparison reads them without a copy: 3.9 s against 0.8 s per GeGLU check on an H200), and in host
+    memory when the device is said to have no room; the values are the reference's either way."""
+    from kernelpilot.measure import staging
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    monkeypatch.setattr(memory, "LARGE_BYTES", 1 << 10)
+    path = tmp_path / "ref.py"
+    path.write_text("import torch\ndef reference(x, out):\n    return x * 2 + out\n")
+    server = refproc.ReferenceProcess(path, hashlib.sha256(path.read_bytes()).hexdigest(), "cuda")
+    try:
+        x = torch.randn(4096, device="cuda")
+        got, _ = server.outputs({"x": x, "out": torch.zeros_like(x)}, ["out"], blank=["out"])
+        assert server.stage_big is not None and server.stage_big.is_cuda and got["out"].is_cuda
+        assert torch.equal(got["out"], x.double() * 2)
+        del got
+        monkeypatch.setattr(staging, "device_room", lambda n_bytes, free_bytes: False)
+        y = torch.randn(8192, device="cuda")  # a larger result: a new buffer, placed by the patched rule
+        got, _ = server.outputs({"x": y, "out": torch.zeros_like(y)}, ["out"], blank=["out"])
+        assert server.stage_big.device.type == "cpu" and torch.equal(got["out"].cuda(), y.double() * 2)
+    finally:
+        server.close()

@@ -5,7 +5,8 @@ must fit the check beside itself on one GPU (docs/kernelbench.md, "Memory at lar
 rule is one threshold, :data:`LARGE_BYTES`: a copy of at least that many bytes is *large*, and
 
 - the float64 reference results of a call that large come back in one buffer the worker keeps for them, as views,
-  never cloned (:mod:`kernelpilot.measure.refproc`);
+  never cloned, on the GPU while it has room for it four times over, else in host memory
+  (:mod:`kernelpilot.measure.refproc`, :func:`kernelpilot.measure.staging.big_results_place`);
 - the check's copies of large outputs (the first run's result for the determinism test, the re-check's previous
   result, the outputs of timed launches kept in secret) are kept in host memory (:func:`keep_copy`);
 - a large comparison goes chunk by chunk (:func:`kernelpilot.measure.compare.compare`): no float64 temporary of the

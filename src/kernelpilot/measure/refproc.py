@@ -22,7 +22,8 @@ The cache holds at most :data:`CACHE_BYTES`.
 
 Memory (:mod:`kernelpilot.measure.memory`): pure outputs (``blank``: written in full, never read) are not staged;
 the server makes their zeros itself. Results of :data:`~kernelpilot.measure.memory.LARGE_BYTES` or more come back
-in a third buffer of their exact size, allocated once by the worker (``stage_big``) and returned as views, never
+in a third buffer of their exact size, allocated once by the worker (``stage_big``; on the GPU while it has room
+for it, else in host memory: :func:`kernelpilot.measure.staging.big_results_place`) and returned as views, never
 cloned: they are valid until the next call (a call made while a view of the last large results is alive gets a
 new buffer). After a large request the server returns its cached device memory to the driver
 (``torch.cuda.empty_cache``), so the worker's next allocations find it.
@@ -40,7 +41,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kernelpilot.measure.staging import ALIGN, alloc, host_room, uint8, use_count, view
+from kernelpilot.measure.staging import ALIGN, alloc, big_results_place, uint8, use_count, view
 from kernelpilot.target import Target
 from kernelpilot.measure.staging import layout as pack
 
@@ -160,8 +161,7 @@ class ReferenceProcess:
         elif kind == "grow_big":  # large results: a buffer of their exact size, kept for the next large call
             self.stage_big = None
             self._send(("stage_big", None))
-            where = "cpu" if self.on_gpu and host_room(payload) else self.device  # off the GPU if room
-            self.stage_big = alloc(payload, where, exact=True)
+            self.stage_big = alloc(payload, big_results_place(payload, self.device), exact=True)
             self._send(("stage_big", self.stage_big))
             kind, payload = self._send(("fetch",))
         if kind == "raised":

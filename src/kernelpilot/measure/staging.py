@@ -7,7 +7,7 @@ from typing import Any
 
 from kernelpilot.target import Target
 
-__all__ = ["ALIGN", "alloc", "host_room", "layout", "uint8", "use_count", "view"]
+__all__ = ["ALIGN", "alloc", "big_results_place", "device_room", "host_room", "layout", "uint8", "use_count", "view"]
 
 
 def host_room(n_bytes: int) -> bool:
@@ -23,6 +23,35 @@ def host_room(n_bytes: int) -> bool:
     except (OSError, StopIteration, ValueError, IndexError):
         return False
     return st.f_bavail * st.f_frsize >= n_bytes + (1 << 30) and avail_kib * 1024 >= n_bytes + (4 << 30)
+
+
+def device_room(n_bytes: int, free_bytes: int) -> bool:
+    """True when a buffer of ``n_bytes`` may stay on the GPU whose free memory is ``free_bytes``
+    (``torch.cuda.mem_get_info``): room for four times ``n_bytes`` plus 4 GiB. The buffer is kept between calls, so
+    beside it the reference process must still find room for its next float64 work (its inputs upcast and its
+    results: three times the results for an op of two inputs, such as GeGLU), and the worker for its comparison
+    chunks (:data:`~kernelpilot.measure.memory.CHUNK_ELEMENTS`) and its allocator's slack. A headroom rule, not a
+    measured bound: KernelBench's largest problems (results of a sixth of the device and more) stay in host memory."""
+    return free_bytes >= 4 * n_bytes + (4 << 30)
+
+
+def big_results_place(n_bytes: int, device: str) -> str:
+    """Where the worker keeps a buffer of ``n_bytes`` of large float64 reference results
+    (:mod:`kernelpilot.measure.refproc`): on the GPU ``device`` when it has room (:func:`device_room`), where the
+    comparison reads them without a copy; else in shared host memory when that has room (:func:`host_room`); else
+    on the device after all. On a CPU: ``device``.
+
+    Measured on an H200 (Liger GeGLU, 8192 x 16384 bf16, results of 1 GiB, docs/device-runs/2026-11-28-s16): a
+    check cost 3.9-4.0 s with the results in host memory (1.75 s moving them back to the GPU for the comparison,
+    1.53 s waiting for the reference process to copy them out) and 0.74-0.81 s with every copy on the device."""
+    import torch
+
+    if not Target.from_device(device).is_gpu:
+        return device
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    if device_room(n_bytes, free):
+        return device
+    return "cpu" if host_room(n_bytes) else device
 
 
 def use_count(t: Any) -> int:
