@@ -8,6 +8,8 @@
 #   CALL_S=585 WHL=.whl14 bash scripts/device-s16.sh L    the library table whole, one call (paired, cold exhaustive)
 #       GPU 0: torchao int8 mm   GPU 1: Liger GeGLU   GPU 2: the attention and matmul tutorials
 #       GPU 3: fla-core l2norm, Liger RoPE, then the GPU tests of tests/test_check_memory.py
+#   CALL_S=450 WHL=.whl14 bash scripts/device-s16.sh E    the examples' table whole, one call
+#       GPU 0: matmul   GPU 1: softmax   GPU 2: layer_norm, vector_add   GPU 3: tests/test_check_memory.py's GPU tests
 # Everything lands in $OUT (at most 8 files).
 set -uo pipefail
 stage=${1:-P}
@@ -40,6 +42,12 @@ L)
   ( lane 2 $L/triton_tutorial_attention.py $L/triton_tutorial_matmul.py ) > /tmp/lane2.log 2>&1 &
   ( lane 3 benchmarks/observed/fla_l2norm.py $L/liger_rope.py
     PIN=1 gputests 3 tests/test_check_memory.py ) > /tmp/lane3.log 2>&1 &
+  wait ;;
+E)
+  ( lane 0 $EX/matmul.py ) > /tmp/lane0.log 2>&1 &
+  ( lane 1 $EX/softmax.py ) > /tmp/lane1.log 2>&1 &
+  ( lane 2 $EX/layer_norm.py $EX/vector_add.py ) > /tmp/lane2.log 2>&1 &
+  ( PIN=1 gputests 3 tests/test_check_memory.py ) > /tmp/lane3.log 2>&1 &
   wait ;;
 esac
 summarize

@@ -253,7 +253,8 @@ def test_on_a_gpu_large_results_come_back_in_device_memory_when_it_has_room(
         assert torch.equal(got["out"], x.double() * 2)
         del got
         monkeypatch.setattr(staging, "device_room", lambda n_bytes, free_bytes: False)
-        y = torch.randn(8192, device="cuda")  # a larger result: a new buffer, placed by the patched rule
+        y = torch.randn(1 << 18, device="cuda")  # 2 MiB of results: past the first buffer (1 MiB at least), so a new
+        # buffer, placed by the patched rule
         got, _ = server.outputs({"x": y, "out": torch.zeros_like(y)}, ["out"], blank=["out"])
         assert server.stage_big.device.type == "cpu" and torch.equal(got["out"].cuda(), y.double() * 2)
     finally:
