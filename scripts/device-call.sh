@@ -1,8 +1,9 @@
-# Sourced by the multi-lane device scripts (device-s11.sh to device-s15.sh) after `stage` is set: $OUT, the carried
-# wheels (device-env.sh), the call's deadline END (CALL_S seconds from the script's start), a header with the GPUs
-# and versions, and helpers: `left [MARGIN]` (seconds to END less MARGIN), `gputests GPU FILE...` (the GPU-marked
-# tests in those files on that GPU, ended before END), `lanecpus GPU` (a lane's share of the cores), `lane GPU
-# KERNEL...` (table rows), `peers GPU TOOLS TAG [KERNELS]` (search_peers.py rows) and `summarize` (what lands in $OUT).
+# Sourced by the multi-lane device scripts (device-s11.sh to device-s16.sh) after `stage` is set: $OUT, the carried
+# wheels (device-env.sh), the call's deadline END (CALL_S seconds from the script's start), a header with the GPUs,
+# versions and lanes' cores, $L and $EX (the library and example kernels), and helpers: `left [MARGIN]` (seconds to
+# END less MARGIN), `gputests GPU FILE...` (the GPU-marked tests in those files on that GPU, ended before END),
+# `lanecpus GPU` (a lane's share of the cores), `lane GPU KERNEL...` (table rows), `peers GPU TOOLS TAG [KERNELS]`
+# (search_peers.py rows) and `summarize` (what lands in $OUT).
 OUT=${OUT:-/tmp/kp-out}; mkdir -p "$OUT"
 source scripts/device-env.sh
 T0=$(( $(date +%s) - SECONDS )); END=$(( T0 + ${CALL_S:-570} ))
@@ -10,6 +11,7 @@ echo "== $stage, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short 
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 L=benchmarks/library
+EX=src/kernelpilot/examples
 left() { echo $(( END - $(date +%s) - ${1:-0} )); }
 gputests() {  # GPU $1, test files ...: the GPU-marked tests in them, ended before the call's limit (PIN=1: on the
   # lane's share of the cores, lanecpus)
@@ -53,3 +55,4 @@ for line in open(sys.argv[1]):
 PY
   ls -la "$OUT"
 }
+echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus "$g")"; done)"

@@ -22,7 +22,6 @@
 set -uo pipefail
 stage=${1:-a}
 source scripts/device-call.sh
-EX=src/kernelpilot/examples
 pinned_tests() { PIN=1 gputests "$@"; }  # pinned_tests GPU FILE...: gputests on that GPU's share of the cores
 PART1=(tests/test_gpu.py tests/test_tune_gpu.py tests/test_cuda_backend.py tests/test_inductor_import.py
        tests/test_library_kernels.py tests/test_library_wrappers.py)
@@ -30,7 +29,6 @@ PART2=(tests/test_isolation.py tests/test_bundle.py tests/test_bundle_workload.p
        tests/test_kernelbench_run.py tests/test_build_integrity.py tests/test_backends.py)
 PART3=(tests/test_timing.py tests/test_specs.py tests/test_spare_worker.py tests/test_reference_memory.py
        tests/test_occupancy_driver.py tests/test_inplace.py tests/test_integrity_check.py tests/test_check_memory.py)
-echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
 case "$stage" in
 a)
   ( lane 0 $L/triton_tutorial_attention.py $EX/layer_norm.py

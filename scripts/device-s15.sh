@@ -17,8 +17,6 @@
 set -uo pipefail
 stage=${1:-a}
 source scripts/device-call.sh
-EX=src/kernelpilot/examples
-echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
 case "$stage" in
 e)
   ( lane 0 $EX/matmul.py ) > /tmp/lane0.log 2>&1 &

@@ -14,8 +14,6 @@
 set -uo pipefail
 stage=${1:-P}
 source scripts/device-call.sh
-EX=src/kernelpilot/examples
-echo "lanes' cores: $(for g in $(seq 0 $(( $(nvidia-smi -L | wc -l) - 1 ))); do printf '%s ' "$(lanecpus $g)"; done)"
 case "$stage" in
 P)
   ( peers 0 "" sm softmax ) > /tmp/lane0.log 2>&1 &
