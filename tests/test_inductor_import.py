@@ -276,6 +276,10 @@ def test_optimizes_candidate_path_imports_searches_and_decides(tmp_path):
     assert cand.status == "imported", cand.message
     assert (folder / "kernel.py").is_file() and (folder / "import.json").is_file() and (folder / "tune").is_dir()
     assert cand.duration_ns and cand.config and cand.samples_ns
+    tuned = json.loads((folder / "tune" / "tune.json").read_text())  # the record says how far the search got
+    assert (cand.space_size, cand.evaluations, cand.stopped) == (tuned["space_size"], tuned["evaluations_total"],
+                                                                 tuned["stopped"])
+    assert cand.space_size and 0 < cand.evaluations and cand.stopped
     slower = Evaluation(config={"B": 1}, status="ok", index=3, duration_ns=cand.duration_ns * 10,
                         samples_ns=[cand.duration_ns * 10] * 20)
     final = decide_final(slower, "kernel.py", cand)

@@ -26,7 +26,8 @@ optimize compiled: its wall is a lower bound of a cold one, so comparing optimiz
   folder is already there (carried back from an earlier call), the tune resumes it; its wall is then this call's.
 - ``eager`` / ``torch.compile``: the optimize run's baselines (timed once, after its search, round-robin with the
   incumbent).
-- ``Inductor (tuned)``: the best of the imported Inductor kernel's search, when there was one; ``final``: the run's
+- ``Inductor (tuned)``: the best of the imported Inductor kernel's search, when there was one, with how many
+  evaluations that search made of how many configs (run.json's ``final.inductor``); ``final``: the run's
   final choice and where it came from; ``vs compile``: torch.compile's median / the final's (>= 0.98 is the bar),
   "(round-robin)" when both come from one round-robin timing (run.json's ``final.vs_torch_compile``), else from
   timings taken at different moments.
@@ -64,6 +65,12 @@ HEAD = ("| kernel | space | v0 (library default) µs | optimize best µs | wall 
 
 def _us(ns: float | None) -> str:
     return f"{ns / 1000:.2f}" if ns else "—"
+
+
+def _inductor(cand: dict[str, Any]) -> str:
+    """The Inductor column: its tuned best in µs, and "(N of M)" evaluations of configs where the record has them."""
+    searched = f" ({cand['evaluations']} of {cand['space_size']})" if cand.get("space_size") else ""
+    return _us(cand.get("duration_ns")) + (searched if cand.get("duration_ns") else "")
 
 
 def run_json(cmd: list[str], env: dict[str, str], timeout_s: float, log: Path) -> tuple[dict[str, Any], float, str]:
@@ -278,7 +285,7 @@ def render(r: dict[str, Any]) -> str:
     return (f"| {r['kernel']} | {r.get('space') or '—'} | {_us(r.get('v0_ns'))} | {_us(r.get('opt_ns'))} | {f(r.get('opt_wall_s'))} "
             f"| {f(r.get('to_1pct_s'), 0)} | {r.get('versions')} | {r.get('skipped')} | {f(r.get('mb'), 2)} "
             f"| {_us(r.get('exhaustive_ns'))}{cut} | {f(r.get('tune_wall_s'))} | {r.get('measured')} "
-            f"| {_us(eager)} | {_us(comp)} | {_us((final.get('inductor') or {}).get('duration_ns'))} "
+            f"| {_us(eager)} | {_us(comp)} | {_inductor(final.get('inductor') or {})} "
             f"| {_us(final_ns)} ({final.get('source', 'search')}) | {vs} |")
 
 

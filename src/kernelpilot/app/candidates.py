@@ -48,6 +48,10 @@ class CandidateOutcome(BaseModel):
         kernel: the imported kernel file (relative to the run folder). config / duration_ns: its best.
         samples_ns: the best's timing samples (ns). tune_folder: the search's folder (relative).
         torch_compile_ns: the baseline it was imported for. message: why, for the other statuses.
+        space_size / evaluations / stopped: the imported kernel's space (configs after its constraints), how many
+            evaluations its search made and why it ended (its ``tune.json``'s ``space_size``,
+            ``evaluations_total``, ``stopped``), so a record says whether the budget cut the search or the space
+            was spent; None / "" where no search ran.
     """
 
     status: str
@@ -58,6 +62,9 @@ class CandidateOutcome(BaseModel):
     tune_folder: str | None = None
     torch_compile_ns: float | None = None
     message: str = ""
+    space_size: int | None = None
+    evaluations: int | None = None
+    stopped: str = ""
 
 
 class FinalChoice(BaseModel):
@@ -163,13 +170,16 @@ def inductor_candidate(kernel: Path, ref: Path | None, shape: dict[str, Any], fo
         log(f"the Inductor candidate failed: {exc.message.splitlines()[0][:200]}")
         return CandidateOutcome(status="failed", torch_compile_ns=baseline_ns, message=exc.message[:500],
                                 kernel=out.name if out.is_file() else None)
-    best = res.best
+    best, searched = res.best, {"space_size": res.space_size, "evaluations": res.evaluations_total,
+                                "stopped": res.stopped}
+    log(f"Inductor candidate's search: {res.evaluations_total} evaluations of {res.space_size} configs; stopped: "
+        f"{res.stopped}")
     if best is None:
         return CandidateOutcome(status="failed", kernel=out.name, tune_folder="tune", torch_compile_ns=baseline_ns,
-                                message=f"no config of the imported kernel was correct ({res.failures})")
+                                message=f"no config of the imported kernel was correct ({res.failures})", **searched)
     return CandidateOutcome(status="imported", kernel=out.name, config=dict(best.config),
                             duration_ns=best.duration_ns, samples_ns=list(best.samples_ns or []), tune_folder="tune",
-                            torch_compile_ns=baseline_ns)
+                            torch_compile_ns=baseline_ns, **searched)
 
 
 def paired_ratios(bench: Any) -> list[float]:
