@@ -232,6 +232,25 @@ def test_large_results_stay_on_the_gpu_only_with_room_for_them_four_times_over()
     assert big_results_place(12 * gib, "cpu") == "cpu"  # a CPU run keeps them where it runs
 
 
+@pytest.mark.parametrize("free_gib, host, expected", [(70, True, "cuda"), (6, True, "cpu"), (6, False, "cuda"),
+                                                      (None, True, "cpu")])
+def test_where_a_gpu_worker_keeps_large_results(monkeypatch: pytest.MonkeyPatch, free_gib: int | None, host: bool,
+                                                expected: str) -> None:
+    """On a GPU (its free memory stood in for): 1 GiB of results stays on a device with room for it; on a full one
+    it goes to host memory when that has room, else stays on the device after all; a device whose free memory
+    cannot be read is judged by the host rule alone."""
+    from kernelpilot.measure import staging
+
+    def free(_device: Any) -> tuple[int, int]:
+        if free_gib is None:
+            raise RuntimeError("cudaMemGetInfo failed")
+        return free_gib << 30, 80 << 30
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", free)
+    monkeypatch.setattr(staging, "host_room", lambda n_bytes: host)
+    assert staging.big_results_place(1 << 30, "cuda") == expected
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_large_results_come_back_in_device_memory_when_it_has_room(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -48,7 +48,10 @@ def big_results_place(n_bytes: int, device: str) -> str:
 
     if not Target.from_device(device).is_gpu:
         return device
-    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    try:
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+    except RuntimeError:  # the free memory cannot be read: the host rule alone, as before the device rule existed
+        free = 0
     if device_room(n_bytes, free):
         return device
     return "cpu" if host_room(n_bytes) else device
