@@ -83,6 +83,48 @@ def test_a_kernel_that_works_only_once_fails_on_its_second_run(write_kernel):
     assert not r.passed and "second run" in r.summary
 
 
+@pytest.mark.parametrize("from_call", [2, 3, 5])
+def test_a_kernel_that_modifies_an_input_only_from_a_later_call_on_is_refused(write_kernel, from_call):
+    """Its outputs are right every time (computed before the input is clobbered), and its first call, the one the
+    check used to watch, leaves the inputs alone; from call 2 (seed 0's second run), 3 (seed 1) or 5 (a derived
+    shape) on it zeroes x. Every run is watched now: stage ``inputs``."""
+    body = (f"global CALLS\n    CALLS = globals().get('CALLS', 0) + 1\n    out.copy_(x + y)\n"
+            f"    if CALLS >= {from_call}: x.zero_()")
+    _, r = check(write_kernel(body))
+    assert not r.passed and r.failed_stage == "inputs" and "modified input 'x'" in r.summary, r.summary
+    assert check(write_kernel("out.copy_(x + y)", name="ok.py"))[1].passed
+
+
+def test_the_second_run_is_compared_with_results_fetched_after_it(write_kernel, monkeypatch):
+    """A kernel that is wrong from its second call on and, during that call, overwrites the reference results the
+    worker holds (as a write outside its tensors could reach them in device memory) with its own wrong output:
+    the results are fetched again after the second run, so the comparison sees the reference's values and fails.
+    Without the fetch (results kept across the run) this passed."""
+    from kernelpilot.measure import correctness
+
+    fetched: list[dict] = []
+    real_fetch, real_run = correctness.reference_outputs, correctness._run_poisoned
+    calls = {"n": 0}
+
+    def fetch(*args, **kwargs):
+        refs, precision = real_fetch(*args, **kwargs)
+        fetched.append(refs)
+        return refs, precision
+
+    def run(kf, case, *args, **kwargs):
+        real_run(kf, case, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] == 2 and fetched:  # the second run "writes" the results it can reach
+            for name, ref in fetched[-1].items():
+                ref.copy_(case.inputs[name].to(ref.dtype))
+
+    monkeypatch.setattr(correctness, "reference_outputs", fetch)
+    monkeypatch.setattr(correctness, "_run_poisoned", run)
+    body = "global CALLS\n    CALLS = globals().get('CALLS', 0) + 1\n    out.copy_(x + y if CALLS == 1 else x - y)"
+    _, r = check(write_kernel(body))
+    assert not r.passed and "second run" in r.summary, r.summary
+
+
 def test_correct_only_at_the_declared_shape_fails_at_the_derived_one(write_kernel):
     body = "if N == 300: out.copy_(x + y)\n    else: out.copy_(x)"
     _, r = check(write_kernel(body))

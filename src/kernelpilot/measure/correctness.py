@@ -10,7 +10,8 @@ Rules (docs/measuring.md, "Correctness"); the kernel file is treated as an adver
   unwritten elements fail; every other written tensor (in-place, written in part, e.g. RoPE's q and k) is restored
   to its pristine value instead; the reference may return its outputs, write them in place, or both;
 - no output may share memory with another input; inputs that are not outputs must be bitwise unchanged by the
-  kernel (``aliasing`` / ``inputs`` stages);
+  kernel after every run (``aliasing`` / ``inputs`` stages), and the reference's results are fetched after the
+  kernel's last run before each comparison;
 - every seed draws fresh inputs (3 seeds by default); each output is compared per element and per row
   (:mod:`kernelpilot.measure.compare`); NaN or Inf where the reference is finite never passes;
 - the kernel runs a second time on the first seed's inputs: that run must pass too (a kernel that only works
@@ -257,8 +258,16 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     Returns (the check, the reference precision, bitwise determinism of a second run or None). With
     ``second_run`` the kernel runs again on the same inputs; that run must pass the comparison too. With
     ``poison_outputs`` False the outputs keep what the previous launch wrote (a kernel that skips work when its
-    outputs already hold a result then returns a stale one). ``watch_inputs``: copy the inputs first and fail a
-    kernel that modifies one (a property of the kernel, checked once per check: on the first seed).
+    outputs already hold a result then returns a stale one). ``watch_inputs``: also record which tensors the kernel
+    wrote, for the role claims (:func:`~kernelpilot.kernels.role_claims.record_kernel_writes`: once per check, on
+    the first seed).
+
+    After every kernel run, the first and the second, the inputs that are not outputs must equal kernelpilot's
+    pristine copy bit for bit (stage ``inputs``): a kernel that modifies an input only from its second call on, or
+    only at some seeds or shapes, fails, and so does one that writes the pristine copy itself (memory outside its
+    tensors), since the two then differ. The reference's results are fetched after the kernel's last run before
+    each comparison, so no kernel run happens while they wait in the worker's memory (on the GPU for a large
+    problem with room: :func:`kernelpilot.measure.staging.big_results_place`).
     """
     import torch
 
@@ -269,7 +278,7 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     blank = [n for n in case.outputs if n not in case.inplace]
     pristine = pristine_copies(kf, case, blank)
     watched = {k: pristine[k] for k, v in case.inputs.items()
-               if watch_inputs and _is_tensor(v) and k not in case.outputs and k not in case.scratch}
+               if _is_tensor(v) and k not in case.outputs and k not in case.scratch}
     try:
         _run_poisoned(kf, case, config, device, poison_outputs)
     except Exception as exc:
@@ -293,10 +302,18 @@ def run_and_compare(kf: KernelFile, case: Case, config: Config, device: str, sta
     checks = _compare_all(kf, case, first, refs)
     deterministic = None
     if second_run and all(c.passed for c in checks):
+        del refs  # not kept across the second run: fetched again after it (views of a large buffer: freed)
         try:
             _run_poisoned(kf, case, config, device)
         except Exception as exc:
             return _fail(seed, shape, stage, f"second run raised {type(exc).__name__}: {exc}"), precision, False
+        problem = _mutated(watched, case)
+        if problem:
+            return _fail(seed, shape, "inputs", f"second run: {problem}"), precision, False
+        try:
+            refs, _ = reference_outputs(kf, pristine, case.outputs, blank)
+        except Exception as exc:
+            return _fail(seed, shape, stage, f"reference raised {type(exc).__name__}: {exc}"), precision, None
         again = _compare_all(kf, case, {n: case.inputs[n] for n in case.outputs}, refs)
         if not all(c.passed for c in again):
             bad = next(c for c in again if not c.passed)
