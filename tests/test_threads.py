@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -40,25 +42,27 @@ def test_an_ending_thread_is_waited_for_and_not_named(as_kernel: None) -> None:
     assert threads.running() == [] and not t.is_alive()
 
 
-def test_a_thread_still_at_its_work_is_named_at_once(as_kernel: None) -> None:
+@contextmanager
+def _waiting(*, ending: bool) -> Iterator[threading.Thread]:
+    """A thread of the kernel's that waits (up to 30 s) until the block ends."""
     stop = threading.Event()
-    t = _started(stop.wait, 30, ending=False)
+    t = _started(stop.wait, 30, ending=ending)
     try:
+        yield t
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_a_thread_still_at_its_work_is_named_at_once(as_kernel: None) -> None:
+    with _waiting(ending=False):
         t0 = time.monotonic()
         assert threads.running() == ["thread 'wait' was started by the kernel file's code"]
         assert time.monotonic() - t0 < threads.ENDING_S / 2  # no grace for a thread that holds its target
-    finally:
-        stop.set()
-        t.join()
 
 
 def test_an_ending_thread_that_lives_on_is_named_after_the_grace(as_kernel: None) -> None:
-    stop = threading.Event()
-    t = _started(stop.wait, 30, ending=True)
-    try:
+    with _waiting(ending=True):
         t0 = time.monotonic()
         assert threads.running() == ["thread 'wait' was started by the kernel file's code"]
         assert threads.ENDING_S - 0.1 <= time.monotonic() - t0 < threads.ENDING_S + 1.0
-    finally:
-        stop.set()
-        t.join()
